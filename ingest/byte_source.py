@@ -1,0 +1,108 @@
+"""Streams the bytes of a trace file, gunzipping on the fly with a hard decompressed cap.
+
+A gzip bomb (a few kilobytes that inflate to gigabytes) must fail fast with a clear error
+instead of filling memory or disk, so decompression is incremental and bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ingest.errors import TraceInputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_CHUNK = 32 * 1024 * 1024
+# Real traces reach a few GB uncompressed; beyond this we refuse rather than exhaust disk.
+DEFAULT_MAX_DECOMPRESSED = int(os.environ.get("TRACELENS_MAX_DECOMPRESSED_BYTES", 16 * 1024**3))
+
+
+def is_gzip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def iter_bytes(
+    path: Path,
+    chunk_size: int = DEFAULT_CHUNK,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    on_raw: Callable[[bytes], None] | None = None,
+) -> Iterator[bytes]:
+    """Yield the (decompressed) content of ``path`` in chunks of about ``chunk_size``.
+
+    ``on_raw`` sees every byte of the file as read (before decompression): the hook for
+    hashing the upload and reporting progress in one pass.
+    """
+    if is_gzip(path):
+        yield from _iter_gunzip(path, chunk_size, max_decompressed, on_raw)
+        return
+    with path.open("rb") as f:
+        while block := f.read(chunk_size):
+            if on_raw is not None:
+                on_raw(block)
+            yield block
+
+
+def _iter_gunzip(
+    path: Path, chunk_size: int, max_decompressed: int, on_raw: Callable[[bytes], None] | None
+) -> Iterator[bytes]:
+    read_size = 4 * 1024 * 1024
+    decomp = zlib.decompressobj(wbits=31)
+    in_member = False
+    total = 0
+    pending = bytearray()
+    with path.open("rb") as f:
+        data = b""
+        while True:
+            if not data:
+                data = f.read(read_size)
+                if not data:
+                    break
+                if on_raw is not None:
+                    on_raw(data)
+            if not in_member and not data.strip(b"\x00"):
+                data = b""  # zero padding after the last member, as some writers leave
+                continue
+            in_member = True
+            try:
+                # max_length bounds the output of one call: a bomb cannot inflate in one go
+                out = decomp.decompress(data, chunk_size)
+            except zlib.error as exc:
+                raise TraceInputError(path, f"damaged gzip data ({exc})") from None
+            total += len(out)
+            if total > max_decompressed:
+                raise TraceInputError(
+                    path,
+                    f"decompresses to more than {max_decompressed:,} bytes; refusing "
+                    "(set TRACELENS_MAX_DECOMPRESSED_BYTES to raise the limit)",
+                )
+            pending += out
+            if len(pending) >= chunk_size:
+                yield bytes(pending)
+                pending.clear()
+            if decomp.eof:
+                data = decomp.unused_data
+                decomp = zlib.decompressobj(wbits=31)
+                in_member = False
+            else:
+                data = decomp.unconsumed_tail
+    if in_member:
+        raise TraceInputError(path, "truncated gzip file (the compressed stream ends early)")
+    if pending:
+        yield bytes(pending)
+
+
+def head_bytes(path: Path, n: int = 64 * 1024) -> bytes:
+    """The first ``n`` content bytes (decompressed if gzip), for format detection."""
+    out = b""
+    try:
+        for block in iter_bytes(path, chunk_size=n):
+            out += block
+            if len(out) >= n:
+                break
+    except TraceInputError:
+        if not out:
+            raise
+    return out[:n]

@@ -1,0 +1,339 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON -> the canonical tables.
+
+The file is streamed: :mod:`ingest.json_event_splitter` cuts the event array into blobs
+of whole events, DuckDB's JSON reader parses each blob with an explicit column list (so
+unknown keys cost nothing and ``args`` is touched once), and SQL routes each event to its
+table. Timestamps are read as DECIMAL so ``round(ts * 1000)`` is exact for the
+nanosecond decimals newer profilers write.
+
+Understood categories: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``,
+``cuda_driver``, ``cuda_sync``, ``cpu_op``, ``python_function``, ``user_annotation``,
+``gpu_user_annotation``, ``[memory]`` instants, process/thread names, and the 2021
+spellings (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``tid`` like
+``"stream 7"``, lower-case ``"external id"``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from ingest.errors import TraceInputError
+from ingest.json_event_splitter import DEFAULT_MAX_EVENT_BYTES, EventArraySplitter, EventBlob
+from ingest.nesting import assign_nesting
+from ingest.schema import set_info
+
+_READ_COLUMNS = {
+    "ph": "VARCHAR",
+    "cat": "VARCHAR",
+    "name": "VARCHAR",
+    "pid": "JSON",
+    "tid": "JSON",
+    "ts": "DECIMAL(38,6)",
+    "dur": "DECIMAL(38,6)",
+    "args": "JSON",
+}
+
+# Position (1-based, as DuckDB lists index) of each extracted args field.
+_ARG_PATHS = [
+    '$."External id"',  # 1
+    '$."external id"',  # 2
+    "$.correlation",  # 3
+    "$.device",  # 4
+    "$.stream",  # 5
+    "$.bytes",  # 6
+    "$.grid",  # 7
+    "$.block",  # 8
+    '$."registers per thread"',  # 9
+    '$."shared memory"',  # 10
+    '$."est. achieved occupancy %"',  # 11
+    '$."Input Dims"',  # 12
+    '$."Input type"',  # 13
+    "$.name",  # 14
+    '$."Collective name"',  # 15
+    '$."In msg nelems"',  # 16
+    '$."Out msg nelems"',  # 17
+    "$.dtype",  # 18
+    '$."Group size"',  # 19
+    '$."Device Type"',  # 20
+    '$."Device Id"',  # 21
+    "$.Bytes",  # 22
+    '$."Total Allocated"',  # 23
+    '$."Total Reserved"',  # 24
+    "$.Addr",  # 25
+    "$.cuda_sync_kind",  # 26
+]
+
+_INT_FROM_JSON = (
+    "TRY_CAST(regexp_extract(json_extract_string({c}, '$'), '(-?[0-9]+)\\s*$', 1) AS BIGINT)"
+)
+
+_STAGE_SQL = f"""
+CREATE OR REPLACE TEMP TABLE blob AS
+SELECT
+    ph,
+    lower(cat) AS cat,
+    name,
+    {_INT_FROM_JSON.format(c="pid")} AS pid,
+    {_INT_FROM_JSON.format(c="tid")} AS tid,
+    CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
+    CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
+    json_extract_string(args, {_ARG_PATHS!r}) AS a
+FROM read_json(?, format = 'array', columns = {_READ_COLUMNS!r},
+               maximum_object_size = {DEFAULT_MAX_EVENT_BYTES + 1024})
+"""
+
+_GPU_DEVICE = "coalesce(TRY_CAST(a[4] AS INTEGER), CAST(pid AS INTEGER))"
+_GPU_STREAM = "coalesce(TRY_CAST(a[5] AS BIGINT), tid)"
+_EXTERNAL_ID = "coalesce(TRY_CAST(a[1] AS BIGINT), TRY_CAST(a[2] AS BIGINT))"
+_VALID_X = "ph = 'X' AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND dur_ns >= 0"
+
+_ROUTE_SQL = [
+    f"""
+    INSERT INTO kernels
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, name, ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT),
+           g[1], g[2], g[3], b[1], b[2], b[3],
+           TRY_CAST(a[9] AS INTEGER), TRY_CAST(a[10] AS BIGINT), TRY_CAST(a[11] AS DOUBLE)
+    FROM (SELECT *, TRY_CAST(a[7] AS INTEGER[]) AS g, TRY_CAST(a[8] AS INTEGER[]) AS b FROM blob)
+    WHERE {_VALID_X} AND cat = 'kernel'
+    """,
+    f"""
+    INSERT INTO memcpys
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM},
+           coalesce(nullif(regexp_extract(name, 'Memcpy ([A-Za-z_]+)', 1), ''), 'Unknown'),
+           coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+) *->', 1)), ''), 'unknown'),
+           coalesce(nullif(lower(regexp_extract(name, '-> *([A-Za-z]+)\\)', 1)), ''), 'unknown'),
+           TRY_CAST(a[6] AS BIGINT), ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+    FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memcpy', 'memcpy')
+    """,
+    f"""
+    INSERT INTO memsets
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, TRY_CAST(a[6] AS BIGINT),
+           coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+)\\)', 1)), ''), 'unknown'),
+           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+    FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memset', 'memset')
+    """,
+    f"""
+    INSERT INTO api_calls
+    SELECT pid, tid, regexp_replace(name, '_v[0-9]+$', ''),
+           CASE WHEN cat = 'cuda_driver' THEN 'driver' ELSE 'runtime' END,
+           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT), {_EXTERNAL_ID}
+    FROM blob WHERE {_VALID_X} AND cat IN ('cuda_runtime', 'runtime', 'cuda_driver')
+    """,
+    f"""
+    INSERT INTO cpu_ops
+    SELECT nextval('op_seq'), pid, tid, name,
+           CASE WHEN cat = 'operator' THEN 'cpu_op' ELSE cat END,
+           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, a[12], a[13]
+    FROM blob WHERE {_VALID_X} AND cat IN ('cpu_op', 'operator', 'python_function')
+    """,
+    f"""
+    INSERT INTO ranges
+    SELECT nextval('range_seq'), pid, tid,
+           CASE WHEN cat = 'gpu_user_annotation' THEN {_GPU_DEVICE} END,
+           name, cat, ts_ns, ts_ns + dur_ns, NULL, NULL
+    FROM blob WHERE {_VALID_X} AND cat IN ('user_annotation', 'gpu_user_annotation')
+    """,
+    f"""
+    INSERT INTO syncs
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(a[26], name),
+           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+    FROM blob WHERE {_VALID_X} AND cat = 'cuda_sync'
+    """,
+    f"""
+    INSERT INTO comm_ops
+    SELECT pid, tid, name,
+           coalesce(a[15], CASE WHEN name LIKE 'nccl:%' THEN substr(name, 6) END),
+           ts_ns, ts_ns + dur_ns, {_EXTERNAL_ID},
+           coalesce(TRY_CAST(a[16] AS BIGINT),
+                    TRY_CAST(list_reduce(TRY_CAST(a[12] AS BIGINT[][])[1], lambda x, y: x * y)
+                             AS BIGINT)),
+           TRY_CAST(a[17] AS BIGINT),
+           coalesce(a[18], TRY_CAST(a[13] AS VARCHAR[])[1]),
+           TRY_CAST(a[19] AS INTEGER)
+    FROM blob
+    WHERE {_VALID_X} AND (a[15] IS NOT NULL OR name LIKE 'nccl:%')
+      AND cat IN ('cpu_op', 'operator', 'user_annotation')
+    """,
+    """
+    INSERT INTO memory_events
+    SELECT pid, tid,
+           CASE WHEN TRY_CAST(a[20] AS INTEGER) = 1 THEN TRY_CAST(a[21] AS INTEGER) ELSE -1 END,
+           ts_ns, TRY_CAST(a[22] AS BIGINT), TRY_CAST(a[23] AS BIGINT),
+           TRY_CAST(a[24] AS BIGINT), TRY_CAST(a[25] AS BIGINT)
+    FROM blob WHERE ph = 'i' AND name = '[memory]' AND ts_ns IS NOT NULL
+    """,
+    """
+    INSERT INTO meta_names
+    SELECT pid, tid, name, a[14] FROM blob
+    WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND a[14] IS NOT NULL
+    """,
+    """
+    INSERT INTO profiler_spans
+    SELECT ts_ns, ts_ns + dur_ns FROM blob WHERE cat = 'trace' AND ph = 'X' AND ts_ns IS NOT NULL
+    """,
+]
+
+_COUNT_DROPPED = """
+SELECT count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
+       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0),
+       count(*)
+FROM blob
+"""
+
+
+@dataclass
+class ChromeReadStats:
+    events: int = 0
+    dropped_missing: int = 0
+    dropped_negative: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_chrome_trace(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    chunks: Iterable[bytes],
+    on_progress: Callable[[int], None] | None = None,
+) -> ChromeReadStats:
+    """Load the Chrome trace whose decompressed bytes are ``chunks`` into ``con``."""
+    con.execute("CREATE TEMP SEQUENCE op_seq START 1")
+    con.execute("CREATE TEMP SEQUENCE range_seq START 1")
+    con.execute("CREATE TEMP TABLE meta_names (pid BIGINT, tid BIGINT, kind VARCHAR, value VARCHAR)")
+    con.execute("CREATE TEMP TABLE profiler_spans (start_ns BIGINT, end_ns BIGINT)")
+    stats = ChromeReadStats()
+    splitter = EventArraySplitter(path)
+    with tempfile.TemporaryDirectory(prefix="tracelens-") as tmp:
+        blob_path = os.path.join(tmp, "events.json")
+        for blob in splitter.split(chunks):
+            _load_blob(con, path, blob, blob_path, stats)
+            if on_progress is not None:
+                on_progress(blob.source_offset + len(blob.data))
+    meta = splitter.result.metadata
+    _finish(con, path, meta, stats)
+    return stats
+
+
+def _load_blob(
+    con: duckdb.DuckDBPyConnection, path: Path, blob: EventBlob, blob_path: str, stats: ChromeReadStats
+) -> None:
+    with open(blob_path, "wb") as f:
+        f.write(blob.data)
+    try:
+        con.execute(_STAGE_SQL, [blob_path])
+    except duckdb.Error as exc:
+        message = str(exc).splitlines()[0]
+        if "UTF-8" in message or "utf-8" in message or "unicode" in message.lower():
+            # Tolerant reading: undecodable bytes in names become U+FFFD, as a browser would.
+            with open(blob_path, "wb") as f:
+                f.write(blob.data.decode("utf-8", "replace").encode("utf-8"))
+            stats.warnings.append("non-UTF-8 bytes in event text were replaced with U+FFFD")
+            try:
+                con.execute(_STAGE_SQL, [blob_path])
+            except duckdb.Error as exc2:
+                raise TraceInputError(path, _describe_json_error(exc2, blob)) from None
+        else:
+            raise TraceInputError(path, _describe_json_error(exc, blob)) from None
+    missing, negative, total = con.execute(_COUNT_DROPPED).fetchone()  # type: ignore[misc]
+    stats.events += total
+    stats.dropped_missing += missing
+    stats.dropped_negative += negative
+    for sql in _ROUTE_SQL:
+        con.execute(sql)
+
+
+def _describe_json_error(exc: duckdb.Error, blob: EventBlob) -> str:
+    text = str(exc).splitlines()[0]
+    text = text.replace("Invalid Input Error: ", "").replace("Conversion Error: ", "")
+    # DuckDB names our temporary file; point at the user's file instead.
+    text = text.split(' in file "')[0] if ' in file "' in text else text
+    return f"malformed event in traceEvents after byte {blob.source_offset:,}: {text}"
+
+
+def _finish(
+    con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats
+) -> None:
+    con.execute(
+        """
+        INSERT INTO threads
+        SELECT pid, tid,
+               max(value) FILTER (WHERE kind = 'process_name'),
+               max(value) FILTER (WHERE kind = 'thread_name')
+        FROM meta_names GROUP BY pid, tid
+        """
+    )
+    _insert_devices(con, meta)
+    assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
+    assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    t0 = con.execute(
+        """SELECT min(t) FROM (
+             SELECT min(start_ns) t FROM kernels UNION ALL SELECT min(start_ns) FROM memcpys
+             UNION ALL SELECT min(start_ns) FROM cpu_ops UNION ALL SELECT min(start_ns) FROM api_calls
+             UNION ALL SELECT min(start_ns) FROM ranges)"""
+    ).fetchone()[0]  # type: ignore[index]
+    if stats.dropped_missing:
+        stats.warnings.append(
+            f"{stats.dropped_missing:,} complete ('X') events without ts or dur were skipped"
+        )
+    if stats.dropped_negative:
+        stats.warnings.append(
+            f"{stats.dropped_negative:,} events with a negative duration were skipped"
+        )
+    set_info(
+        con,
+        {
+            "format": "torch_chrome",
+            "format_version": meta.get("schemaVersion"),
+            "tool": "PyTorch profiler (Kineto)",
+            "rank": dist.get("rank"),
+            "world_size": dist.get("world_size"),
+            "distributed_backend": dist.get("backend"),
+            "host": meta.get("host_name") or meta.get("hostname"),
+            "trace_name": meta.get("traceName"),
+            "base_time_ns": meta.get("baseTimeNanoseconds"),
+            "t0_ns": t0,
+            "event_count": stats.events,
+            "warnings": "\n".join(stats.warnings) if stats.warnings else None,
+        },
+    )
+    con.execute("DROP TABLE IF EXISTS blob")
+    con.execute("DROP TABLE meta_names")
+
+
+def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
+    props = meta.get("deviceProperties")
+    by_id: dict[int, dict] = {}
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict) and isinstance(p.get("id"), int):
+                by_id[p["id"]] = p
+    active = [
+        r[0]
+        for r in con.execute(
+            """SELECT DISTINCT device_id FROM (
+                 SELECT device_id FROM kernels UNION ALL SELECT device_id FROM memcpys
+                 UNION ALL SELECT device_id FROM memsets) WHERE device_id IS NOT NULL
+               ORDER BY 1"""
+        ).fetchall()
+    ]
+    rows = []
+    for dev in active:
+        p = by_id.get(dev, {})
+        cc = (
+            f"{p['computeMajor']}.{p['computeMinor']}"
+            if "computeMajor" in p and "computeMinor" in p
+            else None
+        )
+        rows.append((dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc))
+    if rows:
+        con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?)", rows)
+    idle = sorted(set(by_id) - set(active))
+    if idle:
+        names = ", ".join(f"{i}: {by_id[i].get('name')}" for i in idle)
+        set_info(con, {"host_gpus_without_work": names})

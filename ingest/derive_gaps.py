@@ -1,0 +1,131 @@
+"""Derives the ``gaps`` table: stretches where a device did no GPU work, each with a cause.
+
+Busy time is the union of a device's kernel, memcpy and memset intervals; gaps are the
+holes in it between its first and last activity. The cause comes from what the host was
+doing meanwhile, judged in this order:
+
+- ``data_loading``: a data-loader range or operator covers at least half the gap;
+- ``synchronization``: the launching thread came out of a blocking call (device/stream/
+  event synchronize, a synchronous copy) at the start of or during the gap, so no work had
+  been queued ahead;
+- ``launch_overhead``: a short gap (at most ``short_gap_ns``) between queued launches;
+- ``gpu_dependency``: the next work had been launched before the gap began, so the GPU
+  waited on something else (an event on another stream, another device, a collective);
+- ``host_compute``: the launching thread was busy in operators/Python before the launch;
+- ``untraced``: nothing recorded on the host explains it.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+SYNC_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH",
+    "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy", "cuMemcpy2D", "cuMemcpy3D",
+)
+DATA_LOADER_PATTERN = r"(?i)(dataloader|data_loader|dataloaderiter|_next_data|data loading|load_batch)"
+SHORT_GAP_NS = 10_000
+SYNC_TOLERANCE_NS = 10_000
+
+
+def derive_gaps(
+    con: duckdb.DuckDBPyConnection,
+    short_gap_ns: int = SHORT_GAP_NS,
+    sync_tolerance_ns: int = SYNC_TOLERANCE_NS,
+) -> None:
+    con.execute("DELETE FROM gaps")
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _gap0 AS
+        WITH act AS (
+            SELECT device_id, start_ns, end_ns, correlation_id FROM kernels
+            UNION ALL SELECT device_id, start_ns, end_ns, correlation_id FROM memcpys
+                      WHERE kind NOT LIKE 'UVM%'
+            UNION ALL SELECT device_id, start_ns, end_ns, correlation_id FROM memsets
+        ),
+        iv AS (
+            SELECT device_id, start_ns, end_ns, correlation_id,
+                   max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+            FROM act WHERE device_id IS NOT NULL AND end_ns >= start_ns
+        )
+        SELECT row_number() OVER () AS gap_id, device_id, prev_end AS start_ns,
+               start_ns AS end_ns, correlation_id AS next_corr
+        FROM iv WHERE start_ns > prev_end
+        """
+    )
+    sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _launch AS
+        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+               min(start_ns) AS start_ns, max(end_ns) AS end_ns
+        FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)
+        GROUP BY correlation_id;
+
+        CREATE OR REPLACE TEMP TABLE _sync AS
+        SELECT pid, tid, name, start_ns, end_ns FROM api_calls WHERE name IN ({sync_list});
+
+        CREATE OR REPLACE TEMP TABLE _loader AS
+        SELECT name, start_ns, end_ns FROM ranges
+        WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}')
+        UNION ALL
+        SELECT name, start_ns, end_ns FROM cpu_ops
+        WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}');
+
+        CREATE OR REPLACE TEMP TABLE _hostop AS
+        SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops WHERE depth = 0;
+
+        CREATE OR REPLACE TEMP TABLE _gap1 AS
+        SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end
+        FROM _gap0 g LEFT JOIN _launch l ON l.correlation_id = g.next_corr;
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _gap2 AS
+        SELECT g.*,
+               s.name AS sync_name, s.end_ns AS sync_end,
+               d.name AS loader_name,
+               CASE WHEN d.start_ns IS NULL THEN 0
+                    ELSE greatest(0, least(d.end_ns, g.end_ns) - greatest(d.start_ns, g.start_ns))
+               END AS loader_overlap,
+               h.name AS host_op, h.end_ns AS host_op_end
+        FROM _gap1 g
+        ASOF LEFT JOIN _sync s
+            ON s.pid = g.pid AND s.tid = g.tid AND s.end_ns <= g.end_ns
+        ASOF LEFT JOIN _loader d ON d.start_ns <= g.end_ns
+        ASOF LEFT JOIN _hostop h
+            ON h.pid = g.pid AND h.tid = g.tid AND h.start_ns <= coalesce(g.launch_start, g.end_ns)
+        """
+    )
+    con.execute(
+        f"""
+        INSERT INTO gaps
+        SELECT device_id, start_ns, end_ns,
+            CASE
+                WHEN coalesce(loader_overlap, 0) * 2 >= end_ns - start_ns THEN 'data_loading'
+                WHEN sync_end IS NOT NULL AND sync_end >= start_ns - {sync_tolerance_ns}
+                    THEN 'synchronization'
+                WHEN end_ns - start_ns <= {short_gap_ns} THEN 'launch_overhead'
+                WHEN launch_end IS NOT NULL AND launch_end <= start_ns THEN 'gpu_dependency'
+                WHEN host_op IS NOT NULL AND host_op_end >= start_ns THEN 'host_compute'
+                ELSE 'untraced'
+            END AS cause,
+            CASE
+                WHEN coalesce(loader_overlap, 0) * 2 >= end_ns - start_ns THEN loader_name
+                WHEN sync_end IS NOT NULL AND sync_end >= start_ns - {sync_tolerance_ns}
+                    THEN sync_name
+                WHEN end_ns - start_ns <= {short_gap_ns} THEN NULL
+                WHEN launch_end IS NOT NULL AND launch_end <= start_ns THEN NULL
+                WHEN host_op IS NOT NULL AND host_op_end >= start_ns THEN host_op
+                ELSE NULL
+            END AS detail
+        FROM _gap2 ORDER BY device_id, start_ns
+        """
+    )
+    for t in ("_gap0", "_gap1", "_gap2", "_launch", "_sync", "_loader", "_hostop"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")

@@ -1,0 +1,320 @@
+"""Splits a Chrome-trace JSON stream into blobs of whole events, without parsing the events.
+
+A profiler trace is one JSON object whose ``traceEvents`` array holds millions of events
+(or, for some writers, a bare top-level array). Parsing it whole costs several times its
+size in memory. Instead we find the structure with a vectorised scan (structural bytes
+and quote parity with NumPy, the simdjson idea), cut the event array at event
+boundaries, and hand each blob of complete events to a real JSON parser (DuckDB's).
+Everything outside the event array (device properties, distributed info, ...) is
+collected and parsed separately as the trace's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ingest.errors import TraceInputError
+
+_QUOTE, _LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 1, 2, 3, 4, 5
+_TABLE = bytearray(256)
+_TABLE[ord('"')] = _QUOTE
+_TABLE[ord("{")] = _LBRACE
+_TABLE[ord("}")] = _RBRACE
+_TABLE[ord("[")] = _LBRACKET
+_TABLE[ord("]")] = _RBRACKET
+_TRANSLATE = bytes(_TABLE)
+_BACKSLASH = 92
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*$')
+# Metadata outside the event array is small; past this much we stop keeping it.
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class StructuralScanner:
+    """Incremental scan of JSON text: positions and nesting depth of structural brackets."""
+
+    in_string: bool = False
+    depth: int = 0
+    offset: int = 0
+    trailing_backslashes: int = 0
+
+    def scan(self, chunk: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return absolute positions, bracket codes and depth after each structural bracket."""
+        codes = np.frombuffer(chunk.translate(_TRANSLATE), dtype=np.uint8)
+        idx = np.flatnonzero(codes)
+        kinds = codes[idx]
+        is_quote = kinds == _QUOTE
+        if is_quote.any():
+            keep = self._unescaped(chunk, idx, is_quote)
+            if keep is not None:
+                idx, kinds = idx[keep], kinds[keep]
+                is_quote = kinds == _QUOTE
+        quotes_through = np.cumsum(is_quote, dtype=np.int64)
+        quotes_before = quotes_through - is_quote
+        outside = ((quotes_before + int(self.in_string)) & 1) == 0
+        is_bracket = ~is_quote & outside
+        pos = idx[is_bracket]
+        kind = kinds[is_bracket]
+        delta = np.where((kind == _LBRACE) | (kind == _LBRACKET), 1, -1).astype(np.int64)
+        depth_after = self.depth + np.cumsum(delta)
+        if len(depth_after):
+            self.depth = int(depth_after[-1])
+        if len(quotes_through):
+            self.in_string = bool((int(self.in_string) + int(quotes_through[-1])) & 1)
+        run = len(chunk) - len(chunk.rstrip(b"\\"))
+        self.trailing_backslashes = (
+            self.trailing_backslashes + run if run == len(chunk) else run
+        )
+        abs_pos = pos.astype(np.int64) + self.offset
+        self.offset += len(chunk)
+        return abs_pos, kind, depth_after
+
+    def _unescaped(
+        self, chunk: bytes, idx: np.ndarray, is_quote: np.ndarray
+    ) -> np.ndarray | None:
+        """Mask of tokens to keep after dropping escaped quotes, or None when none are."""
+        qsel = np.flatnonzero(is_quote)
+        qpos = idx[qsel]
+        arr = np.frombuffer(chunk, dtype=np.uint8)
+        preceded = np.zeros(len(qpos), dtype=bool)
+        inner = qpos > 0
+        preceded[inner] = arr[qpos[inner] - 1] == _BACKSLASH
+        if len(qpos) and qpos[0] == 0 and self.trailing_backslashes:
+            preceded[0] = True
+        candidates = np.flatnonzero(preceded)
+        if not len(candidates):
+            return None
+        escaped = []
+        for j in candidates.tolist():
+            k = int(qpos[j]) - 1
+            n = 0
+            while k >= 0 and chunk[k] == _BACKSLASH:
+                n += 1
+                k -= 1
+            if k < 0:
+                n += self.trailing_backslashes
+            if n & 1:
+                escaped.append(qsel[j])
+        if not escaped:
+            return None
+        keep = np.ones(len(idx), dtype=bool)
+        keep[np.asarray(escaped)] = False
+        return keep
+
+
+@dataclass
+class EventBlob:
+    """Complete events as a JSON array text (``[{...},{...}]``), with its source offset."""
+
+    data: bytes
+    source_offset: int
+    first_event_offset: int = 0
+
+
+@dataclass
+class SplitResult:
+    metadata: dict = field(default_factory=dict)
+    bare_array: bool = False
+    total_bytes: int = 0
+
+
+class EventArraySplitter:
+    """Consumes text chunks; yields :class:`EventBlob`; fills :attr:`result` at the end."""
+
+    def __init__(self, path: Path, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.path = path
+        self.max_event_bytes = max_event_bytes
+        self.result = SplitResult()
+        self._scanner = StructuralScanner()
+        self._phase = "start"  # start -> head -> events -> tail
+        self._events_depth = 0
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._carry = bytearray()
+        self._carry_offset = 0
+        self._tail_truncated = False
+
+    def split(self, chunks: Iterable[bytes]) -> Iterator[EventBlob]:
+        for chunk in chunks:
+            yield from self._feed(chunk)
+        self._finish()
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def _feed(self, chunk: bytes) -> Iterator[EventBlob]:
+        base = self._scanner.offset
+        pos, kind, depth = self._scanner.scan(chunk)
+        if len(depth) and int(depth.min()) < 0:
+            bad = int(pos[np.flatnonzero(depth < 0)[0]])
+            raise TraceInputError(self.path, f"malformed JSON: unbalanced bracket at byte {bad:,}")
+        i = 0  # index into this chunk's tokens
+        cursor = 0  # bytes of this chunk already assigned to a phase
+        if self._phase in ("start", "head"):
+            i, cursor = self._find_events_start(chunk, base, pos, kind, depth)
+            if self._phase in ("start", "head"):
+                self._keep_head(chunk)
+                return
+        if self._phase == "events":
+            tok = slice(i, None)
+            p, k, d = pos[tok], kind[tok], depth[tok]
+            closes = np.flatnonzero((k == _RBRACKET) & (d == self._events_depth - 1))
+            stop = len(p) if not len(closes) else int(closes[0])
+            ends = np.flatnonzero((k[:stop] == _RBRACE) & (d[:stop] == self._events_depth))
+            inner_arrays = np.flatnonzero(
+                (k[:stop] == _LBRACKET) & (d[:stop] == self._events_depth + 1)
+            )
+            if len(inner_arrays):
+                at = int(p[inner_arrays[0]])
+                raise TraceInputError(
+                    self.path, f"traceEvents holds an array where an event object belongs (byte {at:,})"
+                )
+            if len(closes):
+                array_end = int(p[closes[0]]) - base
+                if len(ends):
+                    last_end = int(p[ends[-1]]) - base + 1
+                    blob = self._take(chunk, cursor, last_end)
+                    if blob is not None:
+                        yield blob
+                # anything between the last event and ']' is whitespace and commas
+                self._carry.clear()
+                self._phase = "tail"
+                cursor = array_end + 1
+            else:
+                if len(ends):
+                    last_end = int(p[ends[-1]]) - base + 1
+                    blob = self._take(chunk, cursor, last_end)
+                    if blob is not None:
+                        yield blob
+                    cursor = last_end
+                self._carry_more(chunk, cursor, base)
+                return
+        if self._phase == "tail":
+            self._keep_tail(chunk[cursor:])
+
+    def _find_events_start(
+        self, chunk: bytes, base: int, pos: np.ndarray, kind: np.ndarray, depth: np.ndarray
+    ) -> tuple[int, int]:
+        if self._phase == "start":
+            stripped = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")
+            if not stripped:
+                return len(pos), len(chunk)
+            first = stripped[:1]
+            if first not in (b"{", b"["):
+                raise TraceInputError(
+                    self.path, "not JSON (expected a Chrome trace object or event array)"
+                )
+            self._phase = "head"
+            if first == b"[":
+                self.result.bare_array = True
+                self._events_depth = 1
+                self._phase = "events"
+                start = int(pos[0]) - base + 1
+                self._carry_offset = base + start
+                return 1, start
+        # An object: find the '[' opening a top-level array keyed "traceEvents".
+        opens = np.flatnonzero((kind == _LBRACKET) & (depth == 2))
+        for j in opens.tolist():
+            at = int(pos[j]) - base
+            if at >= 256:
+                before = chunk[at - 256 : at]
+            else:
+                before = bytes(self._head[len(self._head) - (256 - at) :]) + chunk[:at]
+            if _EVENTS_KEY.search(before):
+                self._keep_head(chunk[:at])
+                self._events_depth = 2
+                self._phase = "events"
+                self._carry_offset = base + at + 1
+                return j + 1, at + 1
+        if len(depth) and self._scanner.depth == 0:
+            # the top-level object closed without a traceEvents array
+            raise TraceInputError(self.path, "JSON object has no \"traceEvents\" array: not a Chrome trace")
+        return len(pos), len(chunk)
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def _take(self, chunk: bytes, start: int, end: int) -> EventBlob | None:
+        """Blob of the carried bytes plus ``chunk[start:end]``; resets the carry."""
+        body = bytes(self._carry) + chunk[start:end] if self._carry else chunk[start:end]
+        offset = self._carry_offset
+        self._carry.clear()
+        self._carry_offset = offset + len(body)
+        lead = 0
+        n = len(body)
+        while lead < n and body[lead] in b" \t\r\n,":
+            lead += 1
+        if lead == n:
+            return None
+        if body[lead] != ord("{"):
+            raise TraceInputError(
+                self.path, f"traceEvents holds a non-object value at byte {offset + lead:,}"
+            )
+        data = b"[" + body[lead:] + b"]"
+        return EventBlob(data=data, source_offset=offset + lead)
+
+    def _carry_more(self, chunk: bytes, start: int, base: int) -> None:
+        if not self._carry:
+            self._carry_offset = base + start
+        self._carry += chunk[start:]
+        if len(self._carry) > self.max_event_bytes:
+            raise TraceInputError(
+                self.path,
+                f"an event starting near byte {self._carry_offset:,} is larger than "
+                f"{self.max_event_bytes:,} bytes (or the file is not well-formed JSON)",
+            )
+
+    def _keep_head(self, data: bytes) -> None:
+        if len(self._head) + len(data) > MAX_METADATA_BYTES:
+            raise TraceInputError(
+                self.path, f"no traceEvents array in the first {MAX_METADATA_BYTES:,} bytes"
+            )
+        self._head += data
+
+    def _keep_tail(self, data: bytes) -> None:
+        if self._tail_truncated:
+            return
+        if len(self._tail) + len(data) > MAX_METADATA_BYTES:
+            self._tail_truncated = True
+            return
+        self._tail += data
+
+    def _finish(self) -> None:
+        self.result.total_bytes = self._scanner.offset
+        if self._phase == "start":
+            raise TraceInputError(self.path, "empty file")
+        if self._phase == "head":
+            raise TraceInputError(
+                self.path, "truncated or not a Chrome trace: no \"traceEvents\" array found"
+            )
+        if self._phase == "events":
+            raise TraceInputError(
+                self.path,
+                f"truncated JSON: the event array is not closed (file ends at byte "
+                f"{self._scanner.offset:,})",
+            )
+        if self._scanner.depth != 0 or self._scanner.in_string:
+            raise TraceInputError(
+                self.path, f"truncated JSON: file ends at byte {self._scanner.offset:,} inside a value"
+            )
+        if self.result.bare_array:
+            if self._tail.strip():
+                raise TraceInputError(self.path, "unexpected data after the top-level event array")
+            return
+        if self._tail_truncated:
+            return
+        text = bytes(self._head) + b"[]" + bytes(self._tail)
+        try:
+            meta = json.loads(text.decode("utf-8", "replace"))
+        except ValueError as exc:
+            raise TraceInputError(self.path, f"malformed JSON outside the event array ({exc})") from None
+        if not isinstance(meta, dict):
+            raise TraceInputError(self.path, "top-level JSON value is not an object")
+        meta.pop("traceEvents", None)
+        self.result.metadata = meta

@@ -1,0 +1,206 @@
+"""Entry point of ``ingest``: detect a trace's format from its content and load it.
+
+``load_trace`` returns an open DuckDB connection holding the canonical tables. With a
+``db_path`` the database is built in a temporary file beside it and moved into place only
+when complete, so a failed or interrupted ingest never leaves a half-written database
+where a good one (or nothing) was before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from ingest.byte_source import head_bytes, iter_bytes
+from ingest.chrome_trace import read_chrome_trace
+from ingest.derive_gaps import derive_gaps
+from ingest.errors import TraceInputError
+from ingest.schema import SCHEMA_VERSION, create_schema, set_info
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+TRACE_FILE_PATTERN = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class LoadedTrace:
+    con: duckdb.DuckDBPyConnection
+    path: Path
+    format: str
+    sha256: str
+    size_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def detect_format(path: Path) -> str:
+    """``torch_chrome`` or ``nsys_sqlite``; raises TraceInputError for anything else."""
+    if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
+        raise TraceInputError(
+            path,
+            "this is an Nsight Systems report, not its SQLite export; run "
+            f"`nsys export --type sqlite --output {path.with_suffix('.sqlite').name} {path.name}` "
+            "and analyze the .sqlite file",
+        )
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise TraceInputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if size == 0:
+        raise TraceInputError(path, "empty file")
+    with path.open("rb") as f:
+        magic = f.read(16)
+    if magic == SQLITE_MAGIC:
+        return "nsys_sqlite"
+    head = head_bytes(path, 4096).lstrip(b" \t\r\n\xef\xbb\xbf")
+    if not head:
+        raise TraceInputError(path, "empty file")
+    if head[:1] in (b"{", b"["):
+        return "torch_chrome"
+    raise TraceInputError(
+        path,
+        "unrecognised format: expected a PyTorch profiler Chrome trace (.json/.json.gz) "
+        "or an Nsight Systems SQLite export (.sqlite)",
+    )
+
+
+def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]:
+    """A file to read: ``path`` itself, or the chosen trace of a profiler output folder."""
+    notes: list[str] = []
+    if not path.exists():
+        raise TraceInputError(path, "no such file or directory")
+    if not path.is_dir():
+        return path, notes
+    candidates = sorted(
+        p for p in path.iterdir()
+        if p.is_file() and (TRACE_FILE_PATTERN.search(p.name) or p.suffix == ".sqlite")
+    )
+    if not candidates:
+        raise TraceInputError(path, "folder holds no trace files (*.json, *.json.gz, *.sqlite)")
+    if rank is None:
+        chosen = candidates[0]
+        if len(candidates) > 1:
+            notes.append(
+                f"folder holds {len(candidates)} traces; analyzing {chosen.name} "
+                "(choose another with --rank)"
+            )
+        return chosen, notes
+    ranks = {p: _rank_of(p) for p in candidates}
+    for p, r in ranks.items():
+        if r == rank:
+            notes.append(f"analyzing rank {rank}: {p.name}")
+            return p, notes
+    known = sorted(r for r in ranks.values() if r is not None)
+    raise TraceInputError(
+        path, f"no trace for rank {rank} in this folder (ranks found: {known or 'none'})"
+    )
+
+
+_RANK_IN_JSON = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def _rank_of(p: Path) -> int | None:
+    with contextlib.suppress(TraceInputError, OSError):
+        m = _RANK_IN_JSON.search(head_bytes(p, 256 * 1024))
+        if m:
+            return int(m.group(1))
+    m2 = _RANK_IN_NAME.search(p.name)
+    return int(m2.group(1)) if m2 else None
+
+
+def load_trace(
+    path: str | Path,
+    db_path: str | Path | None = None,
+    rank: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> LoadedTrace:
+    """Ingest ``path`` (file or profiler output folder) into a DuckDB database."""
+    src, notes = resolve_input(Path(path), rank)
+    fmt = detect_format(src)
+    size = src.stat().st_size
+    digest = hashlib.sha256()
+    target = Path(db_path) if db_path is not None else None
+    tmp_db = None
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp_db = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        _remove_db_files(tmp_db)
+        con = duckdb.connect(str(tmp_db))
+    else:
+        con = duckdb.connect(":memory:")
+    try:
+        create_schema(con)
+        if fmt == "torch_chrome":
+            seen = 0
+
+            def on_raw(block: bytes) -> None:
+                nonlocal seen
+                digest.update(block)
+                seen += len(block)
+                if on_progress is not None:
+                    on_progress(seen, size)
+
+            chunks = iter_bytes(src, on_raw=on_raw)
+            stats = read_chrome_trace(con, src, chunks)
+            notes.extend(stats.warnings)
+        else:
+            from ingest.nsys_sqlite import read_nsys_sqlite
+
+            with src.open("rb") as f:
+                for block in iter(lambda: f.read(8 * 1024 * 1024), b""):
+                    digest.update(block)
+            notes.extend(read_nsys_sqlite(con, src))
+            if on_progress is not None:
+                on_progress(size, size)
+        derive_gaps(con)
+        set_info(
+            con,
+            {
+                "source_path": str(src),
+                "source_sha256": digest.hexdigest(),
+                "source_bytes": size,
+                "tracelens_schema_version": SCHEMA_VERSION,
+            },
+        )
+    except TraceInputError:
+        con.close()
+        if tmp_db is not None:
+            _remove_db_files(tmp_db)
+        raise
+    except (duckdb.Error, MemoryError, OSError) as exc:
+        con.close()
+        if tmp_db is not None:
+            _remove_db_files(tmp_db)
+        raise TraceInputError(src, f"could not be ingested: {str(exc).splitlines()[0]}") from None
+    except BaseException:
+        con.close()
+        if tmp_db is not None:
+            _remove_db_files(tmp_db)
+        raise
+    if target is not None and tmp_db is not None:
+        con.execute("CHECKPOINT")
+        con.close()
+        os.replace(tmp_db, target)
+        _remove_db_files(Path(str(tmp_db)))
+        con = duckdb.connect(str(target))
+    return LoadedTrace(
+        con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
+    )
+
+
+def _remove_db_files(p: Path) -> None:
+    for candidate in (p, Path(str(p) + ".wal")):
+        with contextlib.suppress(FileNotFoundError):
+            candidate.unlink()
