@@ -204,7 +204,9 @@ def read_chrome_trace(
     """Load the Chrome trace whose decompressed bytes are ``chunks`` into ``con``."""
     con.execute("CREATE TEMP SEQUENCE op_seq START 1")
     con.execute("CREATE TEMP SEQUENCE range_seq START 1")
-    con.execute("CREATE TEMP TABLE meta_names (pid BIGINT, tid BIGINT, kind VARCHAR, value VARCHAR)")
+    con.execute(
+        "CREATE TEMP TABLE meta_names (pid BIGINT, tid BIGINT, kind VARCHAR, value VARCHAR)"
+    )
     con.execute("CREATE TEMP TABLE profiler_spans (start_ns BIGINT, end_ns BIGINT)")
     stats = ChromeReadStats()
     splitter = EventArraySplitter(path)
@@ -220,7 +222,11 @@ def read_chrome_trace(
 
 
 def _load_blob(
-    con: duckdb.DuckDBPyConnection, path: Path, blob: EventBlob, blob_path: str, stats: ChromeReadStats
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    blob: EventBlob,
+    blob_path: str,
+    stats: ChromeReadStats,
 ) -> None:
     with open(blob_path, "wb") as f:
         f.write(blob.data)
@@ -255,9 +261,7 @@ def _describe_json_error(exc: duckdb.Error, blob: EventBlob) -> str:
     return f"malformed event in traceEvents after byte {blob.source_offset:,}: {text}"
 
 
-def _finish(
-    con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats
-) -> None:
+def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
     con.execute(
         """
         INSERT INTO threads
@@ -273,8 +277,10 @@ def _finish(
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     t0 = con.execute(
         """SELECT min(t) FROM (
-             SELECT min(start_ns) t FROM kernels UNION ALL SELECT min(start_ns) FROM memcpys
-             UNION ALL SELECT min(start_ns) FROM cpu_ops UNION ALL SELECT min(start_ns) FROM api_calls
+             SELECT min(start_ns) t FROM kernels
+             UNION ALL SELECT min(start_ns) FROM memcpys
+             UNION ALL SELECT min(start_ns) FROM cpu_ops
+             UNION ALL SELECT min(start_ns) FROM api_calls
              UNION ALL SELECT min(start_ns) FROM ranges)"""
     ).fetchone()[0]  # type: ignore[index]
     if stats.dropped_missing:

@@ -20,13 +20,28 @@ from __future__ import annotations
 import duckdb
 
 SYNC_CALLS = (
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol",
-    "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH",
-    "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy", "cuMemcpy2D", "cuMemcpy3D",
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemcpyPeer",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoD",
+    "cuMemcpy",
+    "cuMemcpy2D",
+    "cuMemcpy3D",
 )
-DATA_LOADER_PATTERN = r"(?i)(dataloader|data_loader|dataloaderiter|_next_data|data loading|load_batch)"
+DATA_LOADER_PATTERN = (
+    r"(?i)(dataloader|data_loader|dataloaderiter|_next_data|data loading|load_batch)"
+)
 SHORT_GAP_NS = 10_000
 SYNC_TOLERANCE_NS = 10_000
 
@@ -85,7 +100,7 @@ def derive_gaps(
         """
     )
     con.execute(
-        f"""
+        """
         CREATE OR REPLACE TEMP TABLE _gap2 AS
         SELECT g.*,
                s.name AS sync_name, s.end_ns AS sync_end,

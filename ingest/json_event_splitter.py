@@ -70,16 +70,12 @@ class StructuralScanner:
         if len(quotes_through):
             self.in_string = bool((int(self.in_string) + int(quotes_through[-1])) & 1)
         run = len(chunk) - len(chunk.rstrip(b"\\"))
-        self.trailing_backslashes = (
-            self.trailing_backslashes + run if run == len(chunk) else run
-        )
+        self.trailing_backslashes = self.trailing_backslashes + run if run == len(chunk) else run
         abs_pos = pos.astype(np.int64) + self.offset
         self.offset += len(chunk)
         return abs_pos, kind, depth_after
 
-    def _unescaped(
-        self, chunk: bytes, idx: np.ndarray, is_quote: np.ndarray
-    ) -> np.ndarray | None:
+    def _unescaped(self, chunk: bytes, idx: np.ndarray, is_quote: np.ndarray) -> np.ndarray | None:
         """Mask of tokens to keep after dropping escaped quotes, or None when none are."""
         qsel = np.flatnonzero(is_quote)
         qpos = idx[qsel]
@@ -174,7 +170,8 @@ class EventArraySplitter:
             if len(inner_arrays):
                 at = int(p[inner_arrays[0]])
                 raise TraceInputError(
-                    self.path, f"traceEvents holds an array where an event object belongs (byte {at:,})"
+                    self.path,
+                    f"traceEvents holds an array where an event object belongs (byte {at:,})",
                 )
             if len(closes):
                 array_end = int(p[closes[0]]) - base
@@ -235,7 +232,9 @@ class EventArraySplitter:
                 return j + 1, at + 1
         if len(depth) and self._scanner.depth == 0:
             # the top-level object closed without a traceEvents array
-            raise TraceInputError(self.path, "JSON object has no \"traceEvents\" array: not a Chrome trace")
+            raise TraceInputError(
+                self.path, 'JSON object has no "traceEvents" array: not a Chrome trace'
+            )
         return len(pos), len(chunk)
 
     # -- buffers ----------------------------------------------------------------------------
@@ -291,7 +290,7 @@ class EventArraySplitter:
             raise TraceInputError(self.path, "empty file")
         if self._phase == "head":
             raise TraceInputError(
-                self.path, "truncated or not a Chrome trace: no \"traceEvents\" array found"
+                self.path, 'truncated or not a Chrome trace: no "traceEvents" array found'
             )
         if self._phase == "events":
             raise TraceInputError(
@@ -301,7 +300,8 @@ class EventArraySplitter:
             )
         if self._scanner.depth != 0 or self._scanner.in_string:
             raise TraceInputError(
-                self.path, f"truncated JSON: file ends at byte {self._scanner.offset:,} inside a value"
+                self.path,
+                f"truncated JSON: file ends at byte {self._scanner.offset:,} inside a value",
             )
         if self.result.bare_array:
             if self._tail.strip():
@@ -313,7 +313,9 @@ class EventArraySplitter:
         try:
             meta = json.loads(text.decode("utf-8", "replace"))
         except ValueError as exc:
-            raise TraceInputError(self.path, f"malformed JSON outside the event array ({exc})") from None
+            raise TraceInputError(
+                self.path, f"malformed JSON outside the event array ({exc})"
+            ) from None
         if not isinstance(meta, dict):
             raise TraceInputError(self.path, "top-level JSON value is not an object")
         meta.pop("traceEvents", None)

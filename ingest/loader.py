@@ -83,7 +83,8 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
     if not path.is_dir():
         return path, notes
     candidates = sorted(
-        p for p in path.iterdir()
+        p
+        for p in path.iterdir()
         if p.is_file() and (TRACE_FILE_PATTERN.search(p.name) or p.suffix == ".sqlite")
     )
     if not candidates:

@@ -142,8 +142,20 @@ TABLES: dict[str, str] = {
 
 # Values a reader may put in memcpys.kind, and in src_mem/dst_mem/mem.
 MEMCPY_KINDS = (
-    "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
-    "UVM_HtoD", "UVM_DtoH", "UVM_DtoD", "Unknown",
+    "HtoD",
+    "DtoH",
+    "DtoD",
+    "HtoH",
+    "PtoP",
+    "HtoA",
+    "AtoH",
+    "AtoA",
+    "AtoD",
+    "DtoA",
+    "UVM_HtoD",
+    "UVM_DtoH",
+    "UVM_DtoD",
+    "Unknown",
 )
 MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "unknown")
 

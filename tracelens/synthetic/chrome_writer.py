@@ -28,51 +28,132 @@ def _event(d: dict, ts_ns: int, dur_ns: int | None = None) -> str:
 
 def iter_events(sc: Scenario) -> Iterator[str]:
     base = sc.base_ns
-    yield _event({"name": "process_name", "ph": "M", "pid": sc.pid, "tid": 0,
-                  "args": {"name": "python"}}, base)
-    yield _event({"name": "thread_name", "ph": "M", "pid": sc.pid, "tid": sc.tid,
-                  "args": {"name": "thread 4242 (python)"}}, base)
+    yield _event(
+        {"name": "process_name", "ph": "M", "pid": sc.pid, "tid": 0, "args": {"name": "python"}},
+        base,
+    )
+    yield _event(
+        {
+            "name": "thread_name",
+            "ph": "M",
+            "pid": sc.pid,
+            "tid": sc.tid,
+            "args": {"name": "thread 4242 (python)"},
+        },
+        base,
+    )
     for r in sc.ranges:
-        yield _event({"ph": "X", "cat": "user_annotation", "name": r.name, "pid": r.pid,
-                      "tid": r.tid, "args": {}}, base + r.start_ns, r.dur_ns)
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": r.name,
+                "pid": r.pid,
+                "tid": r.tid,
+                "args": {},
+            },
+            base + r.start_ns,
+            r.dur_ns,
+        )
     for o in sc.cpu_ops:
         args: dict = {"External id": o.external_id}
         if o.input_shapes:
             args["Input Dims"] = o.input_shapes
             args["Input type"] = o.input_types
-        yield _event({"ph": "X", "cat": o.category, "name": o.name, "pid": o.pid, "tid": o.tid,
-                      "args": args}, base + o.start_ns, o.dur_ns)
+        yield _event(
+            {
+                "ph": "X",
+                "cat": o.category,
+                "name": o.name,
+                "pid": o.pid,
+                "tid": o.tid,
+                "args": args,
+            },
+            base + o.start_ns,
+            o.dur_ns,
+        )
     for a in sc.api_calls:
         args = {"cbid": 211}
         if a.correlation_id is not None:
             args["correlation"] = a.correlation_id
         if a.external_id is not None:
             args["External id"] = a.external_id
-        yield _event({"ph": "X", "cat": "cuda_runtime", "name": a.name, "pid": a.pid,
-                      "tid": a.tid, "args": args}, base + a.start_ns, a.dur_ns)
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": a.name,
+                "pid": a.pid,
+                "tid": a.tid,
+                "args": args,
+            },
+            base + a.start_ns,
+            a.dur_ns,
+        )
     for k in sc.kernels:
-        yield _event({"ph": "X", "cat": "kernel", "name": k.name, "pid": k.device_id,
-                      "tid": k.stream_id, "args": {
-                          "queued": 0, "device": k.device_id, "context": 1,
-                          "stream": k.stream_id, "correlation": k.correlation_id,
-                          "registers per thread": k.registers_per_thread,
-                          "shared memory": k.shared_memory_bytes,
-                          "grid": list(k.grid), "block": list(k.block)}},
-                     base + k.start_ns, k.dur_ns)
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": k.name,
+                "pid": k.device_id,
+                "tid": k.stream_id,
+                "args": {
+                    "queued": 0,
+                    "device": k.device_id,
+                    "context": 1,
+                    "stream": k.stream_id,
+                    "correlation": k.correlation_id,
+                    "registers per thread": k.registers_per_thread,
+                    "shared memory": k.shared_memory_bytes,
+                    "grid": list(k.grid),
+                    "block": list(k.block),
+                },
+            },
+            base + k.start_ns,
+            k.dur_ns,
+        )
     names = {"pageable": "Pageable", "pinned": "Pinned", "device": "Device", "managed": "Managed"}
     for m in sc.memcpys:
-        label = f"Memcpy {m.kind} ({names.get(m.src_mem, m.src_mem)} -> {names.get(m.dst_mem, m.dst_mem)})"
-        yield _event({"ph": "X", "cat": "gpu_memcpy", "name": label, "pid": m.device_id,
-                      "tid": m.stream_id, "args": {
-                          "device": m.device_id, "context": 1, "stream": m.stream_id,
-                          "correlation": m.correlation_id, "bytes": m.bytes}},
-                     base + m.start_ns, m.dur_ns)
+        src, dst = names.get(m.src_mem, m.src_mem), names.get(m.dst_mem, m.dst_mem)
+        label = f"Memcpy {m.kind} ({src} -> {dst})"
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": label,
+                "pid": m.device_id,
+                "tid": m.stream_id,
+                "args": {
+                    "device": m.device_id,
+                    "context": 1,
+                    "stream": m.stream_id,
+                    "correlation": m.correlation_id,
+                    "bytes": m.bytes,
+                },
+            },
+            base + m.start_ns,
+            m.dur_ns,
+        )
     for s in sc.memsets:
-        yield _event({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)",
-                      "pid": s.device_id, "tid": s.stream_id, "args": {
-                          "device": s.device_id, "context": 1, "stream": s.stream_id,
-                          "correlation": s.correlation_id, "bytes": s.bytes}},
-                     base + s.start_ns, s.dur_ns)
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "gpu_memset",
+                "name": "Memset (Device)",
+                "pid": s.device_id,
+                "tid": s.stream_id,
+                "args": {
+                    "device": s.device_id,
+                    "context": 1,
+                    "stream": s.stream_id,
+                    "correlation": s.correlation_id,
+                    "bytes": s.bytes,
+                },
+            },
+            base + s.start_ns,
+            s.dur_ns,
+        )
 
 
 def write_events(out: IO[str], events: Iterator[str], header: dict) -> None:
@@ -91,11 +172,19 @@ def header_for(sc: Scenario) -> dict:
     return {
         "schemaVersion": 1,
         "deviceProperties": [
-            {"id": d.device_id, "name": d.name, "totalGlobalMem": d.total_memory_bytes,
-             "computeMajor": d.compute_major, "computeMinor": d.compute_minor,
-             "numSms": d.sm_count, "warpSize": 32, "maxThreadsPerBlock": 1024,
-             "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-             "sharedMemPerBlock": 49152}
+            {
+                "id": d.device_id,
+                "name": d.name,
+                "totalGlobalMem": d.total_memory_bytes,
+                "computeMajor": d.compute_major,
+                "computeMinor": d.compute_minor,
+                "numSms": d.sm_count,
+                "warpSize": 32,
+                "maxThreadsPerBlock": 1024,
+                "maxThreadsPerMultiprocessor": 2048,
+                "regsPerBlock": 65536,
+                "sharedMemPerBlock": 49152,
+            }
             for d in sc.devices
         ],
         "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},

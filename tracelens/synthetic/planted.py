@@ -30,27 +30,57 @@ def training_steps(steps: int = 10, name: str = "planted_training") -> Scenario:
         sc.range(f"ProfilerStep#{k}", s, STEP_NS)
         sc.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", s, 2_000 * US)
         cp = sc.op("aten::copy_", s + 2_000 * US, 50 * US, [[1024, 1024], [1024, 1024]])
-        sc.copy(cp, "HtoD", "pageable", "device", H2D_BYTES,
-                api_start_ns=s + 2_010 * US, gpu_start_ns=s + 2_050 * US, gpu_dur_ns=400 * US,
-                api_dur_ns=30 * US)
+        sc.copy(
+            cp,
+            "HtoD",
+            "pageable",
+            "device",
+            H2D_BYTES,
+            api_start_ns=s + 2_010 * US,
+            gpu_start_ns=s + 2_050 * US,
+            gpu_dur_ns=400 * US,
+            api_dur_ns=30 * US,
+        )
         mm = sc.op("aten::mm", s + 2_060 * US, 20 * US, [[4096, 4096], [4096, 4096]])
-        sc.launch(mm, "ampere_sgemm_128x64_tn", s + 2_065 * US, s + 2_450 * US, 5_000 * US,
-                  api_dur_ns=10 * US, grid=(32, 64, 1), block=(256, 1, 1), registers_per_thread=128)
+        sc.launch(
+            mm,
+            "ampere_sgemm_128x64_tn",
+            s + 2_065 * US,
+            s + 2_450 * US,
+            5_000 * US,
+            api_dur_ns=10 * US,
+            grid=(32, 64, 1),
+            block=(256, 1, 1),
+            registers_per_thread=128,
+        )
         t_gpu = s + 7_450 * US
         for i in range(20):
             dur = 100 * US if i % 10 == 9 else 10 * US
             add = sc.op("aten::add_", s + 2_100 * US + i * 20 * US, 15 * US, [[1024], [1024]])
-            sc.launch(add, "void at::native::vectorized_elementwise_kernel<4, at::native::"
-                      "CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, "
-                      "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
-                      s + 2_102 * US + i * 20 * US, t_gpu, dur, api_dur_ns=8 * US,
-                      grid=(4, 1, 1), block=(128, 1, 1))
+            sc.launch(
+                add,
+                "void at::native::vectorized_elementwise_kernel<4, at::native::"
+                "CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, "
+                "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+                s + 2_102 * US + i * 20 * US,
+                t_gpu,
+                dur,
+                api_dur_ns=8 * US,
+                grid=(4, 1, 1),
+                block=(128, 1, 1),
+            )
             t_gpu += dur
         assert t_gpu == s + 7_830 * US
         sc.api("cudaStreamSynchronize", s + 2_500 * US, 5_335 * US)  # returns at s + 7,835 us
         step = sc.op("Optimizer.step#SGD.step", s + 7_840 * US, 1_010 * US, category="cpu_op")
-        sc.launch(step, "void at::native::sgd_update_kernel<float>(float*, float const*, float)",
-                  s + 8_840 * US, s + 8_860 * US, 140 * US, api_dur_ns=10 * US)
+        sc.launch(
+            step,
+            "void at::native::sgd_update_kernel<float>(float*, float const*, float)",
+            s + 8_840 * US,
+            s + 8_860 * US,
+            140 * US,
+            api_dur_ns=10 * US,
+        )
     gemm_ns = steps * 5_000 * US
     elementwise_ns = steps * (18 * 10 + 2 * 100) * US
     busy_ns = steps * (400 + 5_000 + 380 + 140) * US

@@ -121,38 +121,77 @@ class Scenario:
     # -- builders: host call + linked device work in one line ------------------------------
 
     def op(
-        self, name: str, start_ns: int, dur_ns: int, shapes: list[list[int]] | None = None,
+        self,
+        name: str,
+        start_ns: int,
+        dur_ns: int,
+        shapes: list[list[int]] | None = None,
         category: str = "cpu_op",
     ) -> CpuOp:
         o = CpuOp(
-            name, start_ns, dur_ns, self.pid, self.tid, self.next_id(), shapes or [],
-            ["float"] * len(shapes or []), category,
+            name,
+            start_ns,
+            dur_ns,
+            self.pid,
+            self.tid,
+            self.next_id(),
+            shapes or [],
+            ["float"] * len(shapes or []),
+            category,
         )
         self.cpu_ops.append(o)
         return o
 
     def launch(
-        self, op: CpuOp | None, kernel_name: str, api_start_ns: int, gpu_start_ns: int,
-        gpu_dur_ns: int, api_dur_ns: int = 5_000, **kernel_kw: object,
+        self,
+        op: CpuOp | None,
+        kernel_name: str,
+        api_start_ns: int,
+        gpu_start_ns: int,
+        gpu_dur_ns: int,
+        api_dur_ns: int = 5_000,
+        **kernel_kw: object,
     ) -> Kernel:
         corr = self.next_id()
         self.api_calls.append(
-            ApiCall("cudaLaunchKernel", api_start_ns, api_dur_ns, self.pid, self.tid, corr,
-                    op.external_id if op else None)
+            ApiCall(
+                "cudaLaunchKernel",
+                api_start_ns,
+                api_dur_ns,
+                self.pid,
+                self.tid,
+                corr,
+                op.external_id if op else None,
+            )
         )
         k = Kernel(kernel_name, gpu_start_ns, gpu_dur_ns, corr, **kernel_kw)  # type: ignore[arg-type]
         self.kernels.append(k)
         return k
 
     def copy(
-        self, op: CpuOp | None, kind: str, src_mem: str, dst_mem: str, nbytes: int,
-        api_start_ns: int, gpu_start_ns: int, gpu_dur_ns: int, api_dur_ns: int = 10_000,
+        self,
+        op: CpuOp | None,
+        kind: str,
+        src_mem: str,
+        dst_mem: str,
+        nbytes: int,
+        api_start_ns: int,
+        gpu_start_ns: int,
+        gpu_dur_ns: int,
+        api_dur_ns: int = 10_000,
         api_name: str = "cudaMemcpyAsync",
     ) -> Memcpy:
         corr = self.next_id()
         self.api_calls.append(
-            ApiCall(api_name, api_start_ns, api_dur_ns, self.pid, self.tid, corr,
-                    op.external_id if op else None)
+            ApiCall(
+                api_name,
+                api_start_ns,
+                api_dur_ns,
+                self.pid,
+                self.tid,
+                corr,
+                op.external_id if op else None,
+            )
         )
         m = Memcpy(kind, src_mem, dst_mem, nbytes, gpu_start_ns, gpu_dur_ns, corr)
         self.memcpys.append(m)

@@ -1,0 +1,27 @@
+"""Analyzers: each module has ``ANALYZER`` (its name) and ``analyze(db, thresholds)``.
+
+A new check is one new module here, added to :data:`ANALYZERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+from tracelens.analyzers import h2d_transfers, hot_ops, idle_gpu, variance
+from tracelens.findings import Finding
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+
+ANALYZERS: list[ModuleType] = [idle_gpu, h2d_transfers, hot_ops, variance]
+
+AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]
+
+
+def run_all(db: TraceDB, thresholds: Thresholds) -> list[Finding]:
+    """Every analyzer's findings, ranked by the time they would give back."""
+    findings: list[Finding] = []
+    for module in ANALYZERS:
+        findings.extend(module.analyze(db, thresholds))
+    findings.sort(key=lambda f: (-f.impact_ns, -int(f.severity), f.analyzer, f.id))
+    return findings

@@ -1,0 +1,80 @@
+"""The finding: one problem, its cost, its proof and its fix."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class Severity(IntEnum):
+    INFO = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(s.label for s in cls)
+            raise ValueError(f"unknown severity {text!r} (one of: {names})") from None
+
+
+def finding_id(analyzer: str, *subject: object) -> str:
+    """Stable id: a short hash of the analyzer and its subject (kernel, op, device, cause).
+
+    It never depends on times or counts, so the same problem in a re-ingested or later
+    trace keeps its id and its permalink.
+    """
+    key = "\x1f".join([analyzer, *(str(s) for s in subject)])
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass
+class TimeRange:
+    start_ns: int
+    end_ns: int
+    device_id: int | None = None
+    label: str | None = None
+
+
+@dataclass
+class Finding:
+    id: str
+    analyzer: str
+    title: str
+    severity: Severity
+    impact_ns: int
+    impact_pct: float
+    impact_basis: str
+    summary: str
+    evidence: dict[str, Any]
+    advice: str
+    time_ranges: list[TimeRange] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.label
+        d["impact_pct"] = round(self.impact_pct, 3)
+        return d
+
+
+def severity_for(impact_pct: float, thresholds: Any) -> Severity:
+    """Severity from the share of the analysed window a finding would give back."""
+    if impact_pct >= thresholds.severity_critical_pct:
+        return Severity.CRITICAL
+    if impact_pct >= thresholds.severity_high_pct:
+        return Severity.HIGH
+    if impact_pct >= thresholds.severity_medium_pct:
+        return Severity.MEDIUM
+    if impact_pct >= thresholds.severity_low_pct:
+        return Severity.LOW
+    return Severity.INFO

@@ -1,0 +1,1 @@
+"""Renderers of a report dict: text (rich), Markdown, JSON, HTML."""
