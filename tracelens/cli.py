@@ -217,5 +217,32 @@ def list_thresholds() -> None:
             click.echo(f"    {docs[f.name]}")
 
 
+def _load_plugin_commands() -> None:
+    """Commands from other packages (``tracelens serve`` lives in ``web``).
+
+    They register under the ``tracelens.commands`` entry-point group, so the core never
+    imports the web layer: dependencies keep pointing web -> tracelens -> ingest.
+    """
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="tracelens.commands"):
+        if ep.name in main.commands:
+            continue
+        try:
+            command = ep.load()
+        except ImportError as exc:  # the optional extra is not installed
+            missing = exc.name or "a dependency"
+
+            @click.command(ep.name, help=f"(unavailable: {missing} is not installed)")
+            def unavailable(_missing: str = missing) -> None:
+                _fail(f"this command needs {_missing}; install tracelens[web]")
+
+            main.add_command(unavailable, ep.name)
+            continue
+        main.add_command(command, ep.name)
+
+
+_load_plugin_commands()
+
 if __name__ == "__main__":
     main()
