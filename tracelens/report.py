@@ -13,6 +13,7 @@ from ingest import LoadedTrace
 from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.metrics import device_summaries, top_kernels, top_ops, trace_metrics
+from tracelens.redaction import redact
 from tracelens.thresholds import Thresholds
 from tracelens.tracedb import TraceDB
 
@@ -90,4 +91,7 @@ def build_report_from_db(
         section = fn(db)
         if section is not None:
             report[name] = section
-    return report
+    # Trace metadata (host, job names, log lines, paths) can carry credentials; every
+    # output (CLI, catalog, web) is built from this dict, so hiding them here hides them
+    # everywhere.
+    return redact(report)
