@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,51 @@ def planted_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
     path = tmp_path_factory.mktemp("planted") / "planted.pt.trace.json.gz"
     write_chrome_trace(sc, path)
     return path, sc.expected
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A SQLAlchemy URL on the PostgreSQL server, confined to a fresh schema dropped after."""
+    url = os.environ.get("TRACELENS_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TRACELENS_TEST_POSTGRES_URL is not set (no PostgreSQL server to test on)")
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    schema = f"tl_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(url)
+    try:
+        with admin.begin() as con:
+            con.execute(text(f"CREATE SCHEMA {schema}"))
+    except Exception as exc:  # server down or refusing: say so rather than fail obscurely
+        admin.dispose()
+        pytest.skip(f"PostgreSQL at TRACELENS_TEST_POSTGRES_URL is unreachable: {exc!s:.120}")
+    sep = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as con:
+            con.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def scenario_db(tmp_path_factory: pytest.TempPathFactory):
+    """Load a synthetic Scenario through the Chrome writer and the real ingest: a TraceDB."""
+    from ingest import load_trace
+    from tracelens.synthetic import write_chrome_trace
+    from tracelens.tracedb import TraceDB
+
+    opened = []
+
+    def load(sc):
+        path = tmp_path_factory.mktemp(sc.name) / f"{sc.name}.pt.trace.json.gz"
+        write_chrome_trace(sc, path)
+        loaded = load_trace(path)
+        opened.append(loaded)
+        return TraceDB(loaded.con)
+
+    yield load
+    for loaded in opened:
+        loaded.close()

@@ -1,0 +1,109 @@
+"""Catalog tables: runs, their findings, and API tokens."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    INGESTING = "ingesting"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    """One uploaded trace. Its files live in ``<data dir>/runs/<id>/``."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # Unique: the same bytes uploaded twice are the same run.
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # Comma-separated, lower-case, with a leading and trailing comma so a tag filter is a
+    # plain LIKE '%,tag,%' on every database.
+    tags: Mapped[str] = mapped_column(String(500), default=",")
+    original_filename: Mapped[str] = mapped_column(String(255))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    source_file: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED, index=True)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped on each ingest so a re-ingested run gets fresh file names (open readers of
+    # the previous database are never pulled out from under).
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    format: Mapped[str | None] = mapped_column(String(32), default=None)
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    finding_count: Mapped[int] = mapped_column(Integer, default=0)
+    top_severity: Mapped[str | None] = mapped_column(String(16), default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+    ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+
+    findings: Mapped[list[FindingRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def tag_list(self) -> list[str]:
+        return [t for t in self.tags.split(",") if t]
+
+
+class FindingRow(Base):
+    """A finding of a ready run, as the report has it (``json``) plus columns to search."""
+
+    __tablename__ = "findings"
+
+    run_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    finding_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer)
+    analyzer: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(16))
+    impact_ns: Mapped[int] = mapped_column(BigInteger)
+    impact_pct: Mapped[float] = mapped_column(Float)
+    title: Mapped[str] = mapped_column(Text)
+    json: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    run: Mapped[Run] = relationship(back_populates="findings")
+
+    __table_args__ = (Index("ix_findings_run_rank", "run_id", "rank"),)
+
+
+class ApiToken(Base):
+    """A token allowed to upload and delete; only its sha256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
