@@ -46,6 +46,49 @@ class Thresholds:
     # Variance: report at most this many groups per kind (kernel, operator).
     variance_top_n: int = 10
 
+    # Launch overhead: kernels shorter than this are "tiny" (launch cost rivals their work).
+    launch_short_kernel_ns: int = 5_000
+    # Launch overhead: report when launch-bound gaps reach this share of the window ...
+    launch_min_gap_pct: float = 1.0
+    # ... or when at least this many kernels are tiny and they are at least half of all kernels.
+    launch_min_short_kernels: int = 1000
+
+    # Sync stalls: report a pattern when the GPU idles this share of the window after it ...
+    sync_min_idle_pct: float = 0.5
+    # ... or when the host is blocked in it for at least this share of the window.
+    sync_min_blocked_pct: float = 1.0
+    # ... provided the blocking recurs at least this many times (a final sync is harmless).
+    sync_min_calls: int = 3
+    # Sync stalls: how many individual blocking calls a finding lists as evidence.
+    sync_top_calls: int = 5
+
+    # Data loading: report when the GPU idles in data-loader gaps this share of the window.
+    dataload_min_idle_pct: float = 1.0
+
+    # Memory: peak reserved at or above this share of device memory is "near capacity".
+    memory_near_capacity_pct: float = 90.0
+    # Memory: reserved at least this multiple of allocated at the peak suggests fragmentation.
+    memory_reserved_over_allocated: float = 1.5
+    # Memory: and the unused reserve must be at least this large (bytes) to matter.
+    memory_min_slack_bytes: int = 1024**3
+    # Memory: cudaMalloc/cudaFree calls inside steps at or above this count are allocator churn.
+    memory_min_churn_calls: int = 10
+
+    # Communication: report when exposed (not overlapped) NCCL time reaches this share.
+    comm_min_exposed_pct: float = 1.0
+
+    # Occupancy: a kernel group is reported when it holds at least this share of kernel time.
+    occupancy_min_share_pct: float = 2.0
+    # Occupancy: grids with fewer blocks than this fraction of the SM count underfill the GPU.
+    occupancy_min_blocks_per_sm: float = 1.0
+    # Occupancy: estimated achieved occupancy below this percentage is "low".
+    occupancy_low_pct: float = 25.0
+
+    # Steps: at least this many ProfilerStep iterations before judging their spread.
+    steps_min_count: int = 3
+    # Steps: the slowest step is "slow" when it exceeds the median by this factor.
+    steps_slow_factor: float = 1.25
+
     @classmethod
     def with_overrides(cls, overrides: dict[str, str]) -> Thresholds:
         known = {f.name: f for f in fields(cls)}

@@ -8,12 +8,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from tracelens.analyzers import h2d_transfers, hot_ops, idle_gpu, variance
+from tracelens.analyzers import (
+    h2d_transfers,
+    hot_ops,
+    idle_gpu,
+    launch_overhead,
+    sync_stalls,
+    variance,
+)
 from tracelens.findings import Finding
 from tracelens.thresholds import Thresholds
 from tracelens.tracedb import TraceDB
 
-ANALYZERS: list[ModuleType] = [idle_gpu, h2d_transfers, hot_ops, variance]
+ANALYZERS: list[ModuleType] = [
+    idle_gpu,
+    h2d_transfers,
+    hot_ops,
+    variance,
+    launch_overhead,
+    sync_stalls,
+]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]
 

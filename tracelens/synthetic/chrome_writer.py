@@ -72,6 +72,47 @@ def iter_events(sc: Scenario) -> Iterator[str]:
             base + o.start_ns,
             o.dur_ns,
         )
+    for c in sc.collectives:
+        # Kineto records a collective as a ``record_param_comms`` operator with its sizes.
+        yield _event(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "record_param_comms",
+                "pid": c.pid,
+                "tid": c.tid,
+                "args": {
+                    "External id": c.external_id,
+                    "Collective name": c.collective,
+                    "In msg nelems": c.in_nelems,
+                    "Out msg nelems": c.out_nelems,
+                    "dtype": c.dtype,
+                    "Group size": c.group_size,
+                },
+            },
+            base + c.start_ns,
+            c.dur_ns,
+        )
+    for e in sc.memory_events:
+        yield _event(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": e.pid,
+                "tid": e.tid,
+                "args": {
+                    "Device Type": 0 if e.device_id < 0 else 1,
+                    "Device Id": e.device_id,
+                    "Addr": e.addr,
+                    "Bytes": e.bytes,
+                    "Total Allocated": e.total_allocated,
+                    "Total Reserved": e.total_reserved,
+                },
+            },
+            base + e.ts_ns,
+        )
     for a in sc.api_calls:
         args = {"cbid": 211}
         if a.correlation_id is not None:
@@ -108,6 +149,11 @@ def iter_events(sc: Scenario) -> Iterator[str]:
                     "shared memory": k.shared_memory_bytes,
                     "grid": list(k.grid),
                     "block": list(k.block),
+                    **(
+                        {"est. achieved occupancy %": k.est_occupancy_pct}
+                        if k.est_occupancy_pct is not None
+                        else {}
+                    ),
                 },
             },
             base + k.start_ns,
@@ -187,7 +233,7 @@ def header_for(sc: Scenario) -> dict:
             }
             for d in sc.devices
         ],
-        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "distributedInfo": {"backend": "nccl", "rank": sc.rank, "world_size": sc.world_size},
     }
 
 

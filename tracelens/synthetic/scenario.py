@@ -33,6 +33,8 @@ class Kernel:
     block: tuple[int, int, int] = (256, 1, 1)
     registers_per_thread: int = 32
     shared_memory_bytes: int = 0
+    # The profiler's estimate; None where the source does not record one.
+    est_occupancy_pct: float | None = None
 
 
 @dataclass
@@ -96,6 +98,39 @@ class Range:
 
 
 @dataclass
+class MemoryEvent:
+    """One allocator event: ``bytes`` > 0 allocates, < 0 frees; totals are after the event."""
+
+    ts_ns: int
+    bytes: int
+    total_allocated: int
+    total_reserved: int
+    pid: int
+    tid: int
+    device_id: int = 0  # -1 for host (CPU) memory
+    addr: int = 0
+
+
+@dataclass
+class Collective:
+    """A host-side collective call (all_reduce, all_gather, ...) with its message size.
+
+    Its GPU kernel is a separate :class:`Kernel` (launched by ``Scenario.collective``).
+    """
+
+    collective: str
+    start_ns: int
+    dur_ns: int
+    pid: int
+    tid: int
+    external_id: int
+    in_nelems: int
+    out_nelems: int
+    dtype: str = "Float"
+    group_size: int = 2
+
+
+@dataclass
 class Scenario:
     """Everything a writer needs; ``expected`` holds the facts tests assert."""
 
@@ -107,6 +142,10 @@ class Scenario:
     api_calls: list[ApiCall] = field(default_factory=list)
     cpu_ops: list[CpuOp] = field(default_factory=list)
     ranges: list[Range] = field(default_factory=list)
+    memory_events: list[MemoryEvent] = field(default_factory=list)
+    collectives: list[Collective] = field(default_factory=list)
+    rank: int = 0
+    world_size: int = 1
     pid: int = 4242
     tid: int = 4242
     # Absolute time of ns 0 of the scenario; traces carry realistic epoch-scale clocks.
@@ -206,3 +245,50 @@ class Scenario:
         r = Range(name, start_ns, dur_ns, self.pid, self.tid, domain)
         self.ranges.append(r)
         return r
+
+    def memory(
+        self,
+        ts_ns: int,
+        nbytes: int,
+        total_allocated: int,
+        total_reserved: int,
+        device_id: int = 0,
+        addr: int = 0,
+    ) -> MemoryEvent:
+        e = MemoryEvent(
+            ts_ns, nbytes, total_allocated, total_reserved, self.pid, self.tid, device_id, addr
+        )
+        self.memory_events.append(e)
+        return e
+
+    def collective(
+        self,
+        collective: str,
+        start_ns: int,
+        dur_ns: int,
+        nelems: int,
+        kernel_name: str,
+        gpu_start_ns: int,
+        gpu_dur_ns: int,
+        dtype: str = "Float",
+        group_size: int = 2,
+        stream_id: int = 20,
+    ) -> Kernel:
+        """A collective call on the host and its NCCL kernel on a communication stream."""
+        c = Collective(
+            collective,
+            start_ns,
+            dur_ns,
+            self.pid,
+            self.tid,
+            self.next_id(),
+            nelems,
+            nelems,
+            dtype,
+            group_size,
+        )
+        self.collectives.append(c)
+        carrier = CpuOp("record_param_comms", start_ns, dur_ns, self.pid, self.tid, c.external_id)
+        return self.launch(
+            carrier, kernel_name, start_ns + 1_000, gpu_start_ns, gpu_dur_ns, stream_id=stream_id
+        )

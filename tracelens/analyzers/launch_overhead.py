@@ -1,0 +1,168 @@
+"""Kernel launch overhead: many tiny kernels, slow launches, a GPU starved by the launcher.
+
+When kernels finish faster than the host can issue the next one, the GPU idles in short
+gaps between back-to-back launches (the derived gap cause ``launch_overhead``: at most
+10 us between queued launches). This analyzer explains those gaps: how many kernels are
+tiny (below ``launch_short_kernel_ns``), how long launches take from the runtime call to
+the kernel start, and which operators issue the most tiny kernels.
+
+Impact is the measured launch-overhead gap time, the same gaps idle_gpu reports under that
+cause (its finding is named in the evidence): this finding says why they happen and which
+code to fuse or capture in a CUDA graph, and does not add new time of its own.
+"""
+
+from __future__ import annotations
+
+from tracelens.attribution import build_kernel_attribution
+from tracelens.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
+
+ANALYZER = "launch_overhead"
+
+# Time buckets used to point the timeline at where launch gaps cluster.
+_BUCKET_NS = 1_000_000
+
+_KERNEL_STATS = """
+SELECT count(*) AS kernels,
+       count(*) FILTER (WHERE end_ns - start_ns < ?) AS short_kernels,
+       coalesce(sum(end_ns - start_ns) FILTER (WHERE end_ns - start_ns < ?), 0) AS short_ns,
+       CAST(coalesce(median(end_ns - start_ns), 0) AS BIGINT) AS median_kernel_ns
+FROM kernels WHERE device_id = ?
+"""
+
+# Launch latency: launch call start to kernel start, measured only for kernels that found
+# the GPU idle (they end a gap and were launched during it); elsewhere the delay is queueing
+# behind earlier work, not launch cost. Launch-call host time is over every launch.
+_LATENCY = """
+WITH api AS (
+    SELECT correlation_id, min(start_ns) AS api_start, sum(end_ns - start_ns) AS api_ns
+    FROM api_calls
+    WHERE correlation_id IS NOT NULL AND name ILIKE '%launch%'
+    GROUP BY correlation_id
+),
+l AS (
+    SELECT k.start_ns - a.api_start AS latency, a.api_ns,
+           EXISTS (SELECT 1 FROM gaps g WHERE g.device_id = k.device_id
+                   AND g.end_ns = k.start_ns AND a.api_start >= g.start_ns) AS on_idle
+    FROM kernels k JOIN api a USING (correlation_id)
+    WHERE k.device_id = ?
+)
+SELECT count(*) FILTER (WHERE on_idle) AS n,
+       CAST(coalesce(quantile_cont(latency, 0.5) FILTER (WHERE on_idle), 0) AS BIGINT) AS p50,
+       CAST(coalesce(quantile_cont(latency, 0.95) FILTER (WHERE on_idle), 0) AS BIGINT) AS p95,
+       CAST(coalesce(median(api_ns), 0) AS BIGINT) AS api_p50,
+       coalesce(sum(api_ns), 0) AS api_total
+FROM l
+"""
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    findings: list[Finding] = []
+    t0 = db.t0_ns
+    for dev in db.devices:
+        ks = db.dicts(
+            _KERNEL_STATS, [t.launch_short_kernel_ns, t.launch_short_kernel_ns, dev.device_id]
+        )[0]
+        n, n_short = int(ks["kernels"]), int(ks["short_kernels"])
+        gap_n, gap_ns = db.rows(
+            """SELECT count(*), coalesce(sum(end_ns - start_ns), 0) FROM gaps
+               WHERE device_id = ? AND cause = 'launch_overhead'""",
+            [dev.device_id],
+        )[0]
+        gap_share = 100.0 * gap_ns / dev.window_ns if dev.window_ns else 0.0
+        many_tiny = n_short >= t.launch_min_short_kernels and 2 * n_short >= n
+        if n == 0 or (gap_share < t.launch_min_gap_pct and not many_tiny):
+            continue
+        lat = db.dicts(_LATENCY, [dev.device_id])[0]
+        build_kernel_attribution(db)
+        top_ops = db.dicts(
+            """SELECT op_name AS operator, count(*) AS tiny_kernels, sum(dur_ns) AS tiny_ns
+               FROM kernel_ops WHERE device_id = ? AND dur_ns < ?
+               GROUP BY op_name ORDER BY tiny_kernels DESC, operator LIMIT 5""",
+            [dev.device_id, t.launch_short_kernel_ns],
+        )
+        hot_spots = db.dicts(
+            f"""SELECT min(start_ns) AS start_ns, max(end_ns) AS end_ns, count(*) AS gaps,
+                       sum(end_ns - start_ns) AS ns
+                FROM gaps WHERE device_id = ? AND cause = 'launch_overhead'
+                GROUP BY (start_ns - ?) // {_BUCKET_NS} ORDER BY ns DESC LIMIT 5""",
+            [dev.device_id, t0],
+        )
+        impact = int(gap_ns)
+        pct = db.pct_of_window(impact)
+        short_pct = 100.0 * n_short / n
+        ops_text = ", ".join(f"`{o['operator']}` ({int(o['tiny_kernels']):,})" for o in top_ops)
+        findings.append(
+            Finding(
+                id=finding_id(ANALYZER, dev.device_id),
+                analyzer=ANALYZER,
+                title=f"GPU {dev.device_id}: {n_short:,} of {n:,} kernels are tiny "
+                f"(< {fmt_ns(t.launch_short_kernel_ns)}); launch gaps idle it {fmt_ns(gap_ns)}",
+                severity=severity_for(pct, t),
+                impact_ns=impact,
+                impact_pct=pct,
+                impact_basis=f"Sum of the {int(gap_n):,} short idle gaps between queued "
+                "launches (cause 'launch_overhead', also counted by idle_gpu under that "
+                "cause); CUDA graphs or fusion remove these gaps, so this much GPU time comes "
+                "back at most.",
+                summary=f"{short_pct:.0f}% of the kernels on GPU {dev.device_id} run for less "
+                f"than {fmt_ns(t.launch_short_kernel_ns)} (median kernel "
+                f"{fmt_ns(ks['median_kernel_ns'])}); on an idle GPU a launch takes "
+                f"{fmt_ns(lat['p50'])} from the runtime call to the kernel start (p50), and the "
+                "GPU idles in "
+                f"{int(gap_n):,} gaps between launches ({gap_share:.1f}% of its window).",
+                evidence={
+                    "device_id": dev.device_id,
+                    "kernel_count": n,
+                    "short_kernel_threshold_ns": t.launch_short_kernel_ns,
+                    "short_kernel_count": n_short,
+                    "short_kernel_pct": round(short_pct, 3),
+                    "short_kernel_ns": int(ks["short_ns"]),
+                    "median_kernel_ns": int(ks["median_kernel_ns"]),
+                    "idle_launch_count": int(lat["n"]),
+                    "launch_latency_p50_ns": int(lat["p50"]),
+                    "launch_latency_p95_ns": int(lat["p95"]),
+                    "launch_call_p50_ns": int(lat["api_p50"]),
+                    "launch_call_total_ns": int(lat["api_total"]),
+                    "launch_gap_count": int(gap_n),
+                    "launch_gap_ns": int(gap_ns),
+                    "launch_gap_pct_of_window": round(gap_share, 3),
+                    "top_tiny_kernel_operators": [
+                        {
+                            "operator": o["operator"],
+                            "tiny_kernels": int(o["tiny_kernels"]),
+                            "tiny_ns": int(o["tiny_ns"]),
+                        }
+                        for o in top_ops
+                    ],
+                    "overlaps_finding": finding_id("idle_gpu", dev.device_id, "launch_overhead"),
+                },
+                advice=_advice(ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"])),
+                time_ranges=[
+                    TimeRange(
+                        int(h["start_ns"]),
+                        int(h["end_ns"]),
+                        dev.device_id,
+                        f"{int(h['gaps'])} launch gaps",
+                    )
+                    for h in hot_spots
+                ],
+            )
+        )
+    return findings
+
+
+def _advice(ops_text: str, launch_call_ns: int, median_kernel_ns: int) -> str:
+    where = f" Most tiny kernels come from {ops_text}." if ops_text else ""
+    return (
+        f"Each launch call costs the host about {fmt_ns(launch_call_ns)} while the median "
+        f"kernel runs {fmt_ns(median_kernel_ns)}, so the GPU outruns the launcher.{where} "
+        "Capture the repeated region in a CUDA graph (`torch.cuda.CUDAGraph` / "
+        "`torch.cuda.make_graphed_callables`, or `torch.compile(model, "
+        'mode="reduce-overhead")`, which does it for you with static shapes); fuse chains of '
+        "small elementwise ops with `torch.compile` or fused kernels (fused optimizers with "
+        "`foreach=True`/`fused=True`, fused norms); and give each kernel more work with larger "
+        "batches (for serving: batch more requests per decode step)."
+    )

@@ -1,0 +1,312 @@
+"""Synchronization stalls: where the host blocks on the GPU, which code caused it, what it costs.
+
+Blocking calls are the explicit synchronizes (device, stream, event), synchronous copies
+(``cudaMemcpy``) and device-to-pageable-host ``cudaMemcpyAsync`` (which cannot return before
+the data lands). Each call is attributed to the operators enclosing it on its thread: the
+outermost operator (not the ``ProfilerStep`` wrapper, not a Python frame) is the *site*, and
+the operator chain gives the *pattern*: a scalar read (``.item()``, ``print(t)``), a
+``bool(tensor)`` check, a data-dependent shape (``nonzero``, ``masked_select``, ...), a
+blocking tensor copy (``.cpu()``, ``.to()`` without ``non_blocking``), or an explicit
+``torch.cuda.synchronize()`` / stream / event synchronize.
+
+Impact is the GPU idle time that follows each call: the derived gaps judged
+``synchronization`` (the queue drained while the host was blocked, and the GPU then waited
+for the host to issue new work), matched to the blocking call that ended last before the
+gap on the thread that launched the next work. These are the gaps idle_gpu sums under that
+cause; this analyzer splits them by the code that caused them. Host blocked time is
+evidence, not impact: a blocked host does not by itself cost GPU time.
+"""
+
+from __future__ import annotations
+
+from ingest.derive_gaps import SYNC_CALLS, SYNC_TOLERANCE_NS
+from tracelens.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
+
+ANALYZER = "sync_stalls"
+
+# Checked in this order against the enclosing operator chain; the first match wins.
+_PATTERNS: list[tuple[str, str]] = [
+    ("bool_check", r"aten::is_nonzero"),
+    ("scalar_read", r"aten::item|aten::_local_scalar_dense"),
+    (
+        "data_dependent_shape",
+        r"aten::nonzero|aten::masked_select|aten::_unique|aten::unique|"
+        r"aten::repeat_interleave|aten::bincount|aten::histc",
+    ),
+    ("tensor_copy", r"aten::to\b|aten::_to_copy|aten::copy_|aten::cpu|aten::numpy|tolist"),
+]
+
+_TITLES = {
+    "bool_check": "`bool(tensor)` / `if tensor:` checks",
+    "scalar_read": "scalar reads (`.item()`, `float(t)`, `print(t)`)",
+    "data_dependent_shape": "ops with data-dependent output shapes",
+    "tensor_copy": "blocking tensor copies (`.cpu()`, `.to()` without `non_blocking`)",
+    "device_synchronize": "explicit `torch.cuda.synchronize()`",
+    "stream_synchronize": "stream synchronizes",
+    "event_synchronize": "event synchronizes",
+    "sync_copy": "synchronous memory copies",
+}
+
+
+def _pattern_sql() -> str:
+    cases = "\n".join(f"WHEN regexp_matches(chain, '{rx}') THEN '{key}'" for key, rx in _PATTERNS)
+    return f"""CASE {cases}
+        WHEN name IN ('cudaDeviceSynchronize', 'cuCtxSynchronize') THEN 'device_synchronize'
+        WHEN name IN ('cudaStreamSynchronize', 'cuStreamSynchronize') THEN 'stream_synchronize'
+        WHEN name IN ('cudaEventSynchronize', 'cuEventSynchronize') THEN 'event_synchronize'
+        WHEN copy_kind = 'DtoH' THEN 'tensor_copy'
+        ELSE 'sync_copy' END"""
+
+
+def _build_tables(db: TraceDB) -> None:
+    names = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    db.con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _sync_calls AS
+        WITH copies AS (
+            SELECT correlation_id, any_value(kind) AS kind, any_value(dst_mem) AS dst_mem
+            FROM memcpys WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+        ),
+        blk AS (
+            SELECT row_number() OVER (ORDER BY a.start_ns) AS call_id, a.pid, a.tid, a.name,
+                   a.start_ns, a.end_ns, c.kind AS copy_kind
+            FROM api_calls a LEFT JOIN copies c USING (correlation_id)
+            WHERE a.name IN ({names})
+               OR (a.name LIKE 'cudaMemcpy%Async' AND c.kind = 'DtoH' AND c.dst_mem = 'pageable')
+        ),
+        enc AS (
+            SELECT b.call_id, o.name, o.depth, o.category
+            FROM blk b JOIN cpu_ops o
+              ON o.pid = b.pid AND o.tid = b.tid
+             AND o.start_ns <= b.start_ns AND o.end_ns >= b.end_ns
+            WHERE o.name NOT LIKE 'ProfilerStep#%'
+        ),
+        chains AS (
+            SELECT call_id,
+                   string_agg(name, ' > ' ORDER BY depth)
+                       FILTER (WHERE category <> 'python_function') AS chain,
+                   arg_min(name, depth) FILTER (WHERE category <> 'python_function') AS top_op,
+                   arg_max(name, depth) FILTER (WHERE category = 'python_function') AS frame
+            FROM enc GROUP BY call_id
+        ),
+        ann AS (
+            SELECT b.call_id, arg_max(r.name, r.depth) AS annotation
+            FROM blk b JOIN ranges r
+              ON r.pid = b.pid AND r.tid = b.tid
+             AND r.start_ns <= b.start_ns AND r.end_ns >= b.end_ns
+            WHERE r.device_id IS NULL AND r.name NOT LIKE 'ProfilerStep#%'
+            GROUP BY b.call_id
+        )
+        SELECT b.*, coalesce(c.chain, '') AS chain, c.top_op, c.frame, a.annotation
+        FROM blk b LEFT JOIN chains c USING (call_id) LEFT JOIN ann a USING (call_id)
+        """
+    )
+    db.con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _sync_calls2 AS
+        SELECT *, {_pattern_sql()} AS pattern,
+               coalesce(top_op, annotation, '(no operator)') AS site
+        FROM _sync_calls
+        """
+    )
+    # Each synchronization gap goes to the blocking call that ended last before it on the
+    # thread that launched the work ending the gap (as the gap's cause was judged).
+    db.con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _sync_gaps AS
+        WITH act AS (
+            SELECT device_id, start_ns, correlation_id FROM kernels
+            UNION ALL SELECT device_id, start_ns, correlation_id FROM memcpys
+                      WHERE kind NOT LIKE 'UVM%'
+            UNION ALL SELECT device_id, start_ns, correlation_id FROM memsets
+        ),
+        api AS (
+            SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid
+            FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+        ),
+        g AS (
+            SELECT g.device_id, g.start_ns, g.end_ns, any_value(a.pid) AS pid,
+                   any_value(a.tid) AS tid
+            FROM gaps g
+            JOIN act k ON k.device_id = g.device_id AND k.start_ns = g.end_ns
+            LEFT JOIN api a ON a.correlation_id = k.correlation_id
+            WHERE g.cause = 'synchronization'
+            GROUP BY g.device_id, g.start_ns, g.end_ns
+        ),
+        attributed AS (
+            SELECT g.device_id, g.start_ns, g.end_ns, g.pid, g.tid, s.call_id
+            FROM g ASOF JOIN _sync_calls2 s
+              ON s.pid = g.pid AND s.tid = g.tid AND s.end_ns <= g.end_ns
+            WHERE s.end_ns >= g.start_ns - {SYNC_TOLERANCE_NS}
+        ),
+        -- All blocking on that thread that ended as the GPU drained (a .item() blocks in its
+        -- copy and then its synchronize): without it the next work comes that much earlier.
+        blocked AS (
+            SELECT a.device_id, a.start_ns, sum(c.end_ns - c.start_ns) AS blocked_ns
+            FROM attributed a JOIN _sync_calls2 c
+              ON c.pid = a.pid AND c.tid = a.tid
+             AND c.end_ns BETWEEN a.start_ns - {SYNC_TOLERANCE_NS} AND a.end_ns
+            GROUP BY a.device_id, a.start_ns
+        )
+        SELECT a.device_id, a.start_ns, a.end_ns, a.call_id,
+               least(a.end_ns - a.start_ns, b.blocked_ns) AS recoverable_ns
+        FROM attributed a JOIN blocked b USING (device_id, start_ns)
+        """
+    )
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    if not db.scalar("SELECT count(*) FROM api_calls"):
+        return []
+    _build_tables(db)
+    groups = db.dicts(
+        """
+        WITH idle AS (
+            SELECT call_id, count(*) AS gaps, sum(end_ns - start_ns) AS idle_ns,
+                   sum(recoverable_ns) AS recoverable_ns
+            FROM _sync_gaps GROUP BY call_id
+        )
+        SELECT pattern, site, count(*) AS calls, sum(end_ns - start_ns) AS blocked_ns,
+               coalesce(sum(idle.gaps), 0) AS gaps, coalesce(sum(idle.idle_ns), 0) AS idle_ns,
+               coalesce(sum(idle.recoverable_ns), 0) AS recoverable_ns,
+               mode(annotation) AS annotation, mode(frame) AS frame, mode(chain) AS chain,
+               list(DISTINCT name ORDER BY name) AS api_names
+        FROM _sync_calls2 LEFT JOIN idle USING (call_id)
+        GROUP BY pattern, site ORDER BY recoverable_ns DESC, blocked_ns DESC, pattern, site
+        """
+    )
+    window = db.window_ns
+    t0 = db.t0_ns
+    findings: list[Finding] = []
+    for g in groups:
+        idle_ns, blocked_ns = int(g["idle_ns"]), int(g["blocked_ns"])
+        impact = int(g["recoverable_ns"])
+        pct = db.pct_of_window(impact)
+        blocked_pct = db.pct_of_window(blocked_ns)
+        n = int(g["calls"])
+        # A blocked host alone costs no GPU time; it matters when it recurs (every step).
+        repeated_block = blocked_pct >= t.sync_min_blocked_pct and n >= t.sync_min_calls
+        if db.pct_of_window(idle_ns) < t.sync_min_idle_pct and not repeated_block:
+            continue
+        pattern, site = g["pattern"], g["site"]
+        calls = db.dicts(
+            """SELECT c.call_id, c.name, c.start_ns, c.end_ns,
+                      coalesce(sum(s.end_ns - s.start_ns), 0) AS idle_ns
+               FROM _sync_calls2 c LEFT JOIN _sync_gaps s USING (call_id)
+               WHERE c.pattern = ? AND c.site = ?
+               GROUP BY c.call_id, c.name, c.start_ns, c.end_ns
+               ORDER BY idle_ns DESC, c.end_ns - c.start_ns DESC LIMIT ?""",
+            [pattern, site, t.sync_top_calls],
+        )
+        gap_ranges = db.dicts(
+            """SELECT s.device_id, s.start_ns, s.end_ns FROM _sync_gaps s
+               JOIN _sync_calls2 c USING (call_id) WHERE c.pattern = ? AND c.site = ?
+               ORDER BY s.end_ns - s.start_ns DESC LIMIT ?""",
+            [pattern, site, t.sync_top_calls],
+        )
+        where = f"`{site}`" + (f" in `{g['annotation']}`" if g["annotation"] else "")
+        findings.append(
+            Finding(
+                id=finding_id(ANALYZER, pattern, site),
+                analyzer=ANALYZER,
+                title=f"{_TITLES[pattern][0].upper()}{_TITLES[pattern][1:]} in `{site}`: "
+                f"host blocked "
+                f"{fmt_ns(blocked_ns)}, GPU then idle {fmt_ns(idle_ns)}",
+                severity=severity_for(pct, t),
+                impact_ns=impact,
+                impact_pct=pct,
+                impact_basis=f"For each of the {int(g['gaps']):,} 'synchronization' gaps that "
+                "follow these calls (idle_gpu's synchronization gaps, split here by cause): the "
+                "gap or the call's blocked time, whichever is shorter. Without the sync the "
+                "host would have issued the next work that much earlier, so the gap shrinks by "
+                "at most that.",
+                summary=f"{n:,} blocking calls ({', '.join(g['api_names'])}) from {where} "
+                f"blocked the host {fmt_ns(blocked_ns)} ({100.0 * blocked_ns / window:.1f}% of "
+                f"the window) and left the GPU idle {fmt_ns(idle_ns)} afterwards."
+                if window
+                else f"{n:,} blocking calls from {where}.",
+                evidence={
+                    "pattern": pattern,
+                    "site": site,
+                    "annotation": g["annotation"],
+                    "python_frame": g["frame"],
+                    "operator_chain": g["chain"] or None,
+                    "api_calls": list(g["api_names"]),
+                    "call_count": n,
+                    "blocked_ns": blocked_ns,
+                    "blocked_pct_of_window": round(blocked_pct, 3),
+                    "idle_after_gaps": int(g["gaps"]),
+                    "idle_after_ns": idle_ns,
+                    "recoverable_ns": impact,
+                    "relates_to": "idle_gpu 'synchronization' gaps: this splits them by cause",
+                    "longest_calls": [
+                        {
+                            "api": c["name"],
+                            "start_offset_ns": int(c["start_ns"] - t0),
+                            "blocked_ns": int(c["end_ns"] - c["start_ns"]),
+                            "gpu_idle_after_ns": int(c["idle_ns"]),
+                        }
+                        for c in calls
+                    ],
+                },
+                advice=_advice(pattern, where),
+                time_ranges=[
+                    TimeRange(
+                        int(r["start_ns"]), int(r["end_ns"]), r["device_id"], "idle after sync"
+                    )
+                    for r in gap_ranges
+                ],
+            )
+        )
+    return findings
+
+
+def _advice(pattern: str, where: str) -> str:
+    if pattern in ("scalar_read", "bool_check"):
+        return (
+            f"{where} reads a GPU value on the host, which waits for every queued kernel. Keep "
+            "the value on the GPU (accumulate losses/metrics in a tensor and call `.item()` "
+            "every N steps), replace `if t:` / `while flag.item():` control flow with "
+            "`torch.where` or masking, and never `print` a CUDA tensor inside the loop. For "
+            "decoding loops, check stop conditions every few tokens or on a side stream copy "
+            "into pinned memory (`non_blocking=True`) read one step later."
+        )
+    if pattern == "data_dependent_shape":
+        return (
+            f"{where} produces a tensor whose size depends on the data, so the host must wait "
+            "for the GPU to know it. Use fixed-size alternatives: masks with `torch.where` "
+            "instead of `masked_select`/boolean indexing, `torch.nonzero_static` / "
+            "`size=` arguments where available, or pad to a known maximum."
+        )
+    if pattern == "tensor_copy":
+        return (
+            f"{where} copies between host and device synchronously. Copy into pinned memory "
+            "with `.to(device, non_blocking=True)` (`pin_memory=True` in the DataLoader; "
+            "`torch.empty(..., pin_memory=True)` for outputs) and synchronize once, on a "
+            "`torch.cuda.Event`, only where the host really needs the data; move `.cpu()`/"
+            "`.tolist()` of results out of the hot loop."
+        )
+    if pattern == "device_synchronize":
+        return (
+            f"`torch.cuda.synchronize()` in {where} drains every stream. Drop it from the hot "
+            "loop (it is only needed for timing and before reading host copies); time with "
+            "`torch.cuda.Event(enable_timing=True)` or the profiler instead."
+        )
+    if pattern == "event_synchronize":
+        return (
+            f"{where} waits on a CUDA event on the host. Prefer `stream.wait_event(e)` "
+            "(GPU-side ordering) and read event timings (`elapsed_time`) after the loop."
+        )
+    if pattern == "stream_synchronize":
+        return (
+            f"{where} blocks the host on a stream. If only other GPU work depends on it, "
+            "order it on the GPU with `torch.cuda.current_stream().wait_stream(s)`; otherwise "
+            "move the synchronize later so more work is queued before the host waits."
+        )
+    return (
+        f"{where} uses a synchronous copy (`cudaMemcpy`). Use `cudaMemcpyAsync` on a stream "
+        "with pinned host buffers, and synchronize on an event only when the data is needed."
+    )
