@@ -12,6 +12,7 @@ from typing import Any
 from ingest import LoadedTrace
 from tracelens import __version__
 from tracelens.analyzers import run_all
+from tracelens.llm.section import llm_section
 from tracelens.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.redaction import redact
 from tracelens.thresholds import Thresholds
@@ -21,7 +22,7 @@ REPORT_SCHEMA = "tracelens.report/1"
 
 # Optional report sections: name -> function returning a dict, or None when not applicable.
 SectionFn = Callable[[TraceDB], dict[str, Any] | None]
-SECTIONS: dict[str, SectionFn] = {}
+SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
 
 _INFO_KEYS = (
     "format_version",
@@ -91,6 +92,8 @@ def build_report_from_db(
         section = fn(db)
         if section is not None:
             report[name] = section
+            # A section's warnings (e.g. malformed annotations) are notes on the whole report.
+            report["notes"].extend(f"{name}: {w}" for w in section.get("warnings", []))
     # Trace metadata (host, job names, log lines, paths) can carry credentials; every
     # output (CLI, catalog, web) is built from this dict, so hiding them here hides them
     # everywhere.

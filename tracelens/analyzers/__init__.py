@@ -13,6 +13,7 @@ from tracelens.analyzers import (
     hot_ops,
     idle_gpu,
     launch_overhead,
+    llm_latency,
     sync_stalls,
     variance,
 )
@@ -27,6 +28,7 @@ ANALYZERS: list[ModuleType] = [
     variance,
     launch_overhead,
     sync_stalls,
+    llm_latency,
 ]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracelens.render.llm_section import render_llm_markdown
 from tracelens.units import fmt_bytes, fmt_ns
 
 
@@ -69,7 +70,9 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
     )
     for note in report.get("notes", []):
         out.append(f"- note: {note}")
-    out += ["", "## Findings", ""]
+    out.append("")
+    out += render_llm_markdown(report)
+    out += ["## Findings", ""]
     findings = report["findings"][:max_findings] if max_findings else report["findings"]
     if not findings:
         out += ["No findings.", ""]

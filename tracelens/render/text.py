@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tracelens.render.llm_section import render_llm_text
 from tracelens.units import fmt_bytes, fmt_ns
 
 SEVERITY_STYLE = {
@@ -49,6 +50,7 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
     for note in report.get("notes", []):
         head.add_row("note", Text(note, style="yellow"))
     console.print(Panel(head, title=f"tracelens {report['tracelens_version']}", expand=False))
+    render_llm_text(report, console)
 
     findings = report["findings"][:max_findings] if max_findings else report["findings"]
     if not findings:

@@ -1,0 +1,285 @@
+"""LLM serving latency: why TTFT, TPOT and ITL are what they are (needs LLM annotations).
+
+Four explanations, each a finding when its threshold is met (see
+:mod:`tracelens.llm.llm_thresholds`):
+
+- queueing dominates TTFT;
+- prefill steps stall running decodes (ITL spikes);
+- decode steps slow down as the KV cache grows;
+- the GPU idles during decode steps (launch-bound when the kernels are many and short).
+
+Impacts are on two bases, each stated in ``impact_basis``: latency a request waits
+(queueing, stalls) is given *per request on average* (the sum over requests divided by the
+number of requests), so it stays comparable with wall-clock findings; time the serving loop
+spends (KV growth, idle GPU in decode) is wall-clock time within the steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.llm.analysis import LlmAnalysis, analyze_llm
+from tracelens.llm.llm_thresholds import llm_threshold
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
+
+ANALYZER = "llm_latency"
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    a = analyze_llm(db)
+    if a is None:
+        return []
+    findings = [
+        _queueing(db, t, a),
+        _prefill_stalls(db, t, a),
+        _kv_growth(db, t, a),
+        _decode_gpu_idle(db, t, a),
+    ]
+    return [f for f in findings if f is not None]
+
+
+def _finding(db: TraceDB, t: Thresholds, subject: str, impact_ns: int, **kw: Any) -> Finding:
+    pct = db.pct_of_window(impact_ns)
+    return Finding(
+        id=finding_id(ANALYZER, subject),
+        analyzer=ANALYZER,
+        severity=severity_for(pct, t),
+        impact_ns=impact_ns,
+        impact_pct=pct,
+        **kw,
+    )
+
+
+def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
+    q = a.queueing
+    share, n = q["queue_share_pct"], q["requests"]
+    if share is None or n == 0:
+        return None
+    mean_queue = q["queue_ns"] / n
+    if share < llm_threshold(t, "llm_queue_min_share_pct") or mean_queue < llm_threshold(
+        t, "llm_queue_min_mean_ns"
+    ):
+        return None
+    passed_over = q["requests_passed_over"]
+    if passed_over:
+        cause = (
+            f"{passed_over:,} requests waited through two or more decode steps that ran with "
+            f"fewer than the {q['max_decode_batch']} requests this server has batched: waiting "
+            "requests are only admitted when the running batch finishes (static batching)."
+        )
+        advice = (
+            "Admit waiting requests at every step instead of when the batch drains: continuous "
+            "(in-flight) batching, as in vLLM, TGI or TensorRT-LLM's in-flight batcher. Each "
+            "step should run `prefill(new requests)` or merge them into the decode batch up to "
+            "`max_num_seqs`/`max_batch_size`; a finished request frees its slot immediately."
+        )
+    else:
+        cause = (
+            "Every decode step that ran while requests waited was already at the largest "
+            "batch size seen: the server is at capacity for this load."
+        )
+        advice = (
+            "Raise the batch limit if memory allows (`max_num_seqs`, `max_num_batched_tokens`, "
+            "KV-cache blocks via `gpu_memory_utilization`), make steps cheaper (see the other "
+            "findings), or add replicas; for latency targets, cap the admitted load."
+        )
+    mean_ttft = q["ttft_ns"] / n
+    return _finding(
+        db,
+        t,
+        "queueing",
+        round(mean_queue),
+        title=f"Queueing is {share:.0f}% of time to first token "
+        f"({fmt_ns(mean_queue)} of {fmt_ns(mean_ttft)} per request)",
+        impact_basis=f"Mean wait from request arrival to the start of its prefill, over {n:,} "
+        f"requests (summed: {fmt_ns(q['queue_ns'])}); TTFT drops by this much on average if "
+        "requests start prefill on arrival.",
+        summary=f"Of the summed TTFT of {n:,} requests ({fmt_ns(q['ttft_ns'])}), "
+        f"{fmt_ns(q['queue_ns'])} ({share:.1f}%) was spent waiting before prefill and "
+        f"{fmt_ns(q['prefill_ns'])} executing prefill. {cause}",
+        evidence={
+            "requests": n,
+            "queue_ns": q["queue_ns"],
+            "prefill_ns": q["prefill_ns"],
+            "ttft_ns": q["ttft_ns"],
+            "queue_share_pct": round(share, 3),
+            "max_queue_ns": q["max_queue_ns"],
+            "decode_steps_while_queued": q["decode_steps_while_queued"],
+            "requests_passed_over": passed_over,
+            "max_decode_batch": q["max_decode_batch"],
+            "longest_waits": [
+                {"rid": r["rid"], "queue_ns": int(r["queue_ns"]), "ttft_ns": r["ttft_ns"]}
+                for r in q["longest"]
+            ],
+        },
+        advice=advice,
+        time_ranges=[
+            TimeRange(int(r["start_ns"]), int(r["prefill_start_ns"]), None, f"{r['rid']} queued")
+            for r in q["longest"]
+        ],
+    )
+
+
+def _prefill_stalls(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
+    s = a.prefill_stalls
+    base, mean_stalled = s["baseline_itl_ns"], s["mean_stalled_itl_ns"]
+    if not s["stalled_gaps"] or not base or mean_stalled is None:
+        return None
+    ratio = mean_stalled / base
+    if ratio < llm_threshold(t, "llm_stall_min_ratio"):
+        return None
+    requests = max(1, a.summary["requests"])
+    itl = a.summary["itl_ns"]
+    return _finding(
+        db,
+        t,
+        "prefill_stalls",
+        round(s["excess_ns"] / requests),
+        title=f"Prefills stall running decodes: {s['stalled_gaps']:,} inter-token gaps "
+        f"average {fmt_ns(mean_stalled)}, {ratio:.1f}× the usual {fmt_ns(base)}",
+        impact_basis=f"Inter-token time above the median unstalled gap ({fmt_ns(base)}) in gaps "
+        f"that contain a prefill step, summed ({fmt_ns(s['excess_ns'])}) and divided by the "
+        f"{requests:,} requests; chunked prefill spreads this over many steps instead.",
+        summary=f"{s['stalled_gaps']:,} of {s['decode_gaps']:,} decode inter-token gaps "
+        f"({s['requests_stalled']:,} requests) contain a whole prefill step of other requests, "
+        f"so those requests' next token waits for someone else's prompt. ITL p50 is "
+        f"{fmt_ns(itl['p50'])}, p99 {fmt_ns(itl['p99'])}.",
+        evidence={
+            "decode_gaps": s["decode_gaps"],
+            "stalled_gaps": s["stalled_gaps"],
+            "requests_stalled": s["requests_stalled"],
+            "baseline_itl_ns": base,
+            "mean_stalled_itl_ns": mean_stalled,
+            "excess_ns": s["excess_ns"],
+            "itl_p50_ns": itl["p50"],
+            "itl_p99_ns": itl["p99"],
+            "worst_gaps": [
+                {
+                    "rid": w["rid"],
+                    "token": int(w["token_index"]),
+                    "itl_ns": int(w["itl_ns"]),
+                    "prefills": int(w["prefills"]),
+                    "prefill_ns": int(w["prefill_ns"]),
+                }
+                for w in s["worst"]
+            ],
+        },
+        advice="Split long prompts into chunks that share a step with the running decodes "
+        "(chunked prefill: vLLM `enable_chunked_prefill=True` with `max_num_batched_tokens` "
+        "around 512-2048; TensorRT-LLM `enable_chunked_context`), or disaggregate prefill and "
+        "decode onto different workers, so a new request's prompt no longer freezes every "
+        "running request for a whole prefill.",
+        time_ranges=[
+            TimeRange(int(w["start_ns"]), int(w["end_ns"]), None, f"{w['rid']} stalled")
+            for w in s["worst"]
+        ],
+    )
+
+
+def _kv_growth(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
+    k = a.kv_growth
+    if k is None or k["ns_per_cached_token"] <= 0:
+        return None
+    if k["decode_steps"] < llm_threshold(t, "llm_kv_min_steps"):
+        return None
+    gain = k["r2"] - k["r2_without_cache_term"]
+    if k["growth_pct_of_decode"] < llm_threshold(t, "llm_kv_min_growth_pct") or gain < (
+        llm_threshold(t, "llm_kv_min_r2_gain")
+    ):
+        return None
+    first, last = k["first_step"], k["last_step"]
+    return _finding(
+        db,
+        t,
+        "kv_growth",
+        k["growth_ns"],
+        title=f"Decode steps slow down as the KV cache grows: +{fmt_ns(k['ns_per_cached_token'])}"
+        f" per cached token, {k['growth_pct_of_decode']:.0f}% of decode time",
+        impact_basis="Least-squares fit of decode step time to batch size and cached generated "
+        "tokens; the cache term (per-token cost × cached tokens) summed over "
+        f"{k['decode_steps']:,} decode steps is the time spent on cache growth.",
+        summary=f"Each generated token already in the KV cache adds "
+        f"{fmt_ns(k['ns_per_cached_token'])} to a decode step (fit R² {k['r2']:.2f}, "
+        f"{k['r2_without_cache_term']:.2f} without the cache term). The first decode step "
+        f"took {fmt_ns(first['dur_ns'])}, the last {fmt_ns(last['dur_ns'])}; TPOT rises with "
+        f"sequence position.",
+        evidence={k2: v for k2, v in k.items()},
+        advice="Make per-step cost independent of how much has been generated: preallocate the "
+        "KV cache (or use a paged cache) instead of `torch.cat`-ing keys and values every step, "
+        "use a fused attention kernel (`torch.nn.functional.scaled_dot_product_attention`, "
+        "FlashAttention/FlashInfer decode kernels) that reads the cache once, and consider a "
+        "quantized KV cache (FP8) or a cap on generated length when long outputs dominate.",
+    )
+
+
+def _decode_gpu_idle(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
+    d = a.steps["decode"]
+    busy_pct = d["gpu_busy_pct"]
+    if busy_pct is None or not d["steps"] or d["kernels_per_step"] is None:
+        return None
+    if not d["kernels_per_step"] or busy_pct >= llm_threshold(t, "llm_decode_max_busy_pct"):
+        return None
+    idle_ns = int(d["total_ns"] * len(db.devices) - d["gpu_busy_ns"])
+    median_kernel = d["median_kernel_ns"]
+    launch_bound = (
+        median_kernel is not None
+        and median_kernel < llm_threshold(t, "llm_short_kernel_ns")
+        and d["kernels_per_step"] >= llm_threshold(t, "llm_launch_bound_min_kernels")
+    )
+    causes = d["idle_by_cause"]
+    top_cause = max(causes, key=causes.get) if causes else None  # type: ignore[arg-type]
+    if launch_bound:
+        title = (
+            f"Decode is launch-bound: {d['kernels_per_step']:.0f} kernels of median "
+            f"{fmt_ns(median_kernel)} per step keep the GPU only {busy_pct:.0f}% busy"
+        )
+        advice = (
+            "Each decode step is a long chain of tiny kernels and the host cannot launch them "
+            "as fast as the GPU runs them. Capture the decode step in a CUDA graph "
+            '(`torch.compile(mode="reduce-overhead")`, vLLM/TensorRT-LLM CUDA graphs: keep '
+            "`enforce_eager` off), fuse ops with `torch.compile`, and batch more requests per "
+            "step so every kernel does more work."
+        )
+    else:
+        title = f"GPU idle {100 - busy_pct:.0f}% of decode time" + (
+            f" (mostly {top_cause})" if top_cause else ""
+        )
+        advice = (
+            "The GPU waits on the host during decode steps. Remove per-token host syncs "
+            "(`.item()`, `.cpu()`, `.tolist()` on the sampled tokens: keep them on the GPU and "
+            "copy asynchronously into pinned memory), stop copying inputs from pageable memory "
+            "every step (build them on the GPU or use pinned buffers with "
+            "`non_blocking=True`), and then capture the step in a CUDA graph."
+        )
+    return _finding(
+        db,
+        t,
+        "decode_gpu_idle",
+        idle_ns,
+        title=title,
+        impact_basis=f"GPU idle time inside the {d['steps']:,} decode steps (step time minus the "
+        "union of kernels, copies and memsets in it); at best the steps shrink by this much.",
+        summary=f"Decode steps took {fmt_ns(d['total_ns'])} in all; the GPU was busy "
+        f"{busy_pct:.1f}% of it ({fmt_ns(d['gpu_busy_ns'])}), running "
+        f"{d['kernels_per_step']:.1f} kernels per step (median kernel "
+        f"{fmt_ns(median_kernel)}). Prefill steps kept it "
+        f"{_pct(a.steps['prefill']['gpu_busy_pct'])} busy.",
+        evidence={
+            "decode_steps": d["steps"],
+            "decode_ns": d["total_ns"],
+            "gpu_busy_ns": d["gpu_busy_ns"],
+            "gpu_busy_pct": round(busy_pct, 3),
+            "kernels_per_step": round(d["kernels_per_step"], 2),
+            "median_kernel_ns": median_kernel,
+            "idle_ns_by_cause": causes,
+            "prefill_gpu_busy_pct": a.steps["prefill"]["gpu_busy_pct"],
+        },
+        advice=advice,
+    )
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"

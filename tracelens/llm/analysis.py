@@ -1,0 +1,55 @@
+"""Everything tracelens derives from LLM annotations of one trace, computed once.
+
+The report section (:mod:`tracelens.llm.section`) and the findings
+(:mod:`tracelens.analyzers.llm_latency`) both read this; it is cached per trace database.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracelens.llm.annotations import parse_annotations
+from tracelens.llm.kv_growth import kv_growth
+from tracelens.llm.latency_metrics import latency_summary, per_request
+from tracelens.llm.llm_thresholds import DEFAULTS
+from tracelens.llm.prefill_stalls import prefill_stalls
+from tracelens.llm.queueing import queueing
+from tracelens.llm.step_profile import step_profile
+from tracelens.tracedb import TraceDB
+
+
+@dataclass
+class LlmAnalysis:
+    summary: dict[str, Any]
+    per_request: list[dict[str, Any]]
+    steps: dict[str, dict[str, Any]]
+    queueing: dict[str, Any]
+    prefill_stalls: dict[str, Any]
+    kv_growth: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+_cache: weakref.WeakKeyDictionary[TraceDB, LlmAnalysis | None] = weakref.WeakKeyDictionary()
+
+
+def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
+    """None when the trace has no LLM annotations."""
+    if db in _cache:
+        return _cache[db]
+    found = parse_annotations(db)
+    result: LlmAnalysis | None = None
+    if found.present:
+        summary = latency_summary(db)
+        result = LlmAnalysis(
+            summary=summary,
+            per_request=per_request(db),
+            steps=step_profile(db),
+            queueing=queueing(db),
+            prefill_stalls=prefill_stalls(db),
+            kv_growth=kv_growth(db, int(DEFAULTS["llm_kv_min_steps"])),
+            warnings=list(found.warnings),
+        )
+    _cache[db] = result
+    return result

@@ -1,0 +1,38 @@
+"""The report's ``llm`` section: latency numbers and their breakdown, when annotated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.llm.analysis import analyze_llm
+from tracelens.llm.latency_metrics import summarize
+from tracelens.tracedb import TraceDB
+
+
+def llm_section(db: TraceDB) -> dict[str, Any] | None:
+    """The ``llm`` dict of the JSON report, or None when the trace has no LLM annotations."""
+    a = analyze_llm(db)
+    if a is None:
+        return None
+    s = a.summary
+    return {
+        "requests": s["requests"],
+        "output_tokens": s["output_tokens"],
+        "ttft_ns": s["ttft_ns"],
+        "tpot_ns": s["tpot_ns"],
+        "itl_ns": s["itl_ns"],
+        "e2e_ns": s["e2e_ns"],
+        "output_tokens_per_s": s["output_tokens_per_s"],
+        "requests_per_s": s["requests_per_s"],
+        "span_ns": s["span_ns"],
+        "ttft_breakdown": {
+            "queue_ns": summarize(db, "SELECT queue_ns AS v FROM llm_per_request"),
+            "prefill_ns": summarize(db, "SELECT prefill_ns AS v FROM llm_per_request"),
+            "queue_share_pct": a.queueing["queue_share_pct"],
+        },
+        "steps": a.steps,
+        "kv_growth": a.kv_growth,
+        "prefill_stalls": {k: v for k, v in a.prefill_stalls.items() if k != "worst"},
+        "per_request": a.per_request,
+        "warnings": a.warnings,
+    }

@@ -1,0 +1,100 @@
+"""What the GPU did during prefill and decode steps: busy time, idle causes, kernel counts.
+
+Busy time in a step is the step's overlap with each device's activity window minus its
+overlap with that device's derived idle gaps (``gaps``), i.e. the union of kernel, memcpy
+and memset intervals inside the step, summed over devices. Kernels are counted in the step
+in which they start on the GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.tracedb import TraceDB
+
+STEP_GPU_SQL = """
+CREATE OR REPLACE TEMP TABLE llm_step_gpu AS
+WITH dev AS (
+    SELECT device_id, min(start_ns) AS ws, max(end_ns) AS we FROM (
+        SELECT device_id, start_ns, end_ns FROM kernels
+        UNION ALL SELECT device_id, start_ns, end_ns FROM memcpys WHERE kind NOT LIKE 'UVM%'
+        UNION ALL SELECT device_id, start_ns, end_ns FROM memsets
+    ) WHERE device_id IS NOT NULL GROUP BY device_id
+),
+win AS (
+    SELECT s.step_id,
+           sum(greatest(0, least(s.end_ns, d.we) - greatest(s.start_ns, d.ws))) AS in_window_ns
+    FROM llm_steps s CROSS JOIN dev d GROUP BY s.step_id
+),
+idle AS (
+    SELECT s.step_id,
+           sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) AS idle_ns
+    FROM llm_steps s JOIN gaps g ON g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+    GROUP BY s.step_id
+),
+k AS (
+    SELECT s.step_id, count(*) AS kernels, median(k.end_ns - k.start_ns) AS median_kernel_ns
+    FROM llm_steps s JOIN kernels k ON k.start_ns >= s.start_ns AND k.start_ns < s.end_ns
+    GROUP BY s.step_id
+)
+SELECT s.step_id, s.kind, s.start_ns, s.end_ns, s.end_ns - s.start_ns AS dur_ns, s.n_requests,
+       coalesce(win.in_window_ns, 0) - coalesce(idle.idle_ns, 0) AS busy_ns,
+       coalesce(k.kernels, 0) AS kernels, k.median_kernel_ns
+FROM llm_steps s LEFT JOIN win USING (step_id) LEFT JOIN idle USING (step_id)
+LEFT JOIN k USING (step_id)
+"""
+
+# Idle time inside steps of one kind, by the cause ingest judged for each gap.
+IDLE_BY_CAUSE_SQL = """
+SELECT g.cause, count(*) AS gaps,
+       sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) AS ns
+FROM llm_steps s JOIN gaps g ON g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+WHERE s.kind = ? GROUP BY g.cause ORDER BY ns DESC
+"""
+
+
+def step_profile(db: TraceDB) -> dict[str, dict[str, Any]]:
+    """Per step kind: count, time, GPU busy share, kernels per step, idle time by cause."""
+    db.con.execute(STEP_GPU_SQL)
+    has_gpu = bool(db.devices)
+    out: dict[str, dict[str, Any]] = {}
+    for kind in ("prefill", "decode"):
+        r = db.dicts(
+            """SELECT count(*) AS steps, coalesce(sum(dur_ns), 0) AS total_ns,
+                      avg(dur_ns) AS mean_ns, median(dur_ns) AS p50_ns,
+                      avg(n_requests) AS mean_batch, max(n_requests) AS max_batch,
+                      coalesce(sum(busy_ns), 0) AS busy_ns, coalesce(sum(kernels), 0) AS kernels,
+                      median(median_kernel_ns) AS median_kernel_ns
+               FROM llm_step_gpu WHERE kind = ?""",
+            [kind],
+        )[0]
+        steps, total = int(r["steps"]), int(r["total_ns"])
+        entry: dict[str, Any] = {
+            "steps": steps,
+            "total_ns": total,
+            "mean_ns": r["mean_ns"],
+            "p50_ns": r["p50_ns"],
+            "mean_batch": r["mean_batch"],
+            "max_batch": None if r["max_batch"] is None else int(r["max_batch"]),
+        }
+        if has_gpu:
+            busy = int(r["busy_ns"])
+            entry.update(
+                gpu_busy_ns=busy,
+                gpu_busy_pct=100.0 * busy / (total * len(db.devices)) if total else None,
+                kernels_per_step=int(r["kernels"]) / steps if steps else None,
+                median_kernel_ns=r["median_kernel_ns"],
+                idle_by_cause={
+                    c["cause"]: int(c["ns"]) for c in db.dicts(IDLE_BY_CAUSE_SQL, [kind])
+                },
+            )
+        else:
+            entry.update(
+                gpu_busy_ns=None,
+                gpu_busy_pct=None,
+                kernels_per_step=None,
+                median_kernel_ns=None,
+                idle_by_cause={},
+            )
+        out[kind] = entry
+    return out
