@@ -1,13 +1,14 @@
 """Derives the ``gaps`` table: stretches where a device did no GPU work, each with a cause.
 
-Busy time is the union of a device's kernel, memcpy and memset intervals; gaps are the
-holes in it between its first and last activity. The cause comes from what the host was
-doing meanwhile, judged in this order:
+Busy time is the union of a device's kernel, memcpy and memset intervals (unified-memory
+migrations included: the copy engine is working); gaps are the holes in it between its
+first and last activity. The cause comes from what the host was doing meanwhile, judged
+in this order:
 
 - ``data_loading``: a data-loader range or operator covers at least half the gap;
 - ``synchronization``: the launching thread came out of a blocking call (device/stream/
-  event synchronize, a synchronous copy) at the start of or during the gap, so no work had
-  been queued ahead;
+  event synchronize, a synchronous copy, or a CUPTI synchronization record on that thread)
+  at the start of or during the gap, so no work had been queued ahead;
 - ``launch_overhead``: a short gap (at most ``short_gap_ns``) between queued launches;
 - ``gpu_dependency``: the next work had been launched before the gap began, so the GPU
   waited on something else (an event on another stream, another device, a collective);
@@ -42,6 +43,8 @@ SYNC_CALLS = (
 DATA_LOADER_PATTERN = (
     r"(?i)(dataloader|data_loader|dataloaderiter|_next_data|data loading|load_batch)"
 )
+# A stream waiting on an event blocks the GPU queue, not the host thread.
+STREAM_WAIT_KIND = "Stream Wait Event"
 SHORT_GAP_NS = 10_000
 SYNC_TOLERANCE_NS = 10_000
 
@@ -58,7 +61,6 @@ def derive_gaps(
         WITH act AS (
             SELECT device_id, start_ns, end_ns, correlation_id FROM kernels
             UNION ALL SELECT device_id, start_ns, end_ns, correlation_id FROM memcpys
-                      WHERE kind NOT LIKE 'UVM%'
             UNION ALL SELECT device_id, start_ns, end_ns, correlation_id FROM memsets
         ),
         iv AS (
@@ -82,7 +84,14 @@ def derive_gaps(
         GROUP BY correlation_id;
 
         CREATE OR REPLACE TEMP TABLE _sync AS
-        SELECT pid, tid, name, start_ns, end_ns FROM api_calls WHERE name IN ({sync_list});
+        SELECT pid, tid, name, start_ns, end_ns FROM api_calls WHERE name IN ({sync_list})
+        UNION ALL
+        SELECT y.pid, y.tid, coalesce(a.name, y.kind), y.start_ns, y.end_ns
+        FROM syncs y
+        LEFT JOIN (SELECT correlation_id, any_value(name) AS name FROM api_calls
+                   WHERE correlation_id IS NOT NULL GROUP BY correlation_id) a
+               USING (correlation_id)
+        WHERE y.pid IS NOT NULL AND y.tid IS NOT NULL AND y.kind <> '{STREAM_WAIT_KIND}';
 
         CREATE OR REPLACE TEMP TABLE _loader AS
         SELECT name, start_ns, end_ns FROM ranges

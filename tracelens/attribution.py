@@ -12,6 +12,16 @@ from tracelens.tracedb import TraceDB
 
 UNATTRIBUTED = "(no operator)"
 
+_EXT_BY_OP = """
+    SELECT external_id, any_value(op_id) AS op_id, any_value(name) AS op_name
+    FROM cpu_ops WHERE external_id IS NOT NULL GROUP BY external_id
+"""
+# Ranges carry no external id: nothing to look up, every kernel goes through ``enclosing``.
+_EXT_NONE = (
+    "SELECT NULL::BIGINT AS external_id, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name "
+    "WHERE false"
+)
+
 
 def build_kernel_attribution(db: TraceDB) -> None:
     """Create temp table ``kernel_ops(kernel row, op_id, op_name, dur_ns)`` once per trace."""
@@ -36,11 +46,7 @@ def build_kernel_attribution(db: TraceDB) -> None:
                    any_value(external_id) external_id
             FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
         ),
-        ext AS (
-            SELECT external_id, any_value({id_col}) AS op_id, any_value(name) AS op_name
-            FROM {source} WHERE {"external_id" if has_ops else "NULL"} IS NOT NULL
-            GROUP BY external_id
-        ),
+        ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),
         ka AS (
             SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end, e.op_id,
                    e.op_name

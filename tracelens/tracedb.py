@@ -9,11 +9,12 @@ from typing import Any
 import duckdb
 
 # One query for each device's window (first to last GPU activity) and busy time. Busy is
-# the window minus the derived gaps, i.e. the union of kernel, memcpy and memset intervals.
+# the window minus the derived gaps, i.e. the union of kernel, memcpy and memset intervals
+# (unified-memory migrations included, as in ingest.derive_gaps).
 _DEVICE_STATS = """
 WITH act AS (
     SELECT device_id, start_ns, end_ns FROM kernels
-    UNION ALL SELECT device_id, start_ns, end_ns FROM memcpys WHERE kind NOT LIKE 'UVM%'
+    UNION ALL SELECT device_id, start_ns, end_ns FROM memcpys
     UNION ALL SELECT device_id, start_ns, end_ns FROM memsets
 ),
 w AS (
