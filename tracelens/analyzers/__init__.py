@@ -9,11 +9,13 @@ from collections.abc import Callable
 from types import ModuleType
 
 from tracelens.analyzers import (
+    data_loading,
     h2d_transfers,
     hot_ops,
     idle_gpu,
     launch_overhead,
     llm_latency,
+    steps,
     sync_stalls,
     variance,
 )
@@ -29,6 +31,8 @@ ANALYZERS: list[ModuleType] = [
     launch_overhead,
     sync_stalls,
     llm_latency,
+    data_loading,
+    steps,
 ]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]

@@ -101,3 +101,29 @@ def sync_stalls(steps: int = 10) -> Scenario:
         "window_ns": (steps - 1) * SYNC_STEP_NS + 3_360 * US - 10 * US,
     }
     return sc
+
+
+def uneven_steps(steps: int = 8, slow: int = 5) -> Scenario:
+    """Steps of 2 ms, each one 1.5 ms bf16 GEMM, except ``ProfilerStep#slow``: its GEMM
+    takes 4.5 ms and the step 5 ms. Median 2 ms, slowest 2.5x, 3 ms above the median, all
+    of it GEMM time.
+    """
+    sc = Scenario(name="planted_uneven_steps")
+    t = 0
+    for k in range(steps):
+        gemm = 4_500 * US if k == slow else 1_500 * US
+        dur = gemm + 500 * US
+        sc.range(f"ProfilerStep#{k}", t, dur)
+        mm = sc.op("aten::mm", t + 5 * US, 20 * US, [[4096, 4096], [4096, 4096]])
+        sc.launch(mm, BF16_GEMM, t + 10 * US, t + 20 * US, gemm, api_dur_ns=5 * US)
+        t += dur
+    sc.expected = {
+        "step_count": steps,
+        "median_step_ns": 2_000 * US,
+        "slowest_step": f"ProfilerStep#{slow}",
+        "max_step_ns": 5_000 * US,
+        "excess_ns": 3_000 * US,
+        "kernel": BF16_GEMM,
+        "kernel_delta_ns": 3_000 * US,
+    }
+    return sc

@@ -1,0 +1,47 @@
+"""Data-loading analyzer: planted single-process loader and the 2021 num_workers=0 trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest import load_trace
+from tracelens.analyzers import data_loading
+from tracelens.findings import finding_id
+from tracelens.synthetic.planted_host import launch_bound
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+
+
+def test_planted_training_data_wait(planted_trace) -> None:
+    path, exp = planted_trace
+    loaded = load_trace(path)
+    try:
+        (f,) = data_loading.analyze(TraceDB(loaded.con), Thresholds())
+    finally:
+        loaded.close()
+    assert f.id == finding_id("data_loading", 0)
+    assert f.impact_ns == exp["gap_ns_by_cause"]["data_loading"]
+    assert f.evidence["idle_gap_count"] == 9
+    assert f.evidence["num_workers"] == "0 (single process)"
+    assert f.evidence["loaders"][0]["calls"] == 10
+    assert f.evidence["loader_host_ns"] == 10 * 2_000_000
+    assert f.evidence["pageable_h2d_copies"] == 10
+    assert f.evidence["overlaps_finding"] == finding_id("idle_gpu", 0, "data_loading")
+    assert "num_workers" in f.advice and "pin_memory=True" in f.advice
+
+
+def test_no_loader_no_finding(scenario_db) -> None:
+    assert data_loading.analyze(scenario_db(launch_bound(kernels=20)), Thresholds()) == []
+
+
+def test_corpus_resnet_num_workers_0(corpus: Path) -> None:
+    # The kineto sample was recorded as "resnet50_num_workers_0": the analyzer must say so.
+    loaded = load_trace(corpus / "torch" / "v100_resnet50_legacy2021.pt.trace.json.gz")
+    try:
+        (f,) = data_loading.analyze(TraceDB(loaded.con), Thresholds())
+    finally:
+        loaded.close()
+    assert f.evidence["num_workers"] == "0 (single process)"
+    assert f.impact_ns == 288_384_000
+    assert 25.0 < f.impact_pct < 35.0
+    assert f.severity.label == "critical"

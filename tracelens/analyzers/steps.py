@@ -1,0 +1,273 @@
+"""Steps: per-iteration (``ProfilerStep#N``) time, its spread, the slowest step and what differed.
+
+Steps come from the profiler's ``ProfilerStep#N`` annotations (host ranges in current
+traces, operators in 2021-era ones). For each step the analyzer measures its duration, the
+GPU work launched in it (kernels by launch time), the GPU idle inside it by gap cause, and
+the host time in data loading and blocking calls; the slowest step is compared with the
+per-step median of each measure, and with the average step's kernels, to say what differed.
+
+One finding per trace with at least ``steps_min_count`` steps (informational when the steps
+are even). Impact is the time above the median step summed over steps: what the run would
+give back if every step took the typical time.
+"""
+
+from __future__ import annotations
+
+from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
+from tracelens.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
+
+ANALYZER = "steps"
+
+_CAUSES = (
+    "data_loading",
+    "synchronization",
+    "launch_overhead",
+    "gpu_dependency",
+    "host_compute",
+    "untraced",
+)
+
+
+def _build_steps(db: TraceDB) -> None:
+    sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    idle_cols = ",\n".join(
+        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in _CAUSES
+    )
+    db.con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _steps AS
+        WITH s AS (
+            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM (
+                SELECT name, start_ns, end_ns FROM ranges
+                WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
+                UNION ALL
+                SELECT name, start_ns, end_ns FROM cpu_ops WHERE name LIKE 'ProfilerStep#%'
+            ) GROUP BY name
+        )
+        SELECT name, start_ns, end_ns, end_ns - start_ns AS dur_ns,
+               TRY_CAST(regexp_extract(name, '#([0-9]+)', 1) AS BIGINT) AS step_no
+        FROM s;
+
+        CREATE OR REPLACE TEMP TABLE _step_kernels AS
+        WITH launches AS (
+            SELECT correlation_id, min(start_ns) AS launch_ns FROM api_calls
+            WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+        ),
+        k AS (
+            SELECT k.name, k.end_ns - k.start_ns AS dur_ns,
+                   coalesce(l.launch_ns, k.start_ns) AS t
+            FROM kernels k LEFT JOIN launches l USING (correlation_id)
+        )
+        SELECT s.name AS step, k.name AS kernel, k.dur_ns
+        FROM k ASOF JOIN _steps s ON k.t >= s.start_ns
+        WHERE k.t < s.end_ns;
+
+        CREATE OR REPLACE TEMP TABLE _step_metrics AS
+        WITH kern AS (
+            SELECT step, count(*) AS kernel_count, sum(dur_ns) AS kernel_ns
+            FROM _step_kernels GROUP BY step
+        ),
+        idle AS (
+            SELECT step, {idle_cols} FROM (
+                SELECT s.name AS step, g.cause,
+                       least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns) AS ov
+                FROM _steps s JOIN gaps g ON g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+            ) GROUP BY step
+        ),
+        host AS (
+            SELECT s.name AS step,
+                   coalesce(sum(least(a.end_ns, s.end_ns) - greatest(a.start_ns, s.start_ns))
+                            FILTER (WHERE a.name IN ({sync_list})), 0) AS sync_blocked_ns
+            FROM _steps s JOIN api_calls a ON a.start_ns < s.end_ns AND a.end_ns > s.start_ns
+            GROUP BY s.name
+        ),
+        loader AS (
+            SELECT s.name AS step,
+                   sum(least(r.end_ns, s.end_ns) - greatest(r.start_ns, s.start_ns)) AS loader_ns
+            FROM _steps s JOIN (
+                SELECT start_ns, end_ns FROM ranges
+                WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}')
+                UNION ALL SELECT start_ns, end_ns FROM cpu_ops
+                WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}') AND depth <= 1
+            ) r ON r.start_ns < s.end_ns AND r.end_ns > s.start_ns
+            GROUP BY s.name
+        )
+        SELECT s.name AS step, s.step_no, s.start_ns, s.end_ns, s.dur_ns,
+               coalesce(kern.kernel_count, 0) AS kernel_count,
+               coalesce(kern.kernel_ns, 0) AS kernel_ns,
+               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in _CAUSES)},
+               coalesce(host.sync_blocked_ns, 0) AS sync_blocked_ns,
+               coalesce(loader.loader_ns, 0) AS loader_ns
+        FROM _steps s
+        LEFT JOIN kern ON kern.step = s.name
+        LEFT JOIN idle ON idle.step = s.name
+        LEFT JOIN host ON host.step = s.name
+        LEFT JOIN loader ON loader.step = s.name
+        ORDER BY s.start_ns
+        """
+    )
+
+
+_MEASURES = (
+    "kernel_count",
+    "kernel_ns",
+    *(f"idle_{c}_ns" for c in _CAUSES),
+    "sync_blocked_ns",
+    "loader_ns",
+)
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    n_steps = db.scalar(
+        """SELECT count(DISTINCT name) FROM (
+               SELECT name FROM ranges WHERE name LIKE 'ProfilerStep#%'
+               UNION ALL SELECT name FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')"""
+    )
+    if not n_steps or n_steps < t.steps_min_count:
+        return []
+    _build_steps(db)
+    stats = db.dicts(
+        """SELECT count(*) AS n, CAST(median(dur_ns) AS BIGINT) AS median_ns,
+                  CAST(avg(dur_ns) AS BIGINT) AS mean_ns, min(dur_ns) AS min_ns,
+                  max(dur_ns) AS max_ns, CAST(quantile_cont(dur_ns, 0.95) AS BIGINT) AS p95_ns,
+                  coalesce(stddev_pop(dur_ns), 0) AS sd, sum(dur_ns) AS total_ns
+           FROM _step_metrics"""
+    )[0]
+    median = int(stats["median_ns"])
+    excess = int(
+        db.scalar(
+            "SELECT coalesce(sum(dur_ns - ?), 0) FROM _step_metrics WHERE dur_ns > ?",
+            [median, median],
+        )
+    )
+    steps = db.dicts("SELECT * FROM _step_metrics ORDER BY start_ns")
+    slowest = max(steps, key=lambda s: (s["dur_ns"], -s["start_ns"]))
+    medians = db.dicts(
+        "SELECT "
+        + ", ".join(f"CAST(median({m}) AS BIGINT) AS {m}" for m in _MEASURES)
+        + " FROM _step_metrics"
+    )[0]
+    differed = sorted(
+        (
+            {
+                "measure": m,
+                "slowest": int(slowest[m]),
+                "median": int(medians[m]),
+                "delta": int(slowest[m]) - int(medians[m]),
+            }
+            for m in _MEASURES
+            if int(slowest[m]) != int(medians[m])
+        ),
+        key=lambda d: (0 if d["measure"] == "kernel_count" else -abs(d["delta"]), d["measure"]),
+    )
+    kernel_delta = db.dicts(
+        """WITH per AS (
+               SELECT step, kernel, sum(dur_ns) AS ns FROM _step_kernels GROUP BY step, kernel
+           ),
+           avg_other AS (
+               SELECT kernel, sum(ns) / ? AS avg_ns FROM per WHERE step <> ? GROUP BY kernel
+           )
+           SELECT coalesce(p.kernel, a.kernel) AS kernel, coalesce(p.ns, 0) AS slowest_ns,
+                  CAST(coalesce(a.avg_ns, 0) AS BIGINT) AS typical_ns,
+                  CAST(coalesce(p.ns, 0) - coalesce(a.avg_ns, 0) AS BIGINT) AS delta_ns
+           FROM (SELECT * FROM per WHERE step = ?) p FULL JOIN avg_other a USING (kernel)
+           ORDER BY delta_ns DESC LIMIT 5""",
+        [max(1, len(steps) - 1), slowest["step"], slowest["step"]],
+    )
+    slow_factor = slowest["dur_ns"] / median if median else 1.0
+    cv = stats["sd"] / stats["mean_ns"] if stats["mean_ns"] else 0.0
+    pct = db.pct_of_window(excess)
+    is_slow = slow_factor >= t.steps_slow_factor
+    what = _what_differed(differed, kernel_delta) if is_slow else ""
+    title = (
+        f"{len(steps)} steps, median {fmt_ns(median)}: slowest `{slowest['step']}` took "
+        f"{fmt_ns(slowest['dur_ns'])} ({slow_factor:.2f}x)"
+    )
+    return [
+        Finding(
+            id=finding_id(ANALYZER, "ProfilerStep"),
+            analyzer=ANALYZER,
+            title=title + (f"; {what}" if what else ""),
+            severity=severity_for(pct, t) if is_slow else Severity.INFO,
+            impact_ns=excess if is_slow else 0,
+            impact_pct=pct if is_slow else 0.0,
+            impact_basis="Time above the median step, summed over the steps slower than it: "
+            "what the run gives back if every step took the typical time."
+            if is_slow
+            else "Informational: the steps are even (slowest within "
+            f"{t.steps_slow_factor:g}x of the median).",
+            summary=f"{len(steps)} profiled steps: median {fmt_ns(median)}, mean "
+            f"{fmt_ns(stats['mean_ns'])}, p95 {fmt_ns(stats['p95_ns'])}, min "
+            f"{fmt_ns(stats['min_ns'])}, max {fmt_ns(stats['max_ns'])} (coefficient of "
+            f"variation {cv:.2f}).",
+            evidence={
+                "step_count": len(steps),
+                "median_step_ns": median,
+                "mean_step_ns": int(stats["mean_ns"]),
+                "p95_step_ns": int(stats["p95_ns"]),
+                "min_step_ns": int(stats["min_ns"]),
+                "max_step_ns": int(stats["max_ns"]),
+                "total_step_ns": int(stats["total_ns"]),
+                "cv": round(cv, 4),
+                "excess_over_median_ns": excess,
+                "slowest_step": slowest["step"],
+                "slowest_over_median": round(slow_factor, 3),
+                "slowest_vs_median": differed,
+                "slowest_kernels_vs_typical": kernel_delta,
+                "steps": [
+                    {k: (int(v) if isinstance(v, int | float) else v) for k, v in s.items()}
+                    for s in steps
+                ],
+            },
+            advice=_advice(slowest["step"], differed, kernel_delta, is_slow),
+            time_ranges=[
+                TimeRange(int(slowest["start_ns"]), int(slowest["end_ns"]), None, "slowest step")
+            ],
+        )
+    ]
+
+
+_LABELS = {
+    "kernel_ns": "GPU kernel time",
+    "idle_data_loading_ns": "GPU idle waiting for data",
+    "idle_synchronization_ns": "GPU idle after host syncs",
+    "idle_launch_overhead_ns": "GPU idle between launches",
+    "idle_gpu_dependency_ns": "GPU idle on dependencies",
+    "idle_host_compute_ns": "GPU idle while the host computes",
+    "idle_untraced_ns": "GPU idle, unexplained",
+    "sync_blocked_ns": "host blocked in syncs",
+    "loader_ns": "data loader time",
+}
+
+
+def _what_differed(differed: list[dict], kernel_delta: list[dict]) -> str:
+    top = [d for d in differed if d["measure"] in _LABELS and d["delta"] > 0]
+    if not top:
+        return ""
+    d = top[0]
+    return f"{_LABELS[d['measure']]} +{fmt_ns(d['delta'])} over the median step"
+
+
+def _advice(step: str, differed: list[dict], kernel_delta: list[dict], is_slow: bool) -> str:
+    if not is_slow:
+        return "Steps are even; look at the other findings for where each step's time goes."
+    top = [d for d in differed if d["measure"] in _LABELS and d["delta"] > 0][:3]
+    lines = [f"`{step}` is the slowest step. Compared with the median step it has:"]
+    lines += [f"- {_LABELS[d['measure']]}: +{fmt_ns(d['delta'])}" for d in top]
+    slow_kernels = [k for k in kernel_delta if k["delta_ns"] > 0][:3]
+    if slow_kernels:
+        lines.append(
+            "- kernels taking longer than in a typical step: "
+            + ", ".join(f"`{k['kernel'][:80]}` (+{fmt_ns(k['delta_ns'])})" for k in slow_kernels)
+        )
+    lines.append(
+        "If it is the first profiled step, it likely carries one-off work (cuDNN autotuning, "
+        "allocator growth, lazy initialization, compilation): record with `schedule(wait=1, "
+        "warmup=1, ...)` so warm-up is excluded. Otherwise fix the cause above: a data wait "
+        "points at the loader, syncs at `.item()`/`.cpu()` in the loop, longer kernels at "
+        "varying shapes (pad or bucket sequence lengths) or contention from other processes."
+    )
+    return "\n".join(lines)
