@@ -24,68 +24,117 @@ from pathlib import Path
 import duckdb
 
 from ingest.errors import TraceInputError
-from ingest.json_event_splitter import DEFAULT_MAX_EVENT_BYTES, EventArraySplitter, EventBlob
+from ingest.json_event_splitter import (
+    DEFAULT_MAX_EVENT_BYTES,
+    BlobParseError,
+    EventArraySplitter,
+    EventBlob,
+)
 from ingest.nesting import assign_nesting
 from ingest.schema import set_info
 
-_READ_COLUMNS = {
-    "ph": "VARCHAR",
-    "cat": "VARCHAR",
-    "name": "VARCHAR",
-    "pid": "JSON",
-    "tid": "JSON",
-    "ts": "DECIMAL(38,6)",
-    "dur": "DECIMAL(38,6)",
-    "args": "JSON",
-}
-
-# Position (1-based, as DuckDB lists index) of each extracted args field.
-_ARG_PATHS = [
-    '$."External id"',  # 1
-    '$."external id"',  # 2
-    "$.correlation",  # 3
-    "$.device",  # 4
-    "$.stream",  # 5
-    "$.bytes",  # 6
-    "$.grid",  # 7
-    "$.block",  # 8
-    '$."registers per thread"',  # 9
-    '$."shared memory"',  # 10
-    '$."est. achieved occupancy %"',  # 11
-    '$."Input Dims"',  # 12
-    '$."Input type"',  # 13
-    "$.name",  # 14
-    '$."Collective name"',  # 15
-    '$."In msg nelems"',  # 16
-    '$."Out msg nelems"',  # 17
-    "$.dtype",  # 18
-    '$."Group size"',  # 19
-    '$."Device Type"',  # 20
-    '$."Device Id"',  # 21
-    "$.Bytes",  # 22
-    '$."Total Allocated"',  # 23
-    '$."Total Reserved"',  # 24
-    "$.Addr",  # 25
-    "$.cuda_sync_kind",  # 26
+# Args fields we keep, in the order of the ``a`` list the routing SQL indexes (1-based).
+# Kineto spells a few keys differently across versions ("External id" / "external id")
+# and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
+_ARG_KEYS = [
+    "External id",  # 1
+    "external id",  # 2
+    "correlation",  # 3
+    "device",  # 4
+    "stream",  # 5
+    "bytes",  # 6
+    "grid",  # 7
+    "block",  # 8
+    "registers per thread",  # 9
+    "shared memory",  # 10
+    "est. achieved occupancy %",  # 11
+    "Input Dims",  # 12
+    "Input type",  # 13
+    "name",  # 14
+    "Collective name",  # 15
+    "In msg nelems",  # 16
+    "Out msg nelems",  # 17
+    "dtype",  # 18
+    "Group size",  # 19
+    "cuda_sync_kind",  # 20
 ]
 
-_INT_FROM_JSON = (
-    "TRY_CAST(regexp_extract(json_extract_string({c}, '$'), '(-?[0-9]+)\\s*$', 1) AS BIGINT)"
-)
+_MAX_OBJECT = DEFAULT_MAX_EVENT_BYTES + 1024
 
-_STAGE_SQL = f"""
-CREATE OR REPLACE TEMP TABLE blob AS
-SELECT
-    ph,
-    lower(cat) AS cat,
-    name,
-    {_INT_FROM_JSON.format(c="pid")} AS pid,
-    {_INT_FROM_JSON.format(c="tid")} AS tid,
-    CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
-    CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
-    json_extract_string(args, {_ARG_PATHS!r}) AS a
-FROM read_json(?, format = 'array', columns = {_READ_COLUMNS!r},
-               maximum_object_size = {DEFAULT_MAX_EVENT_BYTES + 1024})
+
+def _columns(args_type: str) -> dict[str, str]:
+    return {
+        "ph": "VARCHAR",
+        "cat": "VARCHAR",
+        "name": "VARCHAR",
+        "pid": "VARCHAR",
+        "tid": "VARCHAR",
+        "ts": "DECIMAL(38,6)",
+        "dur": "DECIMAL(38,6)",
+        "args": args_type,
+    }
+
+
+def _struct(keys: list[str]) -> str:
+    return "STRUCT(" + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")"
+
+
+def _stage_sql(variant: str) -> str:
+    """Staging query for one blob.
+
+    DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
+    into them, which is several times faster than keeping ``args`` as JSON text and
+    extracting paths. A STRUCT cannot declare two keys that differ only in case, so the
+    modern and the 2021 spelling of the external id each get their variant; a blob holding
+    both falls back to JSON paths.
+    """
+    if variant == "json":
+        paths = [f'$."{k}"' for k in _ARG_KEYS]
+        args_expr = f"json_extract_string(args, {paths!r})"
+        args_type = "JSON"
+    else:
+        drop = "external id" if variant == "modern" else "External id"
+        keys = [k for k in _ARG_KEYS if k != drop]
+        args_type = _struct(keys)
+        args_expr = (
+            "["
+            + ", ".join("NULL::VARCHAR" if k == drop else f'args."{k}"' for k in _ARG_KEYS)
+            + "]"
+        )
+    # pid/tid are numbers, or strings like "stream 7" (2021) or "Spans" (profiler rows).
+    int_of = (
+        "coalesce(TRY_CAST({c} AS BIGINT),"
+        " TRY_CAST(regexp_extract({c}, '(-?[0-9]+)\\s*$', 1) AS BIGINT))"
+    )
+    return f"""
+        CREATE OR REPLACE TEMP TABLE blob AS
+        SELECT ph, lower(cat) AS cat, name,
+               {int_of.format(c="pid")} AS pid, {int_of.format(c="tid")} AS tid,
+               CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
+               CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
+               {args_expr} AS a
+        FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(args_type)!r},
+                       maximum_object_size = {_MAX_OBJECT})
+    """
+
+
+_STAGE_SQL = {v: _stage_sql(v) for v in ("modern", "legacy", "json")}
+
+# The profiler's allocator events ("[memory]" instants) carry "Bytes", which a STRUCT
+# cannot hold beside the copies' "bytes": they get their own pass, only in blobs that
+# have them.
+_MEMORY_KEYS = ["Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"]
+_MEMORY_SQL = f"""
+    INSERT INTO memory_events
+    SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
+           CASE WHEN TRY_CAST(args."Device Type" AS INTEGER) = 1
+                THEN TRY_CAST(args."Device Id" AS INTEGER) ELSE -1 END,
+           CAST(round(ts * 1000) AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
+           TRY_CAST(args."Total Allocated" AS BIGINT), TRY_CAST(args."Total Reserved" AS BIGINT),
+           TRY_CAST(args."Addr" AS BIGINT)
+    FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(_struct(_MEMORY_KEYS))!r},
+                   maximum_object_size = {_MAX_OBJECT})
+    WHERE ph = 'i' AND name = '[memory]' AND ts IS NOT NULL
 """
 
 _GPU_DEVICE = "coalesce(TRY_CAST(a[4] AS INTEGER), CAST(pid AS INTEGER))"
@@ -141,7 +190,7 @@ _ROUTE_SQL = [
     """,
     f"""
     INSERT INTO syncs
-    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(a[26], name),
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(a[20], name),
            ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
     FROM blob WHERE {_VALID_X} AND cat = 'cuda_sync'
     """,
@@ -159,14 +208,6 @@ _ROUTE_SQL = [
     FROM blob
     WHERE {_VALID_X} AND (a[15] IS NOT NULL OR name LIKE 'nccl:%')
       AND cat IN ('cpu_op', 'operator', 'user_annotation')
-    """,
-    """
-    INSERT INTO memory_events
-    SELECT pid, tid,
-           CASE WHEN TRY_CAST(a[20] AS INTEGER) = 1 THEN TRY_CAST(a[21] AS INTEGER) ELSE -1 END,
-           ts_ns, TRY_CAST(a[22] AS BIGINT), TRY_CAST(a[23] AS BIGINT),
-           TRY_CAST(a[24] AS BIGINT), TRY_CAST(a[25] AS BIGINT)
-    FROM blob WHERE ph = 'i' AND name = '[memory]' AND ts_ns IS NOT NULL
     """,
     """
     INSERT INTO meta_names
@@ -209,56 +250,87 @@ def read_chrome_trace(
     )
     con.execute("CREATE TEMP TABLE profiler_spans (start_ns BIGINT, end_ns BIGINT)")
     stats = ChromeReadStats()
-    splitter = EventArraySplitter(path)
+    threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
+    splitter = EventArraySplitter(path, parts=max(1, threads))
     with tempfile.TemporaryDirectory(prefix="tracelens-") as tmp:
-        blob_path = os.path.join(tmp, "events.json")
-        for blob in splitter.split(chunks):
-            _load_blob(con, path, blob, blob_path, stats)
+
+        def parse(blobs: list[EventBlob]) -> None:
+            _load_blobs(con, blobs, tmp, stats)
             if on_progress is not None:
-                on_progress(blob.source_offset + len(blob.data))
+                on_progress(blobs[-1].source_offset + blobs[-1].size)
+
+        try:
+            splitter.split(chunks, parse)
+        except BlobParseError as exc:
+            raise TraceInputError(path, str(exc)) from None
     meta = splitter.result.metadata
     _finish(con, path, meta, stats)
     return stats
 
 
-def _load_blob(
+def _variant(blobs: list[EventBlob]) -> str:
+    modern = any(b.contains(b'"External id"') for b in blobs)
+    legacy = any(b.contains(b'"external id"') for b in blobs)
+    if modern and legacy:
+        return "json"
+    return "legacy" if legacy else "modern"
+
+
+def _stage(
     con: duckdb.DuckDBPyConnection,
-    path: Path,
-    blob: EventBlob,
-    blob_path: str,
-    stats: ChromeReadStats,
-) -> None:
-    with open(blob_path, "wb") as f:
-        f.write(blob.data)
-    try:
-        con.execute(_STAGE_SQL, [blob_path])
-    except duckdb.Error as exc:
-        message = str(exc).splitlines()[0]
-        if "UTF-8" in message or "utf-8" in message or "unicode" in message.lower():
-            # Tolerant reading: undecodable bytes in names become U+FFFD, as a browser would.
-            with open(blob_path, "wb") as f:
+    blobs: list[EventBlob],
+    tmp: str,
+    variant: str,
+    repair_utf8: bool = False,
+) -> list[str]:
+    files = []
+    for i, blob in enumerate(blobs):
+        name = os.path.join(tmp, f"events-{i}.json")
+        with open(name, "wb") as f:
+            if repair_utf8:
                 f.write(blob.data.decode("utf-8", "replace").encode("utf-8"))
-            stats.warnings.append("non-UTF-8 bytes in event text were replaced with U+FFFD")
-            try:
-                con.execute(_STAGE_SQL, [blob_path])
-            except duckdb.Error as exc2:
-                raise TraceInputError(path, _describe_json_error(exc2, blob)) from None
-        else:
-            raise TraceInputError(path, _describe_json_error(exc, blob)) from None
+            else:
+                blob.write(f)
+        files.append(name)
+    # Several files in one scan: DuckDB parses them on parallel threads.
+    con.execute(_STAGE_SQL[variant], [files])
+    return files
+
+
+def _load_blobs(
+    con: duckdb.DuckDBPyConnection, blobs: list[EventBlob], tmp: str, stats: ChromeReadStats
+) -> None:
+    """Parse blobs and route their events; BlobParseError when one is not valid JSON."""
+    variant = _variant(blobs)
+    try:
+        files = _stage(con, blobs, tmp, variant)
+    except duckdb.Error as exc:
+        if "utf-8" not in str(exc).lower() and "unicode" not in str(exc).lower():
+            raise BlobParseError(_describe_json_error(exc, blobs)) from None
+        # Tolerant reading: undecodable bytes become U+FFFD, as a browser would show them.
+        try:
+            files = _stage(con, blobs, tmp, variant, repair_utf8=True)
+        except duckdb.Error as exc2:
+            raise BlobParseError(_describe_json_error(exc2, blobs)) from None
+        note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
+        if note not in stats.warnings:
+            stats.warnings.append(note)
     missing, negative, total = con.execute(_COUNT_DROPPED).fetchone()  # type: ignore[misc]
     stats.events += total
     stats.dropped_missing += missing
     stats.dropped_negative += negative
     for sql in _ROUTE_SQL:
         con.execute(sql)
+    if any(b.contains(b'"[memory]"') for b in blobs):
+        con.execute(_MEMORY_SQL, [files])
 
 
-def _describe_json_error(exc: duckdb.Error, blob: EventBlob) -> str:
+def _describe_json_error(exc: duckdb.Error, blobs: list[EventBlob]) -> str:
     text = str(exc).splitlines()[0]
     text = text.replace("Invalid Input Error: ", "").replace("Conversion Error: ", "")
     # DuckDB names our temporary file; point at the user's file instead.
     text = text.split(' in file "')[0] if ' in file "' in text else text
-    return f"malformed event in traceEvents after byte {blob.source_offset:,}: {text}"
+    return f"malformed event in traceEvents after byte {blobs[0].source_offset:,}: {text}"
 
 
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:

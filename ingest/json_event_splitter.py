@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -32,6 +33,9 @@ _TRANSLATE = bytes(_TABLE)
 _BACKSLASH = 92
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*$')
+# Candidate cut between two events; only looked for near the end of each chunk.
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_CUT_WINDOW = 1024 * 1024
 # Metadata outside the event array is small; past this much we stop keeping it.
 MAX_METADATA_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -106,13 +110,38 @@ class StructuralScanner:
         return keep
 
 
+class BlobParseError(Exception):
+    """Raised by a parse callback when a blob is not a valid JSON array of objects."""
+
+
 @dataclass
 class EventBlob:
-    """Complete events as a JSON array text (``[{...},{...}]``), with its source offset."""
+    """Whole, comma-separated events: ``buf[start:end]``, at ``source_offset`` in the file.
 
-    data: bytes
+    The bytes are not copied out of the read buffer; :meth:`write` frames them as a JSON
+    array (``[`` ... ``]``) straight into a file for the parser.
+    """
+
+    buf: bytes
+    start: int
+    end: int
     source_offset: int
-    first_event_offset: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def data(self) -> bytes:
+        return b"[" + self.buf[self.start : self.end] + b"]"
+
+    def contains(self, needle: bytes) -> bool:
+        return self.buf.find(needle, self.start, self.end) >= 0
+
+    def write(self, f: IO[bytes]) -> None:
+        f.write(b"[")
+        f.write(memoryview(self.buf)[self.start : self.end])
+        f.write(b"]")
 
 
 @dataclass
@@ -122,11 +151,22 @@ class SplitResult:
     total_bytes: int = 0
 
 
-class EventArraySplitter:
-    """Consumes text chunks; yields :class:`EventBlob`; fills :attr:`result` at the end."""
+ParseFn = Callable[[list[EventBlob]], None]
 
-    def __init__(self, path: Path, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+
+class EventArraySplitter:
+    """Cuts the event array of a Chrome-trace byte stream into blobs of whole events."""
+
+    def __init__(
+        self,
+        path: Path,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        speculative: bool = True,
+        parts: int = 2,
+    ) -> None:
         self.path = path
+        self.speculative = speculative
+        self.parts = max(1, parts)
         self.max_event_bytes = max_event_bytes
         self.result = SplitResult()
         self._scanner = StructuralScanner()
@@ -138,14 +178,76 @@ class EventArraySplitter:
         self._carry_offset = 0
         self._tail_truncated = False
 
-    def split(self, chunks: Iterable[bytes]) -> Iterator[EventBlob]:
+    def split(self, chunks: Iterable[bytes], parse: ParseFn) -> None:
+        """Feed every blob of whole events to ``parse``; fill :attr:`result` at the end.
+
+        The head is scanned exactly until the event array starts. After that, blobs are
+        cut speculatively at the last ``}, {`` of each chunk, without scanning: ``parse``
+        validates the cut for free, because ``[`` + prefix + ``]`` is valid JSON only when
+        the prefix ends exactly between two events (a cut inside a string leaves it
+        unterminated; one inside a nested value leaves brackets unbalanced). Only when
+        ``parse`` rejects a speculative blob is that stretch scanned exactly, which also
+        yields the precise error for genuinely malformed input. The remainder at the end
+        of the file is scanned exactly to find where the array closes.
+        """
         for chunk in chunks:
-            yield from self._feed(chunk)
+            if self._phase == "events" and self.speculative:
+                self._speculative_feed(chunk, parse)
+            else:
+                self._feed(chunk, parse)
+        if self._phase == "events" and self._carry:
+            rest = bytes(self._carry)
+            self._restart_exact(self._carry_offset)
+            self._feed(rest, parse)
         self._finish()
 
-    # -- phases ---------------------------------------------------------------------------
+    def _restart_exact(self, offset: int) -> None:
+        """Exact scanning from ``offset``, known to lie between events of the array."""
+        self._scanner = StructuralScanner(depth=self._events_depth, offset=offset)
+        self._carry = bytearray()
+        self._carry_offset = offset
 
-    def _feed(self, chunk: bytes) -> Iterator[EventBlob]:
+    def _speculative_feed(self, chunk: bytes, parse: ParseFn) -> None:
+        buf = bytes(self._carry) + chunk if self._carry else chunk
+        base = self._carry_offset
+        # One blob per parser thread, so the blobs of one chunk are parsed in parallel.
+        blobs: list[EventBlob] = []
+        start = 0
+        for i in range(1, self.parts + 1):
+            target = len(buf) * i // self.parts
+            cut = self._last_boundary(buf, max(start, target - _CUT_WINDOW), target)
+            if cut is None:
+                continue
+            blob = self._blob(buf, start, cut[0], base)
+            if blob is not None:
+                blobs.append(blob)
+            start = cut[1]
+        if not blobs:
+            if len(buf) > self.max_event_bytes:
+                # no cut found in a long stretch: let the exact scanner judge it
+                self._restart_exact(base)
+                self._feed(buf, parse)
+                return
+            self._carry = bytearray(buf)
+            return
+        try:
+            parse(blobs)
+        except BlobParseError:
+            self._restart_exact(base)
+            self._feed(buf, parse)
+            return
+        self._carry = bytearray(buf[start:])
+        self._carry_offset = base + start
+
+    @staticmethod
+    def _last_boundary(buf: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+        """(end of an event, start of the next) for the last ``}, {`` in ``buf[lo:hi]``."""
+        last = None
+        for last in _BOUNDARY.finditer(buf, lo, hi):  # noqa: B007 - the last match is wanted
+            pass
+        return None if last is None else (last.start() + 1, last.end() - 1)
+
+    def _feed(self, chunk: bytes, parse: ParseFn) -> None:
         base = self._scanner.offset
         pos, kind, depth = self._scanner.scan(chunk)
         if len(depth) and int(depth.min()) < 0:
@@ -179,7 +281,7 @@ class EventArraySplitter:
                     last_end = int(p[ends[-1]]) - base + 1
                     blob = self._take(chunk, cursor, last_end)
                     if blob is not None:
-                        yield blob
+                        parse([blob])
                 # anything between the last event and ']' is whitespace and commas
                 self._carry.clear()
                 self._phase = "tail"
@@ -189,7 +291,7 @@ class EventArraySplitter:
                     last_end = int(p[ends[-1]]) - base + 1
                     blob = self._take(chunk, cursor, last_end)
                     if blob is not None:
-                        yield blob
+                        parse([blob])
                     cursor = last_end
                 self._carry_more(chunk, cursor, base)
                 return
@@ -245,18 +347,20 @@ class EventArraySplitter:
         offset = self._carry_offset
         self._carry.clear()
         self._carry_offset = offset + len(body)
-        lead = 0
-        n = len(body)
-        while lead < n and body[lead] in b" \t\r\n,":
+        return self._blob(body, 0, len(body), offset)
+
+    def _blob(self, buf: bytes, start: int, end: int, offset: int) -> EventBlob | None:
+        """``buf[start:end]`` (whole events, comma separated) as a JSON array blob."""
+        lead = start
+        while lead < end and buf[lead] in b" \t\r\n,":
             lead += 1
-        if lead == n:
+        if lead == end:
             return None
-        if body[lead] != ord("{"):
+        if buf[lead] != ord("{"):
             raise TraceInputError(
                 self.path, f"traceEvents holds a non-object value at byte {offset + lead:,}"
             )
-        data = b"[" + body[lead:] + b"]"
-        return EventBlob(data=data, source_offset=offset + lead)
+        return EventBlob(buf, lead, end, offset + lead)
 
     def _carry_more(self, chunk: bytes, start: int, base: int) -> None:
         if not self._carry:
