@@ -513,11 +513,12 @@ def _load_threads(
         for r in con.execute(
             """SELECT DISTINCT pid, tid FROM (
                  SELECT pid, tid FROM api_calls UNION ALL SELECT pid, tid FROM ranges
-                 UNION ALL SELECT pid, tid FROM syncs) WHERE pid IS NOT NULL"""
+                 UNION ALL SELECT pid, tid FROM syncs)
+               WHERE pid IS NOT NULL AND tid IS NOT NULL"""
         ).fetchall()
     }
     rows = []
-    for pid, tid in sorted(active, key=lambda k: (k[0], k[1] if k[1] is not None else -1)):
+    for pid, tid in sorted(active):
         rows.append((pid, tid, processes.get(pid), threads.get((pid, tid))))
     if rows:
         con.executemany("INSERT INTO threads VALUES (?, ?, ?, ?)", rows)
