@@ -1,0 +1,232 @@
+"""Timeline lanes of a trace database, queried by time window at a given pixel width.
+
+Built once per trace (:func:`build_timeline_tables`, at ingest) into the trace's DuckDB
+file:
+
+- ``tl_lanes``: one row per lane — a GPU stream, a host thread (its top-level operators),
+  or one nesting depth of annotation ranges on a thread or device;
+- ``tl_events``: every lane event no longer than ``long_ns``, times relative to ``t0_ns``,
+  inserted in start order so DuckDB's per-row-group min/max skip everything outside a
+  window (the filter ``start_ns >= window_start - long_ns`` bounds the look-back);
+- ``tl_long``: the few longer events (steps, long ranges), always scanned whole;
+- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``.
+
+:func:`timeline_window` answers one window. A lane holding more events in the window than
+there are pixels comes back as per-pixel buckets (event count, busy fraction, the name of
+its longest event) computed in SQL, plus its long events; other lanes come back as events.
+So the answer's size is bounded by lanes x pixels however many events the trace holds.
+
+Times in and out are nanoseconds since ``t0_ns`` (the first event): absolute profiler
+timestamps exceed what a JavaScript number holds exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+MAX_WIDTH_PX = 8192
+RANGE_DEPTHS = 4
+_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_meta")
+
+_LANE_SOURCES = f"""
+CREATE OR REPLACE TEMP TABLE _tl_src AS
+SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1) AS key, 0 AS grp_order,
+       device_id AS a, coalesce(stream_id, -1) AS b, 0 AS c,
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1) AS label, 'gpu' AS grp,
+       start_ns, end_ns, name, 'kernel' AS kind
+FROM kernels WHERE device_id IS NOT NULL
+UNION ALL
+SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
+       coalesce(stream_id, -1), 0,
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
+       start_ns, end_ns, 'Memcpy ' || kind, 'memcpy'
+FROM memcpys WHERE device_id IS NOT NULL AND kind NOT LIKE 'UVM%'
+UNION ALL
+SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
+       coalesce(stream_id, -1), 0,
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
+       start_ns, end_ns, 'Memset', 'memset'
+FROM memsets WHERE device_id IS NOT NULL
+UNION ALL
+SELECT 'range:' || coalesce(device_id, -1) || ':' || coalesce(pid, -1) || ':'
+           || coalesce(tid, -1) || ':' || depth, 1,
+       coalesce(pid, -1), coalesce(tid, -1), depth,
+       CASE WHEN device_id IS NOT NULL THEN 'GPU ' || device_id || ' annotations'
+            ELSE 'annotations ' || coalesce(tid, -1) END
+           || CASE WHEN depth > 0 THEN ' · depth ' || depth ELSE '' END,
+       'range', start_ns, end_ns, name, 'range'
+FROM ranges WHERE depth < {RANGE_DEPTHS}
+UNION ALL
+SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
+       coalesce(pid, -1), coalesce(tid, -1), 0,
+       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'op'
+FROM cpu_ops WHERE depth = 0
+UNION ALL
+-- Threads that only made CUDA API calls (no operators recorded) still get a lane.
+SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
+       coalesce(pid, -1), coalesce(tid, -1), 0,
+       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'api'
+FROM api_calls a
+WHERE NOT EXISTS (SELECT 1 FROM cpu_ops o WHERE o.pid IS NOT DISTINCT FROM a.pid
+                  AND o.tid IS NOT DISTINCT FROM a.tid)
+"""
+
+
+def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the ``tl_*`` tables from the canonical tables in ``con``."""
+    con.execute(_LANE_SOURCES)
+    t0, t1 = con.execute("SELECT min(start_ns), max(end_ns) FROM _tl_src").fetchone()  # type: ignore[misc]
+    t0 = int(t0 or 0)
+    span = max(1, int(t1 or 0) - t0)
+    # Events longer than this are kept apart; at most ~2000 of them fit end to end in a lane.
+    long_ns = max(span // 2000, 1000)
+    for t in _TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    con.execute(
+        """
+        CREATE TABLE tl_lanes AS
+        SELECT row_number() OVER (ORDER BY grp_order, a, b, c, key) - 1 AS lane_id,
+               key, label, grp, n AS event_count
+        FROM (SELECT key, any_value(grp_order) grp_order, any_value(a) a, any_value(b) b,
+                     any_value(c) c, any_value(label) label, any_value(grp) grp,
+                     count(*) n
+              FROM _tl_src GROUP BY key)
+        """
+    )
+    # Name threads after what the profiler called them, where it did.
+    con.execute(
+        """
+        UPDATE tl_lanes SET label = CASE
+            WHEN t.thread_name LIKE '%' || split_part(key, ':', 3) || '%' THEN t.thread_name
+            ELSE 'thread ' || split_part(key, ':', 3) || ' (' || t.thread_name || ')' END
+        FROM threads t
+        WHERE tl_lanes.grp = 'thread' AND t.thread_name IS NOT NULL AND t.thread_name <> ''
+          AND key = 'thread:' || coalesce(t.pid, -1) || ':' || coalesce(t.tid, -1)
+        """
+    )
+    select = """SELECT l.lane_id, s.start_ns - $t0 AS start_ns, s.end_ns - $t0 AS end_ns,
+                       s.name, s.kind
+                FROM _tl_src s JOIN tl_lanes l USING (key)"""
+    params = {"t0": t0, "long": long_ns}
+    con.execute(
+        f"CREATE TABLE tl_events AS {select} WHERE s.end_ns - s.start_ns <= $long "
+        "ORDER BY start_ns",
+        params,
+    )
+    con.execute(
+        f"CREATE TABLE tl_long AS {select} WHERE s.end_ns - s.start_ns > $long ORDER BY start_ns",
+        params,
+    )
+    con.execute(
+        "CREATE TABLE tl_meta AS SELECT $t0::BIGINT AS t0_ns, $span::BIGINT AS span_ns, "
+        "$long::BIGINT AS long_ns",
+        {"t0": t0, "span": span, "long": long_ns},
+    )
+    con.execute("DROP TABLE _tl_src")
+
+
+def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    t0, span, long_ns = con.execute("SELECT t0_ns, span_ns, long_ns FROM tl_meta").fetchone()  # type: ignore[misc]
+    lanes = [
+        {"id": r[0], "key": r[1], "label": r[2], "group": r[3], "event_count": r[4]}
+        for r in con.execute(
+            "SELECT lane_id, key, label, grp, event_count FROM tl_lanes ORDER BY lane_id"
+        ).fetchall()
+    ]
+    return {"t0_ns": int(t0), "span_ns": int(span), "long_ns": int(long_ns), "lanes": lanes}
+
+
+def timeline_window(
+    con: duckdb.DuckDBPyConnection,
+    start_ns: int | None,
+    end_ns: int | None,
+    width_px: int,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Lanes for the window ``[start_ns, end_ns)`` (relative ns), at ``width_px`` pixels.
+
+    Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index]`` and, when
+    aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
+    kinds are listed once in ``names`` / ``kinds``.
+    """
+    meta = meta or timeline_meta(con)
+    span = meta["span_ns"]
+    start = 0 if start_ns is None else max(0, int(start_ns))
+    end = span if end_ns is None else min(span, int(end_ns))
+    if end <= start:
+        end = min(span, start + 1)
+        start = max(0, end - 1)
+    width = max(1, min(MAX_WIDTH_PX, int(width_px)))
+    ns_per_px = (end - start) / width
+    p = {"s": start, "e": end, "long": meta["long_ns"]}
+    short_window = "FROM tl_events WHERE start_ns < $e AND start_ns >= $s - $long AND end_ns > $s"
+    counts = dict(
+        con.execute(f"SELECT lane_id, count(*) {short_window} GROUP BY lane_id", p).fetchall()
+    )
+    long_rows = con.execute(
+        "SELECT lane_id, start_ns, end_ns, name, kind FROM tl_long "
+        "WHERE start_ns < $e AND end_ns > $s ORDER BY lane_id, start_ns",
+        {"s": start, "e": end},
+    ).fetchall()
+    dense = sorted(lane for lane, n in counts.items() if n > width)
+    sparse = sorted(lane for lane, n in counts.items() if n <= width)
+
+    names: dict[str, int] = {}
+    kinds: dict[str, int] = {}
+
+    def idx(table: dict[str, int], value: str | None) -> int:
+        key = value or ""
+        if key not in table:
+            table[key] = len(table)
+        return table[key]
+
+    lanes: dict[int, dict[str, Any]] = {
+        lane["id"]: {"id": lane["id"], "events": [], "buckets": None} for lane in meta["lanes"]
+    }
+    if sparse:
+        rows = con.execute(
+            f"SELECT lane_id, start_ns, end_ns, name, kind {short_window} "
+            "AND list_contains($lanes, lane_id) ORDER BY lane_id, start_ns",
+            {**p, "lanes": sparse},
+        ).fetchall()
+        for lane_id, s, e, name, kind in rows:
+            lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+    if dense:
+        # Busy time is the clipped duration credited to the pixel where the event starts,
+        # capped at the pixel's width: exact when events are shorter than a pixel, which
+        # is the case whenever a lane has more events than pixels.
+        rows = con.execute(
+            f"""
+            SELECT lane_id, px, count(*) AS n,
+                   least(1.0, sum(least(end_ns, $e) - greatest(start_ns, $s)) / $npp) AS busy,
+                   arg_max(name, end_ns - start_ns) AS top
+            FROM (SELECT lane_id, start_ns, end_ns, name,
+                         least($w - 1, CAST(floor((greatest(start_ns, $s) - $s) / $npp)
+                                            AS INTEGER)) AS px
+                  {short_window} AND list_contains($lanes, lane_id))
+            GROUP BY lane_id, px ORDER BY lane_id, px
+            """,
+            {**p, "lanes": dense, "w": width, "npp": ns_per_px},
+        ).fetchall()
+        for lane_id in dense:
+            lanes[lane_id]["buckets"] = []
+        for lane_id, px, n, busy, top in rows:
+            lanes[lane_id]["buckets"].append([px, n, round(float(busy), 3), idx(names, top)])
+    for lane_id, s, e, name, kind in long_rows:
+        lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+    return {
+        "t0_ns": meta["t0_ns"],
+        "span_ns": span,
+        "start_ns": start,
+        "end_ns": end,
+        "width_px": width,
+        "ns_per_px": ns_per_px,
+        "lanes": [
+            {**lane, **lanes[lane["id"]], "count": counts.get(lane["id"], 0)}
+            for lane in meta["lanes"]
+        ],
+        "names": list(names),
+        "kinds": list(kinds),
+    }

@@ -1,0 +1,1 @@
+"""The tracelens web service: upload traces, follow their ingestion, share findings."""

@@ -1,0 +1,141 @@
+"""The Litestar application: catalog, ingest worker, routes, templates, static files."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from litestar import Litestar, get
+from litestar.config.response_cache import ResponseCacheConfig
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.di import Provide
+from litestar.logging import LoggingConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.static_files import create_static_files_router
+from litestar.template.config import TemplateConfig
+from markupsafe import Markup
+
+from tracelens import __version__
+from tracelens.catalog import Catalog
+from tracelens.units import fmt_bytes, fmt_ns
+from web.errors import EXCEPTION_HANDLERS
+from web.ingest_worker import IngestWorker
+from web.routes import api_runs, api_timeline, pages
+from web.run_data import RunData
+from web.security import (
+    AccessControl,
+    csrf_config,
+    rate_limit_config,
+    security_headers_middleware,
+    store_registry,
+)
+from web.services import Services
+from web.settings import Settings
+
+HERE = Path(__file__).resolve().parent
+
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+
+
+def markdown_inline(text: str | None) -> Markup:
+    """The little Markdown titles use (code spans, bold), escaped first."""
+    out = html.escape(text or "")
+    out = _CODE.sub(r"<code>\1</code>", out)
+    return Markup(_BOLD.sub(r"<strong>\1</strong>", out))
+
+
+def markdown_blocks(text: str | None) -> Markup:
+    """Advice text: inline Markdown plus paragraphs and line breaks."""
+    inline = str(markdown_inline(text))
+    paragraphs = [p.replace("\n", "<br>") for p in inline.split("\n\n") if p.strip()]
+    return Markup("".join(f"<p>{p}</p>" for p in paragraphs))
+
+
+def _template_engine() -> JinjaTemplateEngine:
+    env = Environment(
+        loader=FileSystemLoader(str(HERE / "templates")),
+        autoescape=select_autoescape(["html"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ns"] = fmt_ns
+    env.filters["bytes"] = fmt_bytes
+    env.filters["md"] = markdown_blocks
+    env.filters["mdi"] = markdown_inline
+    env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):.1f}%"
+    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
+    env.globals["version"] = __version__
+    return JinjaTemplateEngine.from_environment(env)
+
+
+@get("/api/health", summary="Liveness", sync_to_thread=False)
+def health() -> dict[str, Any]:
+    return {"status": "ok", "version": __version__}
+
+
+def create_app(settings: Settings | None = None, start_worker: bool = True) -> Litestar:
+    """The app for ``settings`` (from the environment by default).
+
+    The catalog schema is upgraded here, before the first request, and runs left
+    mid-ingest by a previous process are re-queued when the app starts.
+    """
+    settings = settings or Settings.from_env()
+    settings.runs_dir.mkdir(parents=True, exist_ok=True)
+    settings.uploads_dir.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(settings.database_url)
+    run_data = RunData(settings.runs_dir)
+    worker = IngestWorker(settings, catalog, on_published=run_data.forget)
+    services = Services(
+        settings=settings,
+        catalog=catalog,
+        worker=worker,
+        run_data=run_data,
+        access=AccessControl(settings, catalog),
+    )
+    for stale in settings.uploads_dir.glob("*.part"):  # uploads cut off by a restart
+        stale.unlink(missing_ok=True)
+
+    def on_startup() -> None:
+        if start_worker:
+            worker.start()
+
+    def on_shutdown() -> None:
+        worker.shutdown(wait=False)
+        catalog.dispose()
+
+    app = Litestar(
+        route_handlers=[
+            *api_runs.ROUTES,
+            *api_timeline.ROUTES,
+            *pages.ROUTES,
+            health,
+            create_static_files_router(path="/static", directories=[HERE / "static"]),
+        ],
+        dependencies={"svc": Provide(lambda: services, sync_to_thread=False)},
+        template_config=TemplateConfig(engine=_template_engine()),
+        openapi_config=OpenAPIConfig(
+            title="tracelens",
+            version=__version__,
+            path="/schema",
+            render_plugins=[JsonRenderPlugin()],
+        ),
+        exception_handlers=EXCEPTION_HANDLERS,
+        csrf_config=csrf_config(settings),
+        middleware=[security_headers_middleware, rate_limit_config(settings).middleware],
+        stores=store_registry(settings),
+        response_cache_config=ResponseCacheConfig(),
+        on_startup=[on_startup],
+        on_shutdown=[on_shutdown],
+        logging_config=LoggingConfig(
+            root={"level": "INFO", "handlers": ["queue_listener"]},
+            log_exceptions="debug",
+        ),
+        debug=False,
+    )
+    app.state.services = services
+    return app

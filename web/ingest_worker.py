@@ -1,0 +1,156 @@
+"""Background ingestion: a small thread pool that turns queued runs into ready ones.
+
+Ingest is DuckDB work (which releases the GIL), so threads keep the service one process
+with one catalog connection pool. A run becomes ``ready`` only after its trace database,
+timeline tables and report file are complete and its findings are in the catalog, all
+published by one guarded UPDATE. A restart mid-ingest leaves the run ``ingesting``; the
+next start re-queues it (or fails it after repeated interruptions), never shows it ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ingest import TraceInputError, load_trace
+from tracelens.catalog import Catalog
+from tracelens.catalog import runs as catalog_runs
+from tracelens.redaction import redact
+from tracelens.report import build_report_from_db
+from tracelens.timeline import build_timeline_tables
+from tracelens.tracedb import TraceDB
+from web.settings import Settings
+from web.storage import RunFiles, write_json_atomic
+
+log = logging.getLogger("tracelens.web.ingest")
+
+# Reading the file is most of an ingest; the rest is analysis and publishing.
+_READ_SHARE = 0.85
+_PROGRESS_EVERY_S = 0.5
+
+
+class IngestWorker:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        on_published: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.on_published = on_published
+        self._pool = ThreadPoolExecutor(
+            max_workers=settings.ingest_workers, thread_name_prefix="tracelens-ingest"
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future[None]] = {}
+
+    def start(self) -> None:
+        """Re-queue runs a previous process left mid-ingest, and queue every queued run."""
+        with self.catalog.session() as s:
+            queued = catalog_runs.recover_interrupted(s)
+        for run_id in queued:
+            self.submit(run_id)
+
+    def submit(self, run_id: str) -> None:
+        with self._lock:
+            if run_id in self._pending and not self._pending[run_id].done():
+                return
+            self._pending[run_id] = self._pool.submit(self._run_safely, run_id)
+
+    def idle(self) -> bool:
+        with self._lock:
+            return all(f.done() for f in self._pending.values())
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=True)
+
+    def _run_safely(self, run_id: str) -> None:
+        try:
+            self.ingest(run_id)
+        except Exception:  # the pool must survive anything one trace does
+            log.exception("ingest of run %s crashed", run_id)
+        finally:
+            with self._lock:
+                self._pending.pop(run_id, None)
+
+    def ingest(self, run_id: str) -> None:
+        with self.catalog.session() as s:
+            generation = catalog_runs.claim(s, run_id)
+            run = catalog_runs.get_run(s, run_id) if generation is not None else None
+        if generation is None or run is None:
+            return  # deleted, or another worker owns it
+        files = RunFiles(self.settings.runs_dir, run_id)
+        label = run.original_filename
+        try:
+            files.remove_partials()
+            report = self._build(files, generation, run.source_file, label, run_id)
+        except TraceInputError as exc:
+            self._fail(run_id, generation, f"{label}: {exc.problem}")
+            return
+        except Exception as exc:
+            log.exception("ingest of run %s failed", run_id)
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self._fail(
+                run_id, generation, f"{label}: internal error ({type(exc).__name__}: {first})"
+            )
+            return
+        facts = {k: report.get(k) for k in ("trace", "devices", "metrics", "notes")}
+        with self.catalog.session() as s:
+            published = catalog_runs.mark_ready(
+                s, run_id, generation, report["source"]["format"], facts, report["findings"]
+            )
+        if not published:  # deleted or re-queued meanwhile: what we built belongs to no one
+            for p in (files.database(generation), files.report(generation)):
+                p.unlink(missing_ok=True)
+            return
+        files.remove_generations_before(generation)
+        if self.on_published is not None:
+            self.on_published(run_id)
+
+    def _build(
+        self, files: RunFiles, generation: int, source_file: str, label: str, run_id: str
+    ) -> dict[str, Any]:
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= _PROGRESS_EVERY_S and total:
+                last[0] = now
+                self._progress(run_id, generation, _READ_SHARE * done / total)
+
+        loaded = load_trace(
+            files.source(source_file), db_path=files.database(generation), on_progress=progress
+        )
+        try:
+            self._progress(run_id, generation, _READ_SHARE)
+            report = build_report_from_db(
+                TraceDB(loaded.con),
+                source={
+                    "path": label,
+                    "format": loaded.format,
+                    "sha256": loaded.sha256,
+                    "size_bytes": loaded.size_bytes,
+                },
+                notes=loaded.notes,
+            )
+            self._progress(run_id, generation, 0.95)
+            build_timeline_tables(loaded.con)
+            loaded.con.execute("CHECKPOINT")
+        finally:
+            loaded.close()
+        report = redact(report)
+        write_json_atomic(files.report(generation), report)
+        return report
+
+    def _progress(self, run_id: str, generation: int, fraction: float) -> None:
+        with self.catalog.session() as s:
+            catalog_runs.set_progress(s, run_id, generation, fraction)
+
+    def _fail(self, run_id: str, generation: int, error: str) -> None:
+        with self.catalog.session() as s:
+            catalog_runs.mark_failed(s, run_id, generation, redact(error))

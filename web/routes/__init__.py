@@ -1,0 +1,1 @@
+"""HTTP routes: the JSON API (``api_*``) and the HTML pages."""

@@ -1,0 +1,283 @@
+"""JSON API for runs: upload, list, status, report, findings, delete, re-ingest."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio.to_thread
+from litestar import Request, Response, delete, get, post
+from litestar.exceptions import ClientException, NotFoundException
+from litestar.params import Parameter
+from litestar.response import File
+from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
+from sqlalchemy import select
+
+from tracelens.catalog import Run, RunStatus
+from tracelens.catalog import runs as catalog_runs
+from tracelens.redaction import redact_text
+from tracelens.render.markdown import finding_markdown
+from web.services import Services
+from web.storage import RunFiles
+from web.uploads import ReceivedUpload, receive_upload
+
+NAME_MAX = 200
+_NAME_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite")
+
+
+class ConflictException(ClientException):
+    status_code = 409
+
+
+def run_json(run: Run, request: Request[Any, Any, Any] | None = None) -> dict[str, Any]:
+    d = catalog_runs.run_dict(run)
+    d["links"] = {
+        "self": f"/api/runs/{run.id}",
+        "page": f"/runs/{run.id}",
+        "findings": f"/api/runs/{run.id}/findings",
+        "report": f"/api/runs/{run.id}/report",
+        "timeline": f"/api/runs/{run.id}/timeline",
+        "source": f"/api/runs/{run.id}/source",
+    }
+    return d
+
+
+def load_run(svc: Services, run_id: str) -> Run:
+    with svc.catalog.session() as s:
+        run = catalog_runs.get_run(s, run_id)
+    if run is None:
+        raise NotFoundException(f"no run {run_id!r}")
+    return run
+
+
+def load_ready_run(svc: Services, run_id: str) -> Run:
+    run = load_run(svc, run_id)
+    if run.status != RunStatus.READY:
+        detail = f": {run.error}" if run.error else ""
+        raise ConflictException(f"run {run_id} is {run.status}, not ready{detail}")
+    return run
+
+
+def permalink(svc: Services, request: Request[Any, Any, Any], run_id: str, fid: str) -> str:
+    base = svc.settings.public_url or str(request.base_url).rstrip("/")
+    return f"{base.rstrip('/')}/runs/{run_id}/findings/{fid}"
+
+
+def _default_name(filename: str) -> str:
+    name = filename
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _NAME_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                changed = True
+    return name
+
+
+def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
+    """Keep the received file as a new run, or recognise it as one we already have."""
+    with svc.catalog.session() as s:
+        existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
+    if existing is not None:
+        up.path.unlink(missing_ok=True)
+        return existing, False
+    run_id = catalog_runs.new_run_id()
+    files = RunFiles(svc.settings.runs_dir, run_id)
+    files.dir.mkdir(parents=True)
+    source_file = f"source{up.extension}"
+    # In place before the row exists: a queued run always has its original.
+    os.replace(up.path, files.source(source_file))
+    name = (up.fields.get("name") or "").strip()[:NAME_MAX] or _default_name(up.filename)
+    new = catalog_runs.NewRun(
+        id=run_id,
+        sha256=up.sha256,
+        name=redact_text(name),
+        tags=catalog_runs.normalize_tags(up.fields.get("tags")),
+        original_filename=up.filename,
+        size_bytes=up.size_bytes,
+        source_file=source_file,
+    )
+    with svc.catalog.session() as s:
+        run, created = catalog_runs.create_run(s, new)
+    if not created:
+        files.remove()
+    else:
+        svc.worker.submit(run.id)
+    return run, created
+
+
+@post(
+    "/api/runs",
+    status_code=HTTP_201_CREATED,
+    request_max_body_size=None,
+    summary="Upload a trace (multipart field 'file'; optional 'name', 'tags')",
+)
+async def upload_run(request: Request[Any, Any, Any], svc: Services) -> Response[dict[str, Any]]:
+    await anyio.to_thread.run_sync(svc.access.check, request)
+    announced = request.headers.get("content-length")
+    if announced and announced.isdigit() and int(announced) > svc.settings.max_upload_bytes + 65536:
+        raise ClientException(
+            f"upload of {int(announced):,} bytes is larger than the limit of "
+            f"{svc.settings.max_upload_bytes:,} bytes",
+            status_code=413,
+        )
+    received = await receive_upload(
+        request.stream(),
+        request.headers.get("content-type", ""),
+        svc.settings.uploads_dir,
+        svc.settings.max_upload_bytes,
+        svc.settings.max_decompressed_bytes,
+    )
+    run, created = await anyio.to_thread.run_sync(register_upload, svc, received)
+    body = run_json(run)
+    body["duplicate"] = not created
+    return Response(body, status_code=HTTP_201_CREATED if created else HTTP_200_OK)
+
+
+@get(
+    "/api/runs",
+    summary="List runs, newest first; search by text, filter by tag or status",
+    sync_to_thread=True,
+)
+def list_runs(
+    svc: Services,
+    q: str | None = None,
+    tag: str | None = None,
+    status: str | None = None,
+    limit: int = Parameter(default=50, ge=1, le=500),
+    offset: int = Parameter(default=0, ge=0),
+) -> dict[str, Any]:
+    with svc.catalog.session() as s:
+        runs, total = catalog_runs.list_runs(
+            s, q=q, tag=tag, status=status, limit=limit, offset=offset
+        )
+        tags = catalog_runs.all_tags(s)
+    return {"runs": [run_json(r) for r in runs], "total": total, "tags": tags}
+
+
+@get(
+    "/api/runs/{run_id:str}",
+    summary="A run: status (queued, ingesting, ready, failed), facts",
+    sync_to_thread=True,
+)
+def get_run(svc: Services, run_id: str) -> dict[str, Any]:
+    return run_json(load_run(svc, run_id))
+
+
+@delete(
+    "/api/runs/{run_id:str}",
+    summary="Delete a run and its files",
+    status_code=204,
+    sync_to_thread=True,
+)
+def delete_run(request: Request[Any, Any, Any], svc: Services, run_id: str) -> None:
+    svc.access.check(request)
+    remove_run(svc, run_id)
+
+
+def remove_run(svc: Services, run_id: str) -> None:
+    load_run(svc, run_id)
+    with svc.catalog.session() as s:
+        catalog_runs.delete_run(s, run_id)
+    svc.run_data.forget(run_id)
+    RunFiles(svc.settings.runs_dir, run_id).remove()
+
+
+@post(
+    "/api/runs/{run_id:str}/reingest",
+    status_code=HTTP_202_ACCEPTED,
+    summary="Ingest the kept original again (e.g. after an upgrade); finding ids stay stable",
+    sync_to_thread=True,
+)
+def reingest_run(request: Request[Any, Any, Any], svc: Services, run_id: str) -> dict[str, Any]:
+    svc.access.check(request)
+    load_run(svc, run_id)
+    with svc.catalog.session() as s:
+        if not catalog_runs.requeue(s, run_id):
+            raise ConflictException(f"run {run_id} is already queued or ingesting")
+    svc.worker.submit(run_id)
+    return run_json(load_run(svc, run_id))
+
+
+@get(
+    "/api/runs/{run_id:str}/report",
+    summary="The full report, as `tracelens analyze --format json`",
+    sync_to_thread=True,
+)
+def get_report(svc: Services, run_id: str) -> dict[str, Any]:
+    run = load_ready_run(svc, run_id)
+    return svc.run_data.report(run.id, run.generation)
+
+
+@get(
+    "/api/runs/{run_id:str}/findings",
+    summary="Findings, ranked, in the CLI's JSON shape",
+    sync_to_thread=True,
+)
+def get_findings(svc: Services, run_id: str) -> list[dict[str, Any]]:
+    run = load_ready_run(svc, run_id)
+    return svc.run_data.report(run.id, run.generation)["findings"]
+
+
+def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, dict[str, Any]]:
+    run = load_ready_run(svc, run_id)
+    for f in svc.run_data.report(run.id, run.generation)["findings"]:
+        if f["id"] == finding_id:
+            return run, f
+    raise NotFoundException(f"run {run_id} has no finding {finding_id!r}")
+
+
+@get(
+    "/api/runs/{run_id:str}/findings/{finding_id:str}",
+    summary="One finding, its permalink and Markdown",
+    sync_to_thread=True,
+)
+def get_finding(
+    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+) -> dict[str, Any]:
+    _, f = find_finding(svc, run_id, finding_id)
+    link = permalink(svc, request, run_id, finding_id)
+    return {
+        "run_id": run_id,
+        "permalink": link,
+        "markdown": finding_markdown(f, permalink=link),
+        "finding": f,
+    }
+
+
+@get(
+    "/api/runs/{run_id:str}/findings/{finding_id:str}/markdown",
+    media_type="text/markdown; charset=utf-8",
+    summary="One finding as Markdown for a ticket (with its permalink)",
+    sync_to_thread=True,
+)
+def get_finding_markdown(
+    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+) -> str:
+    _, f = find_finding(svc, run_id, finding_id)
+    return finding_markdown(f, permalink=permalink(svc, request, run_id, finding_id))
+
+
+@get("/api/runs/{run_id:str}/source", summary="The original uploaded file", sync_to_thread=True)
+def get_source(svc: Services, run_id: str) -> File:
+    run = load_run(svc, run_id)
+    path = RunFiles(svc.settings.runs_dir, run.id).source(run.source_file)
+    if not path.exists():
+        raise NotFoundException(f"the original file of run {run_id} is gone")
+    ext = run.source_file.removeprefix("source")
+    return File(path=path, filename=f"{run.id}{ext}", media_type="application/octet-stream")
+
+
+ROUTES = [
+    upload_run,
+    list_runs,
+    get_run,
+    delete_run,
+    reingest_run,
+    get_report,
+    get_findings,
+    get_finding,
+    get_finding_markdown,
+    get_source,
+]

@@ -1,0 +1,138 @@
+"""HTML pages: run list with upload, run page, finding permalink page."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Request, get, post
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import NotFoundException
+from litestar.params import Body
+from litestar.response import Redirect, Template
+
+from tracelens.catalog import RunStatus
+from tracelens.catalog import runs as catalog_runs
+from tracelens.findings import Severity
+from tracelens.render.markdown import finding_markdown
+from web.routes.api_runs import find_finding, load_run, permalink, remove_run, run_json
+from web.services import Services
+
+# Report keys the run page lays out itself; any other section (e.g. LLM latency) is shown
+# generically as a panel of its own.
+KNOWN_SECTIONS = frozenset(
+    {
+        "schema",
+        "tracelens_version",
+        "source",
+        "trace",
+        "devices",
+        "metrics",
+        "findings",
+        "top_kernels",
+        "top_ops",
+        "notes",
+    }
+)
+
+
+@get("/", include_in_schema=False, sync_to_thread=True)
+def runs_page(svc: Services, q: str | None = None, tag: str | None = None) -> Template:
+    with svc.catalog.session() as s:
+        runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
+        tags = catalog_runs.all_tags(s)
+    return Template(
+        "runs.html",
+        context={
+            "runs": [run_json(r) for r in runs],
+            "total": total,
+            "tags": tags,
+            "q": q or "",
+            "tag": tag or "",
+            "tokens_required": svc.access.tokens_required(),
+            "max_upload_bytes": svc.settings.max_upload_bytes,
+        },
+    )
+
+
+def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[int]]]:
+    """Each finding's time ranges relative to the timeline's origin (what the JS draws)."""
+    return {
+        f["id"]: [
+            [int(r["start_ns"]) - t0, int(r["end_ns"]) - t0]
+            for r in f.get("time_ranges") or []
+            if r.get("start_ns") is not None and r.get("end_ns") is not None
+        ]
+        for f in findings
+    }
+
+
+@get("/runs/{run_id:str}", include_in_schema=False, sync_to_thread=True)
+def run_page(svc: Services, run_id: str) -> Template:
+    run = load_run(svc, run_id)
+    context: dict[str, Any] = {
+        "run": run_json(run),
+        "report": None,
+        "extra_sections": [],
+        "tokens_required": svc.access.tokens_required(),
+        "page_data": {"run_id": run.id, "status": run.status, "highlights": {}},
+    }
+    if run.status == RunStatus.READY:
+        report = svc.run_data.report(run.id, run.generation)
+        cur, meta = svc.run_data.database(run.id, run.generation)
+        cur.close()
+        context["report"] = report
+        context["extra_sections"] = [
+            (key, value) for key, value in report.items() if key not in KNOWN_SECTIONS
+        ]
+        context["page_data"].update(
+            {
+                "t0_ns": meta["t0_ns"],
+                "span_ns": meta["span_ns"],
+                "highlights": _highlights(report["findings"], meta["t0_ns"]),
+            }
+        )
+    return Template("run.html", context=context)
+
+
+@get("/runs/{run_id:str}/findings/{finding_id:str}", include_in_schema=False, sync_to_thread=True)
+def finding_page(
+    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+) -> Template:
+    run = load_run(svc, run_id)
+    if run.status != RunStatus.READY:
+        raise NotFoundException(
+            f"run {run_id} is {run.status}; its findings appear once it is ready"
+        )
+    _, f = find_finding(svc, run_id, finding_id)
+    link = permalink(svc, request, run_id, finding_id)
+    return Template(
+        "finding.html",
+        context={
+            "run": run_json(run),
+            "f": f,
+            "permalink": link,
+            "markdown": finding_markdown(f, permalink=link),
+        },
+    )
+
+
+@post("/runs/{run_id:str}/delete", include_in_schema=False, sync_to_thread=True)
+def delete_run_form(
+    request: Request[Any, Any, Any],
+    svc: Services,
+    run_id: str,
+    data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+) -> Redirect:
+    svc.access.check(request, form_token=data.get("token", ""))
+    remove_run(svc, run_id)
+    return Redirect("/", status_code=303)
+
+
+def severity_rank(label: str) -> int:
+    try:
+        return int(Severity.parse(label))
+    except ValueError:
+        return 0
+
+
+ROUTES = [runs_page, run_page, finding_page, delete_run_form]

@@ -1,0 +1,79 @@
+"""Per-run data for requests: the stored report and a read-only trace database.
+
+Reports are computed once at ingest; pages read them from a small in-memory cache keyed by
+(run, generation), so no request ever re-runs the analyzers. Trace databases stay open
+(read-only) in a bounded cache; each request takes its own cursor, which DuckDB lets run
+in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracelens.timeline import timeline_meta
+from web.storage import RunFiles
+
+
+class _Lru:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        return None
+
+    def put(self, key: tuple[str, int], value: Any) -> Any:
+        with self.lock:
+            if key in self.items:  # another request loaded it first: keep theirs
+                return self.items[key]
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+            return value
+
+    def drop_run(self, run_id: str) -> None:
+        with self.lock:
+            for key in [k for k in self.items if k[0] == run_id]:
+                del self.items[key]
+
+
+class RunData:
+    def __init__(self, runs_dir: Path, reports: int = 64, databases: int = 16) -> None:
+        self.runs_dir = runs_dir
+        self._reports = _Lru(reports)
+        self._dbs = _Lru(databases)
+
+    def report(self, run_id: str, generation: int) -> dict[str, Any]:
+        key = (run_id, generation)
+        cached = self._reports.get(key)
+        if cached is None:
+            path = RunFiles(self.runs_dir, run_id).report(generation)
+            cached = self._reports.put(key, json.loads(path.read_text(encoding="utf-8")))
+        return cached
+
+    def database(self, run_id: str, generation: int) -> tuple[duckdb.DuckDBPyConnection, dict]:
+        """A cursor on the run's trace database, and its timeline metadata."""
+        key = (run_id, generation)
+        cached = self._dbs.get(key)
+        if cached is None:
+            path = RunFiles(self.runs_dir, run_id).database(generation)
+            con = duckdb.connect(str(path), read_only=True)
+            cached = self._dbs.put(key, (con, timeline_meta(con)))
+        con, meta = cached
+        return con.cursor(), meta
+
+    def forget(self, run_id: str) -> None:
+        """Drop cached data of a run (deleted or re-ingested)."""
+        self._reports.drop_run(run_id)
+        self._dbs.drop_run(run_id)

@@ -1,0 +1,143 @@
+"""What keeps a shared trace service safe: tokens, origins, CSRF, rate limits, headers.
+
+- Uploads and deletes need an API token (``Authorization: Bearer <token>``) once tokens
+  exist, from ``TRACELENS_API_TOKENS`` or the catalog. Reading stays open.
+- Browsers send ``Origin`` with every cross-site POST; a state-changing API request whose
+  Origin is not this service is refused, so another site cannot upload or delete through
+  a visitor's browser. HTML forms also carry Litestar's double-submit CSRF token.
+- Uploads are rate limited per client address (memory store, or Redis when configured).
+- Every response carries a strict Content-Security-Policy: scripts, styles and requests
+  only from this origin, no inline script or style, no framing.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from litestar import Request
+from litestar.config.csrf import CSRFConfig
+from litestar.connection import ASGIConnection
+from litestar.datastructures import MutableScopeHeaders
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers import BaseRouteHandler
+from litestar.middleware.rate_limit import RateLimitConfig
+from litestar.stores.registry import StoreRegistry
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracelens.catalog import Catalog
+from tracelens.catalog.tokens import has_tokens, token_known
+from web.settings import Settings
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+    "cross-origin-opener-policy": "same-origin",
+}
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+UPLOAD_PATHS = frozenset({"/api/runs", "/runs/upload"})
+
+
+def security_headers_middleware(app: ASGIApp) -> ASGIApp:
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableScopeHeaders.from_message(message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+    return middleware
+
+
+def _own_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    host = connection.headers.get("host", "")
+    return f"{connection.url.scheme}://{host}"
+
+
+class AccessControl:
+    """Token and origin checks, used as Litestar guards on state-changing routes."""
+
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
+        self.settings = settings
+        self.catalog = catalog
+
+    def tokens_required(self) -> bool:
+        if self.settings.api_tokens:
+            return True
+        with self.catalog.session() as s:
+            return has_tokens(s)
+
+    def token_valid(self, token: str) -> bool:
+        if any(hmac.compare_digest(token, t) for t in self.settings.api_tokens):
+            return True
+        with self.catalog.session() as s:
+            return token_known(s, token)
+
+    def check(self, connection: ASGIConnection[Any, Any, Any, Any], form_token: str = "") -> None:
+        origin = connection.headers.get("origin")
+        if origin and origin != "null" and origin != _own_origin(connection):
+            raise PermissionDeniedException(f"cross-origin request from {origin} refused")
+        if origin == "null":
+            raise PermissionDeniedException("request from an opaque origin refused")
+        if not self.tokens_required():
+            return
+        auth = connection.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else form_token
+        if not token:
+            raise NotAuthorizedException(
+                "this service requires an API token: send 'Authorization: Bearer <token>'"
+            )
+        if not self.token_valid(token):
+            raise NotAuthorizedException("unknown API token")
+
+    def guard(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        self.check(connection)
+
+
+def csrf_config(settings: Settings) -> CSRFConfig:
+    # The JSON API is for scripts (curl -F file=@...): it is protected by the Origin check
+    # and tokens instead; HTML forms post to /runs/... and carry the CSRF token.
+    return CSRFConfig(
+        secret=settings.secret_key,
+        cookie_name="tracelens_csrf",
+        cookie_samesite="strict",
+        header_name="x-csrftoken",
+        exclude=["/api"],
+    )
+
+
+def _is_upload(request: Request[Any, Any, Any]) -> bool:
+    return request.method == "POST" and request.url.path in UPLOAD_PATHS
+
+
+def rate_limit_config(settings: Settings) -> RateLimitConfig:
+    return RateLimitConfig(
+        rate_limit=("minute", settings.uploads_per_minute),
+        check_throttle_handler=_is_upload,
+        store="rate_limit",
+    )
+
+
+def store_registry(settings: Settings) -> StoreRegistry:
+    if settings.redis_url:
+        from litestar.stores.redis import RedisStore
+
+        return StoreRegistry(
+            {"rate_limit": RedisStore.with_client(url=settings.redis_url, namespace="tracelens")}
+        )
+    return StoreRegistry()

@@ -1,0 +1,92 @@
+"""Service settings: command-line options over environment variables over defaults.
+
+Environment variables:
+
+- ``TRACELENS_HOME``: data directory (catalog, run databases, originals); ``~/.tracelens``.
+- ``TRACELENS_DATABASE_URL``: catalog SQLAlchemy URL; a SQLite file in the data directory.
+- ``TRACELENS_API_TOKENS``: comma-separated tokens required to upload and delete.
+- ``TRACELENS_REDIS_URL``: keep upload rate-limit counters in Redis (shared by processes).
+- ``TRACELENS_MAX_UPLOAD_BYTES`` (2 GiB), ``TRACELENS_MAX_DECOMPRESSED_BYTES`` (16 GiB).
+- ``TRACELENS_UPLOAD_RATE``: uploads per client per minute (60).
+- ``TRACELENS_INGEST_WORKERS``: traces ingested at once (2).
+- ``TRACELENS_SECRET_KEY``: CSRF signing key; generated once into the data directory.
+- ``TRACELENS_PUBLIC_URL``: base of permalinks when behind a proxy (default: request's host).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracelens.catalog import default_database_url
+
+GIB = 1024**3
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}") from None
+
+
+@dataclass
+class Settings:
+    data_dir: Path
+    database_url: str
+    api_tokens: frozenset[str] = frozenset()
+    redis_url: str | None = None
+    max_upload_bytes: int = 2 * GIB
+    max_decompressed_bytes: int = 16 * GIB
+    uploads_per_minute: int = 60
+    ingest_workers: int = 2
+    secret_key: str = field(default="", repr=False)
+    # The service's address as users see it (behind a proxy), for permalinks.
+    public_url: str | None = None
+
+    @classmethod
+    def from_env(cls, data_dir: Path | str | None = None, **overrides: object) -> Settings:
+        home = Path(
+            data_dir or os.environ.get("TRACELENS_HOME") or Path.home() / ".tracelens"
+        ).expanduser()
+        home.mkdir(parents=True, exist_ok=True)
+        tokens = frozenset(
+            t.strip() for t in os.environ.get("TRACELENS_API_TOKENS", "").split(",") if t.strip()
+        )
+        values: dict[str, object] = {
+            "data_dir": home,
+            "database_url": os.environ.get("TRACELENS_DATABASE_URL") or default_database_url(home),
+            "api_tokens": tokens,
+            "redis_url": os.environ.get("TRACELENS_REDIS_URL") or None,
+            "max_upload_bytes": _int_env("TRACELENS_MAX_UPLOAD_BYTES", 2 * GIB),
+            "max_decompressed_bytes": _int_env("TRACELENS_MAX_DECOMPRESSED_BYTES", 16 * GIB),
+            "uploads_per_minute": _int_env("TRACELENS_UPLOAD_RATE", 60),
+            "ingest_workers": max(1, _int_env("TRACELENS_INGEST_WORKERS", 2)),
+            "secret_key": os.environ.get("TRACELENS_SECRET_KEY") or _stored_secret(home),
+            "public_url": os.environ.get("TRACELENS_PUBLIC_URL") or None,
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def uploads_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+
+def _stored_secret(home: Path) -> str:
+    """A signing key kept in the data directory, so CSRF cookies survive restarts."""
+    path = home / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    return key

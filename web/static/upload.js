@@ -1,0 +1,100 @@
+// Upload page: drag-and-drop or pick a file, send it with a progress bar, then follow the
+// new run's ingestion until it is ready or failed.
+"use strict";
+(function () {
+  const form = document.getElementById("upload-form");
+  if (!form) return;
+  const input = document.getElementById("file-input");
+  const bar = document.getElementById("upload-progress");
+  const status = document.getElementById("upload-status");
+  const maxBytes = Number(form.dataset.maxBytes || 0);
+
+  function say(text, isError) {
+    status.textContent = text;
+    status.classList.toggle("error", Boolean(isError));
+  }
+
+  function csrfToken() {
+    const m = document.cookie.match(/(?:^|; )tracelens_csrf=([^;]*)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function follow(run) {
+    bar.hidden = false;
+    const poll = () => {
+      fetch("/api/runs/" + encodeURIComponent(run.id), { headers: { Accept: "application/json" } })
+        .then((r) => r.json())
+        .then((r) => {
+          if (r.status === "ready") {
+            say("Ready: opening the run…");
+            window.location.assign("/runs/" + encodeURIComponent(r.id));
+          } else if (r.status === "failed") {
+            bar.hidden = true;
+            say("Ingestion failed: " + (r.error || "unknown error"), true);
+          } else {
+            bar.value = r.progress || 0;
+            say(r.status === "queued" ? "Queued for ingestion…" : "Ingesting… " + Math.round(100 * (r.progress || 0)) + "%");
+            setTimeout(poll, 700);
+          }
+        })
+        .catch(() => setTimeout(poll, 1500));
+    };
+    poll();
+  }
+
+  function send(file) {
+    if (!file) return;
+    if (maxBytes && file.size > maxBytes) {
+      say(file.name + ": larger than the upload limit of " + maxBytes.toLocaleString() + " bytes", true);
+      return;
+    }
+    const data = new FormData();
+    const name = document.getElementById("run-name").value.trim();
+    const tags = document.getElementById("run-tags").value.trim();
+    if (name) data.append("name", name);
+    if (tags) data.append("tags", tags);
+    data.append("file", file, file.name);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", "/api/runs");
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.setRequestHeader("X-CSRFToken", csrfToken());
+    const tokenInput = document.getElementById("api-token");
+    if (tokenInput && tokenInput.value) xhr.setRequestHeader("Authorization", "Bearer " + tokenInput.value);
+    bar.hidden = false;
+    bar.value = 0;
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable) {
+        bar.value = e.loaded / e.total;
+        say("Uploading " + file.name + "… " + Math.round((100 * e.loaded) / e.total) + "%");
+      }
+    };
+    xhr.onload = () => {
+      let body = {};
+      try { body = JSON.parse(xhr.responseText); } catch (err) { body = {}; }
+      if (xhr.status === 200 || xhr.status === 201) {
+        say(body.duplicate ? "Already uploaded as “" + body.name + "”" : "Uploaded. Queued for ingestion…");
+        follow(body);
+      } else {
+        bar.hidden = true;
+        say("Upload refused: " + (body.error || "HTTP " + xhr.status), true);
+      }
+    };
+    xhr.onerror = () => { bar.hidden = true; say("Upload failed: the connection was interrupted", true); };
+    say("Uploading " + file.name + "…");
+    xhr.send(data);
+  }
+
+  input.addEventListener("change", () => send(input.files[0]));
+  form.addEventListener("submit", (e) => { e.preventDefault(); send(input.files[0]); });
+  ["dragenter", "dragover"].forEach((t) => form.addEventListener(t, (e) => {
+    e.preventDefault();
+    form.classList.add("dragover");
+  }));
+  ["dragleave", "drop"].forEach((t) => form.addEventListener(t, (e) => {
+    e.preventDefault();
+    form.classList.remove("dragover");
+  }));
+  form.addEventListener("drop", (e) => {
+    if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files[0]);
+  });
+})();

@@ -1,0 +1,62 @@
+"""Where a run's files live under the data directory.
+
+``runs/<run id>/source<ext>`` is the original upload, byte for byte; ``trace.<gen>.duckdb``
+and ``report.<gen>.json`` are what ingest generation ``gen`` produced. Names come only from
+the run id (random hex) and the detected format, never from the uploaded file name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+_RUN_ID = re.compile(r"^[0-9a-f]{12}$")
+
+
+class RunFiles:
+    def __init__(self, runs_dir: Path, run_id: str) -> None:
+        if not _RUN_ID.match(run_id):
+            raise ValueError(f"not a run id: {run_id!r}")
+        self.dir = runs_dir / run_id
+
+    def source(self, source_file: str) -> Path:
+        return self.dir / source_file
+
+    def database(self, generation: int) -> Path:
+        return self.dir / f"trace.{generation}.duckdb"
+
+    def report(self, generation: int) -> Path:
+        return self.dir / f"report.{generation}.json"
+
+    def remove_partials(self) -> None:
+        """Leftovers of an ingest the service did not live to finish."""
+        for p in self.dir.glob(".*.partial*"):
+            p.unlink(missing_ok=True)
+
+    def remove_generations_before(self, generation: int) -> None:
+        for p in list(self.dir.glob("trace.*.duckdb*")) + list(self.dir.glob("report.*.json")):
+            gen = p.name.split(".")[1]
+            if gen.isdigit() and int(gen) < generation:
+                p.unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        json.dump(data, f, default=str, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

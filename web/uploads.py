@@ -1,0 +1,239 @@
+"""Receiving an upload: the multipart body streamed to a temporary file, never held whole.
+
+While the bytes arrive they are hashed (sha256, to recognise a file uploaded twice),
+counted against the size cap and, for gzip, inflated and counted against the decompressed
+cap, so a too-big file or a gzip bomb is refused mid-stream. The client's file name is kept
+as a label only; the file on disk is named by a random token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import unicodedata
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import anyio.to_thread
+from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
+
+from ingest import TraceInputError, detect_format
+from ingest.byte_source import GZIP_MAGIC
+from tracelens.redaction import redact_text
+
+FIELD_LIMIT = 4096
+# Written to disk in blocks this size, off the event loop.
+FLUSH_BYTES = 1024 * 1024
+_INFLATE_STEP = 16 * 1024 * 1024
+
+
+class UploadError(Exception):
+    """A refused upload: an HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class ReceivedUpload:
+    path: Path
+    filename: str
+    sha256: str
+    size_bytes: int
+    extension: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def clean_filename(raw: str | None) -> str:
+    """A display label from the client's file name: last path part, printable, short."""
+    name = (raw or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C").strip()
+    return redact_text(name[:200]) or "upload"
+
+
+class _GzipMeter:
+    """Inflates gzip members as they arrive and counts the output (never kept)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.decomp = zlib.decompressobj(wbits=31)
+        self.in_member = False
+
+    def feed(self, data: bytes, label: str) -> None:
+        while data:
+            if not self.in_member and not data.strip(b"\x00"):
+                return
+            self.in_member = True
+            try:
+                out = self.decomp.decompress(data, _INFLATE_STEP)
+            except zlib.error as exc:
+                raise UploadError(400, f"{label}: damaged gzip data ({exc})") from None
+            self.total += len(out)
+            if self.total > self.limit:
+                raise UploadError(
+                    413, f"{label}: decompresses to more than {self.limit:,} bytes (the limit)"
+                )
+            if self.decomp.eof:
+                data = self.decomp.unused_data
+                self.decomp = zlib.decompressobj(wbits=31)
+                self.in_member = False
+            else:
+                data = self.decomp.unconsumed_tail
+
+    def finish(self, label: str) -> None:
+        if self.in_member:
+            raise UploadError(
+                400, f"{label}: truncated gzip file (the compressed stream ends early)"
+            )
+
+
+class _FileSink:
+    def __init__(self, path: Path, filename: str, max_bytes: int, max_inflated: int) -> None:
+        self.path = path
+        self.filename = filename
+        self.max_bytes = max_bytes
+        self.max_inflated = max_inflated
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.head = b""
+        self.gzip: _GzipMeter | None = None
+        self.pending = bytearray()
+        self.fh: IO[bytes] = path.open("wb")
+
+    async def write(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise UploadError(
+                413, f"{self.filename}: larger than the upload limit of {self.max_bytes:,} bytes"
+            )
+        if len(self.head) < 2:
+            self.head += data[: 2 - len(self.head)]
+            if len(self.head) >= 2 and self.head == GZIP_MAGIC:
+                self.gzip = _GzipMeter(self.max_inflated)
+        self.pending += data
+        if len(self.pending) >= FLUSH_BYTES:
+            await self.flush()
+
+    def _consume(self, block: bytes) -> None:
+        self.digest.update(block)
+        self.fh.write(block)
+        if self.gzip is not None:
+            self.gzip.feed(block, self.filename)
+
+    async def flush(self) -> None:
+        if self.pending:
+            block = bytes(self.pending)
+            self.pending.clear()
+            await anyio.to_thread.run_sync(self._consume, block)
+
+    async def close(self) -> None:
+        await self.flush()
+        self.fh.close()
+        if self.gzip is not None:
+            self.gzip.finish(self.filename)
+
+
+def _boundary(content_type: str) -> str:
+    media, _, params = content_type.partition(";")
+    if media.strip().lower() != "multipart/form-data":
+        raise UploadError(
+            415, "expected a multipart/form-data body with the trace in a field named 'file'"
+        )
+    m = re.search(r'boundary="?([^";]+)"?', params)
+    if not m:
+        raise UploadError(400, "multipart/form-data body without a boundary")
+    return m.group(1)
+
+
+async def receive_upload(
+    stream: AsyncIterator[bytes],
+    content_type: str,
+    tmp_dir: Path,
+    max_bytes: int,
+    max_inflated: int,
+) -> ReceivedUpload:
+    """Stream the ``file`` field of a multipart body into ``tmp_dir``; other fields as text."""
+    boundary = _boundary(content_type)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp_path = tmp_dir / f"{secrets.token_hex(16)}.part"
+    sink: _FileSink | None = None
+    fields: dict[str, str] = {}
+    text: bytearray | None = None
+    segment: MultipartSegment | None = None
+    try:
+        with PushMultipartParser(boundary, max_header_count=8, max_segment_count=16) as parser:
+            async for chunk in stream:
+                for part in parser.parse(chunk):
+                    if isinstance(part, MultipartSegment):
+                        segment = part
+                        if part.name == "file" and part.filename is not None:
+                            if sink is not None:
+                                raise UploadError(400, "only one 'file' per upload")
+                            sink = _FileSink(
+                                tmp_path, clean_filename(part.filename), max_bytes, max_inflated
+                            )
+                            text = None
+                        else:
+                            text = bytearray()
+                    elif part:
+                        if text is not None:
+                            text += part
+                            if len(text) > FIELD_LIMIT:
+                                raise UploadError(400, f"form field {segment.name!r} too long")  # type: ignore[union-attr]
+                        elif sink is not None and segment is not None and segment.name == "file":
+                            await sink.write(part)
+                    else:
+                        if text is not None and segment is not None:
+                            fields[segment.name] = text.decode("utf-8", "replace")
+                        text = None
+                        segment = None
+                if parser.closed:
+                    break
+            if not parser.closed:
+                parser.close()
+    except (ParserError, ParserLimitReached) as exc:
+        await _discard(sink, tmp_path)
+        raise UploadError(400, f"malformed multipart/form-data body ({exc})") from None
+    except BaseException:
+        await _discard(sink, tmp_path)
+        raise
+    if sink is None:
+        raise UploadError(400, "no file in the upload: send the trace in a field named 'file'")
+    try:
+        await sink.close()
+    except BaseException:
+        await _discard(None, tmp_path)
+        raise
+    if sink.size == 0:
+        tmp_path.unlink(missing_ok=True)
+        raise UploadError(400, f"{sink.filename}: empty file")
+    try:
+        fmt = detect_format(tmp_path)
+    except TraceInputError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise UploadError(400, f"{sink.filename}: {exc.problem}") from None
+    extensions = {"nsys_sqlite": ".sqlite", "torch_chrome": ".json"}
+    ext = extensions.get(fmt, ".bin") + (".gz" if sink.gzip is not None else "")
+    return ReceivedUpload(
+        path=tmp_path,
+        filename=sink.filename,
+        sha256=sink.digest.hexdigest(),
+        size_bytes=sink.size,
+        extension=ext,
+        fields=fields,
+    )
+
+
+async def _discard(sink: _FileSink | None, path: Path) -> None:
+    if sink is not None:
+        sink.fh.close()
+    if path.exists():
+        os.unlink(path)
