@@ -17,6 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from ingest import TraceInputError, load_trace
 from tracelens import __version__
+from tracelens.diff_cli import diff as diff_command
 from tracelens.findings import Severity
 from tracelens.render.markdown import render_markdown
 from tracelens.render.text import render_text
@@ -242,6 +243,7 @@ def _load_plugin_commands() -> None:
         main.add_command(command, ep.name)
 
 
+main.add_command(diff_command)
 _load_plugin_commands()
 
 if __name__ == "__main__":

@@ -24,12 +24,24 @@ ANALYZER = "launch_overhead"
 # Time buckets used to point the timeline at where launch gaps cluster.
 _BUCKET_NS = 1_000_000
 
+# Tiny kernels count only when launched one by one: replayed from a CUDA graph they cost
+# no per-kernel launch (the graph launch correlates with all of its kernels).
 _KERNEL_STATS = """
+WITH graph AS (
+    SELECT DISTINCT correlation_id FROM api_calls
+    WHERE correlation_id IS NOT NULL AND name ILIKE '%graphlaunch%'
+),
+k AS (
+    SELECT end_ns - start_ns AS d,
+           coalesce(correlation_id IN (SELECT correlation_id FROM graph), false) AS in_graph
+    FROM kernels WHERE device_id = ?
+)
 SELECT count(*) AS kernels,
-       count(*) FILTER (WHERE end_ns - start_ns < ?) AS short_kernels,
-       coalesce(sum(end_ns - start_ns) FILTER (WHERE end_ns - start_ns < ?), 0) AS short_ns,
-       CAST(coalesce(median(end_ns - start_ns), 0) AS BIGINT) AS median_kernel_ns
-FROM kernels WHERE device_id = ?
+       count(*) FILTER (WHERE d < ? AND NOT in_graph) AS short_kernels,
+       coalesce(sum(d) FILTER (WHERE d < ? AND NOT in_graph), 0) AS short_ns,
+       count(*) FILTER (WHERE in_graph) AS graph_kernels,
+       CAST(coalesce(median(d), 0) AS BIGINT) AS median_kernel_ns
+FROM k
 """
 
 # Launch latency: launch call start to kernel start, measured only for kernels that found
@@ -63,7 +75,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     t0 = db.t0_ns
     for dev in db.devices:
         ks = db.dicts(
-            _KERNEL_STATS, [t.launch_short_kernel_ns, t.launch_short_kernel_ns, dev.device_id]
+            _KERNEL_STATS, [dev.device_id, t.launch_short_kernel_ns, t.launch_short_kernel_ns]
         )[0]
         n, n_short = int(ks["kernels"]), int(ks["short_kernels"])
         gap_n, gap_ns = db.rows(
@@ -120,6 +132,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "short_kernel_count": n_short,
                     "short_kernel_pct": round(short_pct, 3),
                     "short_kernel_ns": int(ks["short_ns"]),
+                    "graph_launched_kernels": int(ks["graph_kernels"]),
                     "median_kernel_ns": int(ks["median_kernel_ns"]),
                     "idle_launch_count": int(lat["n"]),
                     "launch_latency_p50_ns": int(lat["p50"]),

@@ -1,0 +1,100 @@
+"""``tracelens diff BASELINE CANDIDATE``: what changed between two runs, with a CI verdict.
+
+Exit codes: 0 ok, 1 regression above ``--max-regression``, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ingest import TraceInputError, load_trace
+from tracelens.diff import build_diff
+from tracelens.render.diff import render_diff_markdown, render_diff_text
+from tracelens.report import build_report
+from tracelens.thresholds import Thresholds
+
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+# Both reports list every kernel and operator, so a name missing on one side is truly absent.
+_ALL_ROWS = 1_000_000
+
+
+def _report(path: Path, thresholds: Thresholds, rank: int | None) -> dict:
+    try:
+        loaded = load_trace(path, rank=rank)
+    except TraceInputError as exc:
+        click.echo(f"tracelens: error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
+        return build_report(loaded, thresholds, _ALL_ROWS)
+    finally:
+        loaded.close()
+
+
+@click.command("diff")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--max-regression",
+    "max_regression",
+    type=float,
+    default=None,
+    metavar="PCT",
+    help="Exit 1 when the headline time (median step, else request latency, else wall time) "
+    "grows by more than PCT percent.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=15,
+    show_default=True,
+    help="Kernel and operator rows to list (largest changes first).",
+)
+@click.option("--rank", type=int, default=None, help="For profiler output folders: this rank.")
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override an analyzer threshold (repeatable), for both runs.",
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to this file."
+)
+def diff(
+    baseline: Path,
+    candidate: Path,
+    fmt: str,
+    max_regression: float | None,
+    top: int,
+    rank: int | None,
+    thresholds: tuple[str, ...],
+    output: Path | None,
+) -> None:
+    """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
+    from tracelens.cli import _parse_thresholds
+
+    t = _parse_thresholds(thresholds)
+    d = build_diff(_report(baseline, t, rank), _report(candidate, t, rank), max_regression, top)
+    if fmt == "json":
+        text = json.dumps(d, indent=2, default=str) + "\n"
+    elif fmt == "markdown":
+        text = render_diff_markdown(d)
+    else:
+        text = render_diff_text(d)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+    sys.exit(EXIT_REGRESSION if d["verdict"]["regression"] else EXIT_OK)
