@@ -15,6 +15,7 @@ from tracelens.analyzers import (
     idle_gpu,
     launch_overhead,
     llm_latency,
+    memory,
     steps,
     sync_stalls,
     variance,
@@ -33,6 +34,7 @@ ANALYZERS: list[ModuleType] = [
     llm_latency,
     data_loading,
     steps,
+    memory,
 ]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]

@@ -1,0 +1,209 @@
+"""GPU memory: peak use, headroom, fragmentation, and allocator churn inside steps.
+
+From the profiler's ``[memory]`` events (``profile_memory=True``): the peak of the caching
+allocator's allocated and reserved totals per device, reserved far above allocated at the
+reserved peak (fragmentation: blocks cached but unusable for the sizes requested), and a
+reserved peak near the device's capacity (the next larger batch or sequence runs out of
+memory). Older traces carry no totals; there the running sum of allocation sizes gives the
+growth within the trace only, and that is what the evidence says.
+
+Allocator churn is ``cudaMalloc``/``cudaFree`` (and their async/driver forms) inside
+``ProfilerStep`` ranges: a warmed-up caching allocator makes neither, and ``cudaFree``
+synchronizes the device. Its impact is the host time in those calls. Peak and
+fragmentation findings cost no time; they carry risk, so they are not ranked by impact.
+"""
+
+from __future__ import annotations
+
+from tracelens.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_bytes, fmt_ns
+
+ANALYZER = "memory"
+
+_ALLOC_CALLS = (
+    "cudaMalloc",
+    "cudaFree",
+    "cudaMallocAsync",
+    "cudaFreeAsync",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cudaMallocHost",
+    "cudaFreeHost",
+    "cudaHostAlloc",
+)
+
+# Per device: peak allocated and reserved (from the totals, or the running sum without them),
+# and the allocated total at the moment reserved peaked.
+_PEAKS = """
+WITH e AS (
+    SELECT device_id, ts_ns, total_allocated, total_reserved,
+           sum(bytes) OVER (PARTITION BY device_id ORDER BY ts_ns, bytes
+                            ROWS UNBOUNDED PRECEDING) AS running
+    FROM memory_events WHERE device_id >= 0
+)
+SELECT device_id, count(*) AS events,
+       count(total_allocated) > 0 AS has_totals,
+       coalesce(max(total_allocated), max(running)) AS peak_allocated,
+       max(total_reserved) AS peak_reserved,
+       arg_max(ts_ns, coalesce(total_allocated, running)) AS peak_allocated_ts,
+       arg_max(ts_ns, total_reserved) AS peak_reserved_ts,
+       arg_max(total_allocated, total_reserved) AS allocated_at_reserved_peak
+FROM e GROUP BY device_id ORDER BY device_id
+"""
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    findings: list[Finding] = []
+    capacity = {
+        int(r[0]): r[1]
+        for r in db.rows("SELECT device_id, total_memory_bytes FROM devices")
+        if r[1] is not None
+    }
+    for p in db.dicts(_PEAKS):
+        findings.extend(_peak_findings(db, t, p, capacity.get(int(p["device_id"]))))
+    churn = _churn_finding(db, t)
+    if churn is not None:
+        findings.append(churn)
+    return findings
+
+
+def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list[Finding]:
+    dev = int(p["device_id"])
+    out: list[Finding] = []
+    peak_alloc = int(p["peak_allocated"] or 0)
+    evidence = {
+        "device_id": dev,
+        "memory_events": int(p["events"]),
+        "has_allocator_totals": bool(p["has_totals"]),
+        "peak_allocated_bytes": peak_alloc,
+        "peak_reserved_bytes": int(p["peak_reserved"]) if p["peak_reserved"] is not None else None,
+        "device_memory_bytes": cap,
+        "peak_allocated_offset_ns": int(p["peak_allocated_ts"] - db.t0_ns),
+    }
+    if not p["has_totals"]:
+        # Without allocator totals only growth inside the recording is known: no judgement.
+        return out
+    reserved = int(p["peak_reserved"] or 0)
+    at_peak = int(p["allocated_at_reserved_peak"] or 0)
+    ranges = [TimeRange(int(p["peak_reserved_ts"]), int(p["peak_reserved_ts"]) + 1, dev, "peak")]
+    if cap and 100.0 * reserved / cap >= t.memory_near_capacity_pct:
+        share = 100.0 * reserved / cap
+        out.append(
+            Finding(
+                id=finding_id(ANALYZER, dev, "near_capacity"),
+                analyzer=ANALYZER,
+                title=f"GPU {dev} memory peaks at {fmt_bytes(reserved)} reserved, {share:.0f}% "
+                f"of its {fmt_bytes(cap)}",
+                severity=Severity.MEDIUM,
+                impact_ns=0,
+                impact_pct=0.0,
+                impact_basis="Not a time cost: a risk. A larger batch, longer sequence or "
+                "fragmentation spike will fail with an out-of-memory error.",
+                summary=f"Peak allocated {fmt_bytes(peak_alloc)}, peak reserved "
+                f"{fmt_bytes(reserved)} of {fmt_bytes(cap)} device memory.",
+                evidence={**evidence, "peak_reserved_pct_of_device": round(share, 2)},
+                advice="Headroom is thin. Cut activation memory with activation checkpointing "
+                "(`torch.utils.checkpoint`), keep weights/activations in bf16/fp16 (or 8-bit "
+                "optimizers/weights), shrink the KV cache (paged attention, a lower "
+                "`max_num_seqs`/context), and set `PYTORCH_CUDA_ALLOC_CONF="
+                "expandable_segments:True` so fragmentation does not tip it over.",
+                time_ranges=ranges,
+            )
+        )
+    slack = reserved - at_peak
+    if (
+        at_peak > 0
+        and reserved >= t.memory_reserved_over_allocated * at_peak
+        and slack >= t.memory_min_slack_bytes
+    ):
+        out.append(
+            Finding(
+                id=finding_id(ANALYZER, dev, "fragmentation"),
+                analyzer=ANALYZER,
+                title=f"GPU {dev}: {fmt_bytes(reserved)} reserved but only {fmt_bytes(at_peak)} "
+                f"allocated at the peak ({reserved / at_peak:.1f}x): allocator fragmentation",
+                severity=Severity.LOW,
+                impact_ns=0,
+                impact_pct=0.0,
+                impact_basis="Not a time cost: memory held by the caching allocator that no "
+                "tensor uses, unavailable to larger batches or other processes.",
+                summary=f"When reserved memory peaked, {fmt_bytes(slack)} of it was cached "
+                "but unallocated.",
+                evidence={
+                    **evidence,
+                    "allocated_at_reserved_peak_bytes": at_peak,
+                    "unused_reserved_bytes": slack,
+                },
+                advice="The caching allocator keeps freed blocks whose sizes do not fit new "
+                "requests. Set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (segments grow "
+                "instead of new ones being reserved), keep tensor shapes steady across steps "
+                "(pad or bucket variable sequence lengths), and avoid `torch.cuda.empty_cache()` "
+                "in the loop, which only moves the cost into cudaMalloc.",
+                time_ranges=ranges,
+            )
+        )
+    return out
+
+
+def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
+    names = ", ".join(f"'{n}'" for n in _ALLOC_CALLS)
+    rows = db.dicts(
+        f"""WITH steps AS (
+                SELECT DISTINCT start_ns, end_ns FROM (
+                    SELECT start_ns, end_ns FROM ranges
+                    WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
+                    UNION ALL SELECT start_ns, end_ns FROM cpu_ops
+                    WHERE name LIKE 'ProfilerStep#%')
+            )
+            SELECT a.name, count(*) AS calls, sum(a.end_ns - a.start_ns) AS ns,
+                   count(DISTINCT s.start_ns) AS steps, min(a.start_ns) AS first_ns,
+                   max(a.end_ns) AS last_ns
+            FROM api_calls a JOIN steps s ON a.start_ns >= s.start_ns AND a.end_ns <= s.end_ns
+            WHERE a.name IN ({names})
+            GROUP BY a.name ORDER BY ns DESC"""
+    )
+    calls = sum(int(r["calls"]) for r in rows)
+    if calls < t.memory_min_churn_calls:
+        return None
+    ns = sum(int(r["ns"]) for r in rows)
+    pct = db.pct_of_window(ns)
+    step_count = int(
+        db.scalar(
+            """SELECT count(DISTINCT name) FROM (
+                   SELECT name FROM ranges WHERE name LIKE 'ProfilerStep#%'
+                   UNION ALL SELECT name FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')"""
+        )
+        or 0
+    )
+    frees = sum(int(r["calls"]) for r in rows if "Free" in r["name"])
+    return Finding(
+        id=finding_id(ANALYZER, "allocator_churn"),
+        analyzer=ANALYZER,
+        title=f"Allocator churn: {calls:,} cudaMalloc/cudaFree calls inside steps "
+        f"({fmt_ns(ns)} on the host)",
+        severity=severity_for(pct, t),
+        impact_ns=ns,
+        impact_pct=pct,
+        impact_basis="Host time inside device allocation calls during profiled steps; a "
+        "warmed-up caching allocator serves steady-state steps without any of them.",
+        summary=f"{calls:,} allocation calls over {step_count} steps ({frees:,} frees, each of "
+        "which synchronizes the device).",
+        evidence={
+            "calls": calls,
+            "host_ns": ns,
+            "steps": step_count,
+            "by_call": [
+                {"api": r["name"], "calls": int(r["calls"]), "ns": int(r["ns"])} for r in rows
+            ],
+        },
+        advice="The caching allocator is releasing and re-acquiring device memory every step. "
+        "Remove `torch.cuda.empty_cache()` from the loop, keep shapes stable (pad/bucket "
+        "dynamic shapes) so cached blocks are reused, set `PYTORCH_CUDA_ALLOC_CONF="
+        "expandable_segments:True`, and if memory is tight reduce the peak (checkpointing, "
+        "bf16) instead of freeing between steps.",
+        time_ranges=[
+            TimeRange(int(r["first_ns"]), int(r["last_ns"]), None, r["name"]) for r in rows[:3]
+        ],
+    )

@@ -1,0 +1,41 @@
+"""Planted device-side problems: memory pressure, exposed communication, poor occupancy."""
+
+from __future__ import annotations
+
+from tracelens.synthetic.planted_host import BF16_GEMM, US
+from tracelens.synthetic.scenario import Scenario
+
+GIB = 1024**3
+
+
+def memory_pressure(steps: int = 4) -> Scenario:
+    """An 80 GB A100 whose allocator reserves 76 GiB while 40 GiB is allocated.
+
+    Each 10 ms step (one 8 ms GEMM) allocates 30 GiB on top of 10 GiB of weights, peaking at
+    40 GiB allocated; reserved grows to 76 GiB (95% of 80 GiB) on the second step's
+    allocation and stays. Every step also calls ``cudaFree`` (200 us) and ``cudaMalloc``
+    (50 us) three times each: 6 calls, 750 us of host time per step.
+    """
+    sc = Scenario(name="planted_memory_pressure")
+    cap = sc.devices[0].total_memory_bytes
+    sc.memory(0, 10 * GIB, 10 * GIB, 12 * GIB)
+    for k in range(steps):
+        s = k * 10_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 10_000 * US)
+        mm = sc.op("aten::mm", s + 100 * US, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 110 * US, s + 200 * US, 8_000 * US)
+        reserved = 40 * GIB if k == 0 else 76 * GIB
+        sc.memory(s + 120 * US, 30 * GIB, 40 * GIB, reserved)
+        sc.memory(s + 9_000 * US, -30 * GIB, 10 * GIB, reserved)
+        for i in range(3):
+            sc.api("cudaFree", s + 9_100 * US + i * 260 * US, 200 * US)
+            sc.api("cudaMalloc", s + 9_300 * US + i * 260 * US, 50 * US)
+    sc.expected = {
+        "device_memory_bytes": cap,
+        "peak_allocated_bytes": 40 * GIB,
+        "peak_reserved_bytes": 76 * GIB,
+        "allocated_at_reserved_peak_bytes": 40 * GIB,
+        "churn_calls": steps * 6,
+        "churn_ns": steps * 3 * (200 + 50) * US,
+    }
+    return sc
