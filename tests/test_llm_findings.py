@@ -1,0 +1,112 @@
+"""The llm_latency analyzer on planted scenarios whose answers were computed by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest import load_trace
+from tracelens.analyzers import llm_latency
+from tracelens.findings import finding_id
+from tracelens.llm.analysis import analyze_llm
+from tracelens.synthetic import Scenario, write_chrome_trace
+from tracelens.synthetic.nsys_writer import write_nsys_sqlite
+from tracelens.synthetic.planted_llm import kv_growth_decode, static_launch_bound
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+
+US = 1_000
+MS = 1_000_000
+
+
+def run(sc: Scenario, path: Path) -> tuple[dict[str, dict], object]:
+    writer = write_nsys_sqlite if path.suffix == ".sqlite" else write_chrome_trace
+    loaded = load_trace(writer(sc, path))
+    try:
+        db = TraceDB(loaded.con)
+        findings = {f.id: f.to_dict() for f in llm_latency.analyze(db, Thresholds())}
+        analysis = analyze_llm(db)
+    finally:
+        loaded.close()
+    return findings, analysis
+
+
+@pytest.mark.parametrize("name", ["t.pt.trace.json.gz", "t.sqlite"])
+def test_static_batching_queueing_and_launch_bound_decode(tmp_path: Path, name: str) -> None:
+    sc = static_launch_bound()
+    e = sc.expected
+    findings, a = run(sc, tmp_path / name)
+    q = findings[finding_id("llm_latency", "queueing")]
+    assert q["impact_ns"] == e["queue_mean_ns"]
+    assert q["evidence"]["queue_ns"] == e["queue_ns_total"]
+    assert q["evidence"]["ttft_ns"] == e["ttft_ns_total"]
+    assert q["evidence"]["requests_passed_over"] == e["requests_passed_over"]
+    assert "static batching" in q["summary"]
+    assert "continuous" in q["advice"]
+    d = findings[finding_id("llm_latency", "decode_gpu_idle")]
+    assert d["title"].startswith("Decode is launch-bound")
+    assert d["impact_ns"] == e["decode_idle_ns"]
+    assert d["evidence"]["gpu_busy_ns"] == e["decode_busy_ns"]
+    assert d["evidence"]["kernels_per_step"] == e["decode_kernels_per_step"]
+    assert d["evidence"]["median_kernel_ns"] == e["decode_median_kernel_ns"]
+    assert "CUDA graph" in d["advice"]
+    assert a.steps["prefill"]["gpu_busy_ns"] == e["prefill_busy_ns"]
+    assert a.summary["requests"] == e["requests"]
+    assert a.summary["output_tokens"] == e["output_tokens"]
+    # Nothing planted, nothing reported: no prefill runs while anyone decodes.
+    assert finding_id("llm_latency", "prefill_stalls") not in findings
+    assert finding_id("llm_latency", "kv_growth") not in findings
+
+
+def test_kv_growth_slope_and_cost(tmp_path: Path) -> None:
+    sc = kv_growth_decode()
+    e = sc.expected
+    findings, a = run(sc, tmp_path / "kv.pt.trace.json.gz")
+    k = findings[finding_id("llm_latency", "kv_growth")]
+    assert k["evidence"]["ns_per_cached_token"] == pytest.approx(e["ns_per_cached_token"])
+    assert k["impact_ns"] == e["growth_ns"]
+    assert k["evidence"]["decode_ns"] == e["decode_ns"]
+    assert k["evidence"]["r2"] == pytest.approx(1.0)
+    assert a.kv_growth is not None and a.kv_growth["decode_steps"] == e["decode_steps"]
+    # No GPU in this trace: no GPU-busy judgement is made.
+    assert finding_id("llm_latency", "decode_gpu_idle") not in findings
+    assert a.steps["decode"]["gpu_busy_pct"] is None
+
+
+def test_flat_decode_steps_report_no_growth(tmp_path: Path) -> None:
+    sc = Scenario("llm_flat")
+    sc.range("llm.request[f]", 0, 50 * MS)
+    sc.range("llm.prefill[f]", 0, 1 * MS)
+    for k in range(20):
+        # Alternating 1.0 / 1.1 ms: noise without a trend.
+        sc.range("llm.decode[f]", 1 * MS + k * 2 * MS, 1 * MS + (k % 2) * 100 * US)
+    findings, a = run(sc, tmp_path / "flat.pt.trace.json.gz")
+    assert finding_id("llm_latency", "kv_growth") not in findings
+    assert a.kv_growth is not None
+
+
+def test_prefill_stall_finding(tmp_path: Path) -> None:
+    sc = Scenario("llm_stall")
+    sc.range("llm.request[a]", 0, 20 * MS)
+    sc.range("llm.request[b]", 3 * MS, 17 * MS)
+    sc.range("llm.prefill[a]", 0, 1 * MS)
+    t = 1 * MS
+    for _ in range(4):
+        sc.range("llm.decode[a]", t, 500 * US)
+        t += 500 * US
+    sc.range("llm.prefill[b]", t, 4 * MS)  # 3 -> 7 ms: a's next token waits 4.5 ms
+    t += 4 * MS
+    for _ in range(4):
+        sc.range("llm.decode[a,b]", t, 500 * US)
+        t += 500 * US
+    findings, _ = run(sc, tmp_path / "stall.pt.trace.json.gz")
+    f = findings[finding_id("llm_latency", "prefill_stalls")]
+    ev = f["evidence"]
+    # a: 9 tokens (8 decode gaps), b: 5 tokens (4 decode gaps)
+    assert (ev["stalled_gaps"], ev["decode_gaps"]) == (1, 12)
+    assert ev["baseline_itl_ns"] == 500 * US
+    assert ev["excess_ns"] == 4 * MS
+    assert f["impact_ns"] == 2 * MS  # 4 ms excess over 2 requests
+    assert ev["worst_gaps"][0]["rid"] == "a" and ev["worst_gaps"][0]["itl_ns"] == 4500 * US
+    assert "chunked prefill" in f["advice"]
