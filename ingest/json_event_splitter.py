@@ -213,15 +213,20 @@ class EventArraySplitter:
         # One blob per parser thread, so the blobs of one chunk are parsed in parallel.
         blobs: list[EventBlob] = []
         start = 0
-        for i in range(1, self.parts + 1):
-            target = len(buf) * i // self.parts
-            cut = self._last_boundary(buf, max(start, target - _CUT_WINDOW), target)
-            if cut is None:
-                continue
-            blob = self._blob(buf, start, cut[0], base)
-            if blob is not None:
-                blobs.append(blob)
-            start = cut[1]
+        try:
+            for i in range(1, self.parts + 1):
+                target = len(buf) * i // self.parts
+                cut = self._last_boundary(buf, max(start, target - _CUT_WINDOW), target)
+                if cut is None:
+                    continue
+                blob = self._blob(buf, start, cut[0], base)
+                if blob is not None:
+                    blobs.append(blob)
+                start = cut[1]
+        except BlobParseError:
+            self._restart_exact(base)
+            self._feed(buf, parse)
+            return
         if not blobs:
             if len(buf) > self.max_event_bytes:
                 # no cut found in a long stretch: let the exact scanner judge it
@@ -282,7 +287,14 @@ class EventArraySplitter:
                     blob = self._take(chunk, cursor, last_end)
                     if blob is not None:
                         parse([blob])
-                # anything between the last event and ']' is whitespace and commas
+                last = int(p[ends[-1]]) - base + 1 if len(ends) else cursor
+                between = bytes(self._carry) if not len(ends) else b""
+                between += chunk[max(last, cursor) : array_end]
+                if between.strip(b" \t\r\n,"):
+                    at = self._carry_offset if not len(ends) else base + last
+                    raise TraceInputError(
+                        self.path, f"traceEvents holds a non-object value after byte {at:,}"
+                    )
                 self._carry.clear()
                 self._phase = "tail"
                 cursor = array_end + 1
@@ -347,7 +359,10 @@ class EventArraySplitter:
         offset = self._carry_offset
         self._carry.clear()
         self._carry_offset = offset + len(body)
-        return self._blob(body, 0, len(body), offset)
+        try:
+            return self._blob(body, 0, len(body), offset)
+        except BlobParseError as exc:
+            raise TraceInputError(self.path, str(exc)) from None
 
     def _blob(self, buf: bytes, start: int, end: int, offset: int) -> EventBlob | None:
         """``buf[start:end]`` (whole events, comma separated) as a JSON array blob."""
@@ -357,9 +372,8 @@ class EventArraySplitter:
         if lead == end:
             return None
         if buf[lead] != ord("{"):
-            raise TraceInputError(
-                self.path, f"traceEvents holds a non-object value at byte {offset + lead:,}"
-            )
+            # speculatively, this usually means the cut passed the end of the array
+            raise BlobParseError(f"traceEvents holds a non-object value at byte {offset + lead:,}")
         return EventBlob(buf, lead, end, offset + lead)
 
     def _carry_more(self, chunk: bytes, start: int, base: int) -> None:
