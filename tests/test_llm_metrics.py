@@ -213,3 +213,22 @@ def test_no_annotations_no_section(planted_trace: tuple[Path, dict]) -> None:
         loaded.close()
     assert "llm" not in report
     assert not any(f["analyzer"] == "llm_latency" for f in report["findings"])
+
+
+def test_analyzing_an_annotated_trace_never_imports_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = write_chrome_trace(interleaved(), tmp_path / "i.pt.trace.json.gz")
+    code = (
+        "import sys, json\n"
+        "from click.testing import CliRunner\n"
+        "from tracelens.cli import main\n"
+        f"r = CliRunner().invoke(main, ['analyze', {str(path)!r}, '--format', 'json'])\n"
+        "assert 'llm' in json.loads(r.output)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'nvtx')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
