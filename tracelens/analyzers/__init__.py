@@ -9,6 +9,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from tracelens.analyzers import (
+    communication,
     data_loading,
     h2d_transfers,
     hot_ops,
@@ -35,6 +36,7 @@ ANALYZERS: list[ModuleType] = [
     data_loading,
     steps,
     memory,
+    communication,
 ]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]

@@ -39,3 +39,41 @@ def memory_pressure(steps: int = 4) -> Scenario:
         "churn_ns": steps * 3 * (200 + 50) * US,
     }
     return sc
+
+
+NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def exposed_allreduce(steps: int = 5) -> Scenario:
+    """Rank 0 of 4: each 6 ms step runs a 4 ms GEMM (stream 7) and a 2 ms all-reduce of
+    25,000,000 floats (100 MB, stream 20) starting 1 ms before the GEMM ends: 1 ms of each
+    all-reduce overlaps compute, 1 ms is exposed. Algorithm bandwidth 100 MB / 2 ms = 50 GB/s,
+    bus bandwidth 50 x 2(4-1)/4 = 75 GB/s.
+    """
+    sc = Scenario(name="planted_exposed_allreduce", rank=0, world_size=4)
+    for k in range(steps):
+        s = k * 6_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 6_000 * US)
+        mm = sc.op("aten::mm", s, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 5 * US, s + 100 * US, 4_000 * US)
+        sc.collective(
+            "allreduce",
+            s + 50 * US,
+            30 * US,
+            25_000_000,
+            NCCL_ALLREDUCE,
+            gpu_start_ns=s + 3_100 * US,
+            gpu_dur_ns=2_000 * US,
+            group_size=4,
+        )
+    sc.expected = {
+        "comm_ns": steps * 2_000 * US,
+        "overlapped_ns": steps * 1_000 * US,
+        "exposed_ns": steps * 1_000 * US,
+        "collective": "allreduce",
+        "count": steps,
+        "median_bytes": 100_000_000,
+        "algbw_gbps": 50.0,
+        "busbw_gbps": 75.0,
+    }
+    return sc

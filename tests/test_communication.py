@@ -1,0 +1,63 @@
+"""Communication analyzer: planted half-exposed all-reduce with exact numbers; corpus ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest import load_trace
+from tracelens.analyzers import communication
+from tracelens.findings import finding_id
+from tracelens.synthetic.planted_device import exposed_allreduce
+from tracelens.synthetic.planted_host import uneven_steps
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+
+
+def test_planted_exposed_allreduce(scenario_db) -> None:
+    sc = exposed_allreduce()
+    exp = sc.expected
+    (f,) = communication.analyze(scenario_db(sc), Thresholds())
+    ev = f.evidence
+    assert f.id == finding_id("communication", 0)
+    assert ev["comm_ns"] == exp["comm_ns"]
+    assert ev["overlapped_ns"] == exp["overlapped_ns"]
+    assert f.impact_ns == ev["exposed_ns"] == exp["exposed_ns"]
+    (c,) = ev["collectives"]
+    assert c["collective"] == exp["collective"]
+    assert c["count"] == exp["count"]
+    assert c["median_bytes"] == exp["median_bytes"]
+    assert c["group_size"] == 4
+    assert c["median_algbw_gbps"] == pytest.approx(exp["algbw_gbps"])
+    assert c["median_busbw_gbps"] == pytest.approx(exp["busbw_gbps"])
+
+
+def test_no_nccl_no_finding(scenario_db) -> None:
+    assert communication.analyze(scenario_db(uneven_steps()), Thresholds()) == []
+
+
+@pytest.mark.parametrize(("rank", "device"), [(0, 0), (1, 1)])
+def test_corpus_sampled_ranks_expose_most_communication(
+    corpus: Path, rank: int, device: int
+) -> None:
+    loaded = load_trace(corpus / "torch" / "sampled_2rank" / f"rank-{rank}.json.gz")
+    try:
+        (f,) = communication.analyze(TraceDB(loaded.con), Thresholds())
+    finally:
+        loaded.close()
+    ev = f.evidence
+    assert ev["device_id"] == device
+    # 10 NCCL kernels per rank; compute hides at most a fifth of their time.
+    assert ev["overlap_pct"] < 25
+    assert 0 < f.impact_ns < ev["comm_ns"]
+    names = {c["collective"] for c in ev["collectives"]}
+    assert {"all_to_all", "all_reduce"} <= names
+
+
+def test_corpus_single_rank_ddp_has_no_nccl_kernels(corpus: Path) -> None:
+    loaded = load_trace(corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz")
+    try:
+        assert communication.analyze(TraceDB(loaded.con), Thresholds()) == []
+    finally:
+        loaded.close()
