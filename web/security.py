@@ -138,6 +138,10 @@ def store_registry(settings: Settings) -> StoreRegistry:
         from litestar.stores.redis import RedisStore
 
         return StoreRegistry(
-            {"rate_limit": RedisStore.with_client(url=settings.redis_url, namespace="tracelens")}
+            {
+                "rate_limit": RedisStore.with_client(
+                    url=settings.redis_url, namespace=settings.redis_namespace
+                )
+            }
         )
     return StoreRegistry()

@@ -39,6 +39,8 @@ class Settings:
     database_url: str
     api_tokens: frozenset[str] = frozenset()
     redis_url: str | None = None
+    # Prefix of this service's keys in Redis (several services may share one server).
+    redis_namespace: str = "tracelens"
     max_upload_bytes: int = 2 * GIB
     max_decompressed_bytes: int = 16 * GIB
     uploads_per_minute: int = 60
@@ -61,6 +63,7 @@ class Settings:
             "database_url": os.environ.get("TRACELENS_DATABASE_URL") or default_database_url(home),
             "api_tokens": tokens,
             "redis_url": os.environ.get("TRACELENS_REDIS_URL") or None,
+            "redis_namespace": os.environ.get("TRACELENS_REDIS_NAMESPACE") or "tracelens",
             "max_upload_bytes": _int_env("TRACELENS_MAX_UPLOAD_BYTES", 2 * GIB),
             "max_decompressed_bytes": _int_env("TRACELENS_MAX_DECOMPRESSED_BYTES", 16 * GIB),
             "uploads_per_minute": _int_env("TRACELENS_UPLOAD_RATE", 60),
