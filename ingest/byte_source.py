@@ -16,7 +16,13 @@ from ingest.errors import TraceInputError
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_CHUNK = 32 * 1024 * 1024
 # Real traces reach a few GB uncompressed; beyond this we refuse rather than exhaust disk.
-DEFAULT_MAX_DECOMPRESSED = int(os.environ.get("TRACELENS_MAX_DECOMPRESSED_BYTES", 16 * 1024**3))
+DEFAULT_MAX_DECOMPRESSED = 16 * 1024**3
+
+
+def max_decompressed_bytes() -> int:
+    """The decompressed-size cap: ``TRACELENS_MAX_DECOMPRESSED_BYTES`` or 16 GiB."""
+    raw = os.environ.get("TRACELENS_MAX_DECOMPRESSED_BYTES")
+    return int(raw) if raw and raw.isdigit() else DEFAULT_MAX_DECOMPRESSED
 
 
 def is_gzip(path: Path) -> bool:
@@ -27,7 +33,7 @@ def is_gzip(path: Path) -> bool:
 def iter_bytes(
     path: Path,
     chunk_size: int = DEFAULT_CHUNK,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    max_decompressed: int | None = None,
     on_raw: Callable[[bytes], None] | None = None,
 ) -> Iterator[bytes]:
     """Yield the (decompressed) content of ``path`` in chunks of about ``chunk_size``.
@@ -36,7 +42,8 @@ def iter_bytes(
     hashing the upload and reporting progress in one pass.
     """
     if is_gzip(path):
-        yield from _iter_gunzip(path, chunk_size, max_decompressed, on_raw)
+        cap = max_decompressed if max_decompressed is not None else max_decompressed_bytes()
+        yield from _iter_gunzip(path, chunk_size, cap, on_raw)
         return
     with path.open("rb") as f:
         while block := f.read(chunk_size):

@@ -357,11 +357,11 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
     ).fetchone()[0]  # type: ignore[index]
     if stats.dropped_missing:
         stats.warnings.append(
-            f"{stats.dropped_missing:,} complete ('X') events without ts or dur were skipped"
+            f"{_n(stats.dropped_missing, 'complete (X) event')} without ts or dur skipped"
         )
     if stats.dropped_negative:
         stats.warnings.append(
-            f"{stats.dropped_negative:,} events with a negative duration were skipped"
+            f"{_n(stats.dropped_negative, 'event')} with a negative duration skipped"
         )
     set_info(
         con,
@@ -382,6 +382,10 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
     )
     con.execute("DROP TABLE IF EXISTS blob")
     con.execute("DROP TABLE meta_names")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
