@@ -1,0 +1,200 @@
+"""`tracelens analyze` end to end: formats, exit codes, options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from tracelens.cli import main
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_json_schema_keys(runner: CliRunner, planted_trace: tuple[Path, dict]) -> None:
+    path, exp = planted_trace
+    res = runner.invoke(main, ["analyze", str(path), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["tracelens_version"]
+    assert set(r["source"]) >= {"path", "format", "sha256"}
+    assert r["source"]["format"] == "torch_chrome"
+    assert len(r["source"]["sha256"]) == 64
+    assert set(r["devices"][0]) >= {
+        "device_id",
+        "name",
+        "window_ns",
+        "busy_ns",
+        "busy_pct",
+        "idle_pct",
+    }
+    assert set(r["metrics"]) >= {
+        "kernel_count",
+        "memcpy_count",
+        "memset_count",
+        "h2d_bytes",
+        "h2d_pageable_bytes",
+        "h2d_time_ns",
+        "dtoh_bytes",
+        "gpu_busy_pct",
+    }
+    f = r["findings"][0]
+    assert set(f) >= {
+        "id",
+        "analyzer",
+        "title",
+        "severity",
+        "impact_ns",
+        "impact_pct",
+        "impact_basis",
+        "summary",
+        "evidence",
+        "advice",
+        "time_ranges",
+    }
+    for key in ("top_kernels", "top_ops"):
+        assert set(r[key][0]) == {
+            "name",
+            "count",
+            "total_ns",
+            "mean_ns",
+            "p50_ns",
+            "p95_ns",
+            "max_ns",
+        }
+    assert r["metrics"]["h2d_bytes"] == exp["h2d_bytes"]
+
+
+def test_sha256_is_of_the_file(runner: CliRunner, planted_trace: tuple[Path, dict]) -> None:
+    import hashlib
+
+    path, _ = planted_trace
+    r = json.loads(runner.invoke(main, ["analyze", str(path), "--format", "json"]).output)
+    assert r["source"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_text_and_markdown(runner: CliRunner, planted_trace: tuple[Path, dict]) -> None:
+    path, _ = planted_trace
+    text = runner.invoke(main, ["analyze", str(path)])
+    assert text.exit_code == 0
+    assert "Findings, ranked" in text.output and "aten::mm" in text.output
+    md = runner.invoke(main, ["analyze", str(path), "--format", "markdown"])
+    assert md.exit_code == 0
+    assert md.output.startswith("# tracelens report")
+    assert "| # | severity | impact | finding |" in md.output
+    assert "**What to do:**" in md.output
+
+
+def test_html_escapes(runner: CliRunner, tmp_path: Path) -> None:
+    p = tmp_path / "angle.json"
+    p.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k<script>alert(1)</script>&",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 1,
+                        "dur": 2,
+                        "args": {"device": 0},
+                    }
+                ]
+            }
+        )
+    )
+    res = runner.invoke(main, ["analyze", str(p), "--format", "html"])
+    assert res.exit_code == 0
+    assert "<script>" not in res.output
+    assert "k&lt;script&gt;alert(1)&lt;/script&gt;&amp;" in res.output
+
+
+@pytest.mark.parametrize(("level", "code"), [("critical", 1), ("high", 1), ("info", 1)])
+def test_fail_on(
+    runner: CliRunner, planted_trace: tuple[Path, dict], level: str, code: int
+) -> None:
+    path, _ = planted_trace
+    res = runner.invoke(main, ["analyze", str(path), "--format", "json", "--fail-on", level])
+    assert res.exit_code == code
+
+
+def test_fail_on_passes_when_nothing_that_severe(runner: CliRunner, tmp_path: Path) -> None:
+    p = tmp_path / "calm.json"
+    p.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": t,
+                        "dur": 10,
+                        "args": {"device": 0},
+                    }
+                    for t in range(0, 1000, 10)
+                ]
+            }
+        )
+    )
+    res = runner.invoke(main, ["analyze", str(p), "--format", "json", "--fail-on", "low"])
+    assert res.exit_code == 0, res.output
+
+
+def test_db_file_and_output(
+    runner: CliRunner, planted_trace: tuple[Path, dict], tmp_path: Path
+) -> None:
+    path, exp = planted_trace
+    db, out = tmp_path / "t.duckdb", tmp_path / "r.json"
+    res = runner.invoke(
+        main, ["analyze", str(path), "--db", str(db), "--format", "json", "-o", str(out)]
+    )
+    assert res.exit_code == 0 and res.output == ""
+    assert json.loads(out.read_text())["metrics"]["kernel_count"] == exp["kernel_count"]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        assert {"kernels", "memcpys", "gaps", "trace_info", "cpu_ops", "ranges"} <= tables
+        assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == exp["kernel_count"]
+    finally:
+        con.close()
+
+
+def test_threshold_override(runner: CliRunner, planted_trace: tuple[Path, dict]) -> None:
+    path, _ = planted_trace
+    base = json.loads(runner.invoke(main, ["analyze", str(path), "--format", "json"]).output)
+    assert any(f["analyzer"] == "variance" for f in base["findings"])
+    res = runner.invoke(
+        main, ["analyze", str(path), "--format", "json", "--threshold", "variance_min_cv=5"]
+    )
+    assert not any(f["analyzer"] == "variance" for f in json.loads(res.output)["findings"])
+    bad = runner.invoke(main, ["analyze", str(path), "--threshold", "nonsense=1"])
+    assert bad.exit_code == 2 and "unknown threshold" in bad.output
+
+
+def test_thresholds_listing(runner: CliRunner) -> None:
+    res = runner.invoke(main, ["thresholds"])
+    assert res.exit_code == 0
+    assert "variance_min_cv = 0.5" in res.output
+    assert "coefficient of variation" in res.output
+
+
+def test_bundled_sample(runner: CliRunner) -> None:
+    res = runner.invoke(main, ["analyze", "--sample", "--format", "json"])
+    assert res.exit_code == 0
+    assert len(json.loads(res.output)["findings"]) >= 5
+
+
+def test_usage_error_exits_2(runner: CliRunner) -> None:
+    assert runner.invoke(main, ["analyze"]).exit_code == 2
+    assert runner.invoke(main, ["analyze", "x.json", "--format", "pdf"]).exit_code == 2
