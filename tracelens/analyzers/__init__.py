@@ -17,6 +17,7 @@ from tracelens.analyzers import (
     launch_overhead,
     llm_latency,
     memory,
+    occupancy,
     steps,
     sync_stalls,
     variance,
@@ -37,6 +38,7 @@ ANALYZERS: list[ModuleType] = [
     steps,
     memory,
     communication,
+    occupancy,
 ]
 
 AnalyzeFn = Callable[[TraceDB, Thresholds], list[Finding]]

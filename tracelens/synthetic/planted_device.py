@@ -77,3 +77,43 @@ def exposed_allreduce(steps: int = 5) -> Scenario:
         "busbw_gbps": 75.0,
     }
     return sc
+
+
+SMALL_GRID_KERNEL = "void splitk_reduce_small_kernel<float>(float*, float const*, int)"
+LOW_OCC_KERNEL = "void my_layer_norm_kernel<float>(float*, float const*, int)"
+FP32_GEMM = "ampere_sgemm_128x64_tn"
+
+
+def occupancy_problems(steps: int = 10) -> Scenario:
+    """On a 108-SM A100, each 10 ms step runs back to back:
+
+    - a 1,000 us kernel with a 16-block grid (92 of 108 SMs idle),
+    - a 1,000 us kernel at 12.5% estimated occupancy (grid large enough),
+    - a 4,000 us FP32 GEMM from ``aten::mm`` (43% of kernel time: hot_ops claims it),
+    - a 300 us FP32 GEMM from ``aten::bmm`` (3.2%, below hot_ops' 5% bar: unclaimed),
+    - a 3,000 us bf16 GEMM (tensor cores already).
+    """
+    sc = Scenario(name="planted_occupancy")
+    plan = [
+        ("my_op::small", SMALL_GRID_KERNEL, 1_000, {"grid": (16, 1, 1)}),
+        ("my_op::norm", LOW_OCC_KERNEL, 1_000, {"est_occupancy_pct": 12.5}),
+        ("aten::mm", FP32_GEMM, 4_000, {"grid": (32, 64, 1)}),
+        ("aten::bmm", FP32_GEMM, 300, {"grid": (32, 64, 1)}),
+        ("aten::linear", BF16_GEMM, 3_000, {"grid": (32, 64, 1)}),
+    ]
+    for k in range(steps):
+        s = k * 10_000 * US
+        gpu = s + 100 * US
+        for i, (op_name, kernel, dur, kw) in enumerate(plan):
+            op = sc.op(op_name, s + i * 20 * US, 10 * US)
+            sc.launch(op, kernel, s + i * 20 * US + 2 * US, gpu, dur * US, **kw)
+            gpu += dur * US
+    sc.expected = {
+        "sm_count": 108,
+        "small_grid_idle_ns": round(steps * 1_000 * US * (108 - 16) / 108),
+        "low_occupancy_pct": 12.5,
+        "fp32_ns": steps * 4_300 * US,
+        "claimed_by_hot_ops": ["aten::mm"],
+        "fp32_impact_ns": steps * 300 * US // 2,
+    }
+    return sc

@@ -1,0 +1,241 @@
+"""Occupancy and tensor cores: grids too small for the GPU, low occupancy, FP32 math.
+
+- *Underfilled grids*: launches with fewer blocks than the device has SMs (times
+  ``occupancy_min_blocks_per_sm``) leave SMs idle for the whole kernel. Impact is each
+  launch's duration times its idle-SM share, summed: an upper bound on what spreading the
+  same work over every SM (split-K, more rows per launch, batching) returns.
+- *Low occupancy*: kernels whose profiler-estimated achieved occupancy is below
+  ``occupancy_low_pct`` (registers or shared memory per block limit the resident warps).
+  Informational: whether more warps would help depends on the kernel.
+- *FP32 on tensor-core GPUs*: FP32 GEMMs and single-precision cuDNN kernels on compute
+  capability 7.0+ (FP16 tensor cores; TF32/BF16 from 8.0). Impact is half their time, as
+  hot_ops estimates for FP32 GEMMs, counting only operators hot_ops has not already
+  claimed, so the two never count the same time twice.
+
+Each group holds at least ``occupancy_min_share_pct`` of kernel time.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tracelens.analyzers import hot_ops
+from tracelens.attribution import build_kernel_attribution
+from tracelens.findings import Finding, Severity, finding_id, severity_for
+from tracelens.kernel_kinds import KINDS, classify
+from tracelens.thresholds import Thresholds
+from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
+
+ANALYZER = "occupancy"
+_FP32_CONV = re.compile(r"(?i)scudnn|implicit_convolve_sgemm|fp32_conv|conv.*_f32")
+# Names that say the kernel already runs on tensor cores (TF32 included).
+_TENSOR_CORE = re.compile(r"(?i)tf32|xmma|hmma|wgmma|s16816|s1688|s884|bf16|fp16|f16f16")
+# Library GEMM/convolution/attention kernels pick low occupancy by design (large tiles).
+_BY_DESIGN = {"gemm", "gemm_fp32", "conv", "attention", "communication"}
+# Share of FP32 GEMM/conv time that tensor-core math gives back (as hot_ops assumes).
+_FP32_SAVING = KINDS["gemm_fp32"].saving_fraction
+
+_UNDERFILLED = """
+WITH k AS (
+    SELECT k.name, k.end_ns - k.start_ns AS d,
+           greatest(coalesce(k.grid_x, 1), 1) * greatest(coalesce(k.grid_y, 1), 1)
+             * greatest(coalesce(k.grid_z, 1), 1) AS blocks,
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z
+    FROM kernels k WHERE k.device_id = ? AND k.grid_x IS NOT NULL
+)
+SELECT name, count(*) AS launches, sum(d) AS ns,
+       CAST(round(sum(d * (1 - blocks / ?))) AS BIGINT) AS idle_sm_ns,
+       CAST(median(blocks) AS BIGINT) AS median_blocks,
+       arg_max([grid_x, grid_y, grid_z], d) AS grid,
+       arg_max([block_x, block_y, block_z], d) AS block
+FROM k WHERE blocks < ? AND name NOT ILIKE '%nccl%'
+GROUP BY name HAVING sum(d) >= ? ORDER BY idle_sm_ns DESC, name LIMIT 5
+"""
+
+_LOW_OCCUPANCY = """
+SELECT name, count(*) AS launches, sum(end_ns - start_ns) AS ns,
+       avg(est_occupancy_pct) AS occupancy_pct, max(registers_per_thread) AS registers,
+       max(shared_memory_bytes) AS shared_memory_bytes
+FROM kernels
+-- 0 is what the profiler writes when it cannot estimate (e.g. opt-in shared memory)
+WHERE device_id = ? AND est_occupancy_pct > 0 AND name NOT ILIKE '%nccl%'
+GROUP BY name HAVING avg(est_occupancy_pct) < ? AND sum(end_ns - start_ns) >= ?
+ORDER BY ns DESC, name
+"""
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    total = db.scalar("SELECT sum(end_ns - start_ns) FROM kernels")
+    if not total:
+        return []
+    findings: list[Finding] = []
+    devices = db.dicts("SELECT device_id, name, sm_count, compute_capability FROM devices")
+    min_ns = total * t.occupancy_min_share_pct / 100.0
+    for dev in devices:
+        d = int(dev["device_id"])
+        sms = dev["sm_count"]
+        if sms:
+            for r in db.dicts(
+                _UNDERFILLED, [d, float(sms), sms * t.occupancy_min_blocks_per_sm, min_ns]
+            ):
+                findings.append(_underfilled(db, t, d, int(sms), r, total))
+        low = db.dicts(_LOW_OCCUPANCY, [d, t.occupancy_low_pct, min_ns])
+        low = [r for r in low if classify(r["name"]).key not in _BY_DESIGN]
+        findings.extend(_low_occupancy(d, r, total) for r in low[:5])
+        cc = _cc(dev["compute_capability"])
+        if cc is not None and cc >= 7.0:
+            f = _fp32_math(db, t, d, cc, dev["compute_capability"], total)
+            if f is not None:
+                findings.append(f)
+    return findings
+
+
+def _underfilled(db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total: int) -> Finding:
+    impact = int(r["idle_sm_ns"])
+    pct = db.pct_of_window(impact)
+    share = 100.0 * r["ns"] / total
+    blocks = int(r["median_blocks"])
+    idle_pct = 100.0 * (1 - blocks / sms)
+    return Finding(
+        id=finding_id(ANALYZER, "underfilled_grid", dev, r["name"]),
+        analyzer=ANALYZER,
+        title=f"`{_short(r['name'])}` launches {blocks} blocks on {sms} SMs, leaving "
+        f"{idle_pct:.0f}% of GPU {dev}'s SMs idle for {fmt_ns(r['ns'])}",
+        severity=severity_for(pct, t),
+        impact_ns=impact,
+        impact_pct=pct,
+        impact_basis="Each launch's duration times the share of SMs its grid leaves without a "
+        "block, summed: an upper bound on what spreading the same work over every SM returns.",
+        summary=f"{int(r['launches']):,} launches ({share:.1f}% of kernel time) with a median "
+        f"grid of {blocks} blocks on a {sms}-SM GPU.",
+        evidence={
+            "device_id": dev,
+            "kernel": r["name"],
+            "launches": int(r["launches"]),
+            "kernel_ns": int(r["ns"]),
+            "share_pct": round(share, 3),
+            "median_blocks": blocks,
+            "sm_count": sms,
+            "grid": list(r["grid"]),
+            "block": list(r["block"]),
+            "idle_sm_ns": impact,
+        },
+        advice=f"A grid of {blocks} blocks keeps at most {blocks} of {sms} SMs busy. Give each "
+        "launch more parallel work: batch requests or sequences together, fuse per-head/"
+        "per-layer launches into one batched kernel (`torch.bmm`, grouped GEMM), use split-K "
+        "or stream-K GEMM variants for skinny matrices (cuBLASLt picks them for bf16/fp16 with "
+        "`torch.backends.cuda.matmul`), or run independent small kernels on separate streams "
+        "so they share the GPU.",
+    )
+
+
+def _low_occupancy(dev: int, r: dict, total: int) -> Finding:
+    share = 100.0 * r["ns"] / total
+    return Finding(
+        id=finding_id(ANALYZER, "low_occupancy", dev, r["name"]),
+        analyzer=ANALYZER,
+        title=f"`{_short(r['name'])}` runs at {r['occupancy_pct']:.0f}% estimated occupancy "
+        f"({share:.1f}% of kernel time)",
+        severity=Severity.INFO,
+        impact_ns=0,
+        impact_pct=0.0,
+        impact_basis="Informational: low occupancy slows a kernel only when it cannot hide "
+        "memory latency otherwise; no reliable estimate of the gain.",
+        summary=f"{int(r['launches']):,} launches, {r['registers']} registers per thread, "
+        f"{r['shared_memory_bytes']} bytes of shared memory per block.",
+        evidence={
+            "device_id": dev,
+            "kernel": r["name"],
+            "launches": int(r["launches"]),
+            "kernel_ns": int(r["ns"]),
+            "share_pct": round(share, 3),
+            "est_occupancy_pct": round(float(r["occupancy_pct"]), 2),
+            "registers_per_thread": r["registers"],
+            "shared_memory_bytes": r["shared_memory_bytes"],
+        },
+        advice="Few warps fit on each SM, usually because of registers per thread or shared "
+        "memory per block. For your own Triton/CUDA kernels lower `num_warps`/tile sizes or "
+        "cap registers (`__launch_bounds__`, `maxrregcount`); for library kernels check the "
+        "input shapes and dtype select a better-tuned kernel. Confirm in Nsight Compute that "
+        "the kernel is latency-bound before tuning.",
+    )
+
+
+def _fp32_math(
+    db: TraceDB, t: Thresholds, dev: int, cc: float, cc_text: str, total: int
+) -> Finding | None:
+    build_kernel_attribution(db)
+    rows = db.dicts(
+        """SELECT kernel_name AS name, op_name, count(*) AS launches, sum(dur_ns) AS ns
+           FROM kernel_ops WHERE device_id = ? GROUP BY kernel_name, op_name""",
+        [dev],
+    )
+    fp32 = [
+        r
+        for r in rows
+        if (classify(r["name"]).key == "gemm_fp32" or _FP32_CONV.search(r["name"]))
+        and not _TENSOR_CORE.search(r["name"])
+    ]
+    fp32_ns = sum(int(r["ns"]) for r in fp32)
+    if fp32_ns < total * t.occupancy_min_share_pct / 100.0:
+        return None
+    claimed = {
+        f.evidence["operator"]
+        for f in hot_ops.analyze(db, t)
+        if f.evidence.get("kernel_kind") == "gemm_fp32" and f.impact_ns > 0
+    }
+    unclaimed_ns = sum(int(r["ns"]) for r in fp32 if r["op_name"] not in claimed)
+    impact = int(unclaimed_ns * _FP32_SAVING)
+    pct = db.pct_of_window(impact)
+    by_kernel: dict[str, int] = {}
+    for r in fp32:
+        by_kernel[r["name"]] = by_kernel.get(r["name"], 0) + int(r["ns"])
+    top = sorted(by_kernel.items(), key=lambda kv: -kv[1])[:5]
+    share = 100.0 * fp32_ns / total
+    ampere = cc >= 8.0
+    return Finding(
+        id=finding_id(ANALYZER, "fp32_on_tensor_cores", dev),
+        analyzer=ANALYZER,
+        title=f"{share:.0f}% of GPU {dev}'s kernel time is FP32 GEMM/convolution on a GPU with "
+        f"tensor cores (compute capability {cc_text})",
+        severity=severity_for(pct, t) if impact else Severity.INFO,
+        impact_ns=impact,
+        impact_pct=pct,
+        impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
+        "operators hot_ops does not already report; tensor-core math typically runs at least "
+        "2x the FP32 rate."
+        + (f" hot_ops claims the rest ({', '.join(sorted(claimed))})." if claimed else ""),
+        summary=f"FP32 GEMM and single-precision cuDNN kernels ran {fmt_ns(fp32_ns)} "
+        f"({share:.1f}% of kernel time).",
+        evidence={
+            "device_id": dev,
+            "compute_capability": cc_text,
+            "fp32_ns": fp32_ns,
+            "share_pct": round(share, 3),
+            "claimed_by_hot_ops": sorted(claimed),
+            "unclaimed_ns": unclaimed_ns,
+            "kernels": [{"kernel": k, "ns": ns} for k, ns in top],
+        },
+        advice=(
+            "Let matrix math use tensor cores: `torch.set_float32_matmul_precision('high')` "
+            "(TF32 for FP32 matmuls), `torch.backends.cudnn.allow_tf32 = True` for "
+            "convolutions, or better run under `torch.autocast('cuda', dtype=torch.bfloat16)`."
+            if ampere
+            else "This GPU's tensor cores need FP16 inputs: train/infer under "
+            "`torch.autocast('cuda', dtype=torch.float16)` with `torch.cuda.amp.GradScaler`, "
+            "and use `channels_last` for convolutions."
+        )
+        + " Keep GEMM dimensions multiples of 8.",
+    )
+
+
+def _cc(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _short(name: str, width: int = 80) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
