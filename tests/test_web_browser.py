@@ -1,0 +1,204 @@
+"""The web app in headless Chromium: upload, follow, read findings, permalink, copy, zoom.
+
+Runs the real ``tracelens serve`` on a free loopback port. Screenshots are written to
+``test-artifacts/`` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    data_dir = tmp_path_factory.mktemp("serve")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TRACELENS_") or k == "TRACELENS_CORPUS"
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracelens.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/health", timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                raise AssertionError(f"tracelens serve did not start:\n{out}") from None
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _api(base: str, path: str) -> object:
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_upload_follow_findings_permalink_copy_and_zoom(
+    server: str, browser: object, corpus: Path
+) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    trace = corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz"
+    context = browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 1300, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    page.goto(server + "/")
+    page.fill("#run-tags", "v100, training")
+    page.set_input_files("#file-input", str(trace))
+    page.wait_for_url("**/runs/*", timeout=90_000)  # the page follows ingestion, then opens it
+    page.wait_for_selector(".finding")
+    run_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    page.screenshot(path=str(ARTIFACTS / "browser-run-page.png"), full_page=True)
+
+    # Ranked findings as the API has them (the CLI's order: by impact).
+    api_findings = _api(server, f"/api/runs/{run_id}/findings")
+    shown_ids = page.locator(".finding").evaluate_all("els => els.map(e => e.dataset.findingId)")
+    assert shown_ids == [f["id"] for f in api_findings]
+    impacts = [f["impact_ns"] for f in api_findings]
+    assert impacts == sorted(impacts, reverse=True)
+    first_badge = page.locator(".finding .sev").first.inner_text().lower()
+    assert first_badge == api_findings[0]["severity"]
+
+    # Timeline: loaded, zooms with the button and the wheel, pans by dragging.
+    canvas = page.locator("#tl-canvas")
+    page.wait_for_function("() => Number(document.getElementById('tl-canvas').dataset.loads) >= 1")
+
+    def window() -> tuple[int, int, int]:
+        d = canvas.evaluate("c => [c.dataset.startNs, c.dataset.endNs, c.dataset.loads]")
+        return int(d[0]), int(d[1]), int(d[2])
+
+    s0, e0, loads0 = window()
+    page.click("#tl-zoom-in")
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(
+        f"() => Number(document.getElementById('tl-canvas').dataset.loads) > {loads0}"
+    )
+    s1, e1, _ = window()
+    assert e1 - s1 < (e0 - s0) / 2
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 60)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + 60, steps=5)
+    page.mouse.up()
+    s2, e2, _ = window()
+    assert s2 > s1 and abs((e2 - s2) - (e1 - s1)) <= 2
+    page.locator(".timeline-panel").screenshot(path=str(ARTIFACTS / "browser-timeline-zoomed.png"))
+
+    # Clicking a finding with time ranges highlights them on the timeline.
+    with_ranges = next(f for f in api_findings if f["time_ranges"])
+    page.click(f".finding[data-finding-id='{with_ranges['id']}'] .finding-summary")
+    page.wait_for_function(
+        "() => Number(document.getElementById('tl-canvas').dataset.highlights) > 0"
+    )
+    assert int(canvas.evaluate("c => c.dataset.highlights")) == len(with_ranges["time_ranges"])
+    page.locator(".timeline-panel").screenshot(
+        path=str(ARTIFACTS / "browser-timeline-highlight.png")
+    )
+
+    # The permalink page, and its Markdown copied for a ticket.
+    top = api_findings[0]
+    page.click(f".finding[data-finding-id='{top['id']}'] a.permalink")
+    page.wait_for_url(f"**/runs/{run_id}/findings/{top['id']}")
+    assert top["impact_basis"] in page.inner_text("main")
+    page.click("#copy-markdown")
+    page.wait_for_function(
+        "() => document.getElementById('copy-markdown').dataset.copied === 'yes'"
+    )
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert page.url in copied and top["id"] in copied and "**What to do:**" in copied
+    page.screenshot(path=str(ARTIFACTS / "browser-finding-permalink.png"), full_page=True)
+
+    # A permalink opened cold (new page, as from a ticket) shows the same finding.
+    fresh = context.new_page()
+    fresh.goto(page.url)
+    assert fresh.inner_text("h1") == page.inner_text("h1")
+    fresh.close()
+
+    # The run list finds it by tag.
+    page.goto(server + "/?tag=v100")
+    assert page.locator(f"tr[data-run-id='{run_id}']").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "browser-run-list.png"), full_page=True)
+    assert not errors, errors
+    context.close()
+
+
+def test_bad_upload_shows_the_reason(server: str, browser: object, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    bad = tmp_path / "notes.txt"
+    bad.write_text("this is not a trace")
+    page = browser.new_page(viewport={"width": 1300, "height": 700})  # type: ignore[attr-defined]
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(bad))
+    page.wait_for_selector("#upload-status.error")
+    text = page.inner_text("#upload-status")
+    assert "notes.txt: unrecognised format" in text
+    page.screenshot(path=str(ARTIFACTS / "browser-bad-upload.png"))
+    page.close()
