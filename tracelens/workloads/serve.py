@@ -133,6 +133,13 @@ class Server:
         """Naive: inputs built on the host and copied from pageable memory every step."""
         return torch.tensor(values, dtype=torch.long).to(self.dev)
 
+    def device_input(self, values: list[int]) -> torch.Tensor:
+        """Tuned: staged in pinned memory and copied asynchronously."""
+        t = torch.tensor(values, dtype=torch.long)
+        if self.dev.type == "cuda":
+            return t.pin_memory().to(self.dev, non_blocking=True)
+        return t
+
     # -- steps -------------------------------------------------------------------------------
 
     def prefill(self, batch: list[Request]) -> None:
@@ -148,7 +155,7 @@ class Server:
                 else:
                     slot = min(set(range(self.batch)) - set(self.slot_of.values()))
                     self.slot_of[r.rid] = slot
-                    prompt = torch.tensor(prompt_ids, dtype=torch.long).to(self.dev)
+                    prompt = self.device_input(prompt_ids)
                     logits = prefill_slot(self.model, self.slot_cache, slot, prompt)  # type: ignore[arg-type]
                     self.next_token[r.rid] = logits.argmax()
         now = time.time_ns()
