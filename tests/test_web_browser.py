@@ -7,16 +7,12 @@ Runs the real ``tracelens serve`` on a free loopback port. Screenshots are writt
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from web_helpers import serve_process
 
 pytestmark = pytest.mark.browser
 
@@ -33,51 +29,10 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    data_dir = tmp_path_factory.mktemp("serve")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("TRACELENS_") or k == "TRACELENS_CORPUS"
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tracelens.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/health", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                raise AssertionError(f"tracelens serve did not start:\n{out}") from None
-            time.sleep(0.2)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    with serve_process(tmp_path_factory.mktemp("serve")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import os
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +74,41 @@ def write_planted(path: Path, host: str | None = None, kernel_name: str | None =
     with gzip.open(path, "wt", encoding="utf-8") as out:
         write_events(out, iter_events(sc), header)
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_process(data_dir: Path, *extra: str) -> Iterator[str]:
+    """``tracelens serve`` in a child process on a free loopback port; yields its base URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
+    cmd = [sys.executable, "-m", "tracelens.cli", "serve", "--port", str(port)]
+    log_path = data_dir.parent / f"{data_dir.name}-serve.log"
+    log = log_path.open("wb")  # a file, not a pipe: a chatty server must never block on it
+    proc = subprocess.Popen(
+        [*cmd, "--data-dir", str(data_dir), *extra], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/health", timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                log.close()
+                out = log_path.read_text(errors="replace")
+                raise AssertionError(f"tracelens serve did not start:\n{out}") from None
+            time.sleep(0.2)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
