@@ -36,6 +36,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*$')
 # Candidate cut between two events; only looked for near the end of each chunk.
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _CUT_WINDOW = 1024 * 1024
+_HEAD_PIECE = 256 * 1024
 # Metadata outside the event array is small; past this much we stop keeping it.
 MAX_METADATA_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -191,13 +192,35 @@ class EventArraySplitter:
         of the file is scanned exactly to find where the array closes.
         """
         for chunk in chunks:
+            pos = 0
+            # The head is scanned exactly in small pieces, so the first chunk's events after
+            # it still go the speculative way.
+            while pos < len(chunk) and self._phase in ("start", "head"):
+                self._feed(chunk[pos : pos + _HEAD_PIECE], parse)
+                pos += _HEAD_PIECE
+            if pos >= len(chunk):
+                continue
+            rest = chunk[pos:] if pos else chunk
             if self._phase == "events" and self.speculative:
-                self._speculative_feed(chunk, parse)
+                self._speculative_feed(rest, parse)
             else:
-                self._feed(chunk, parse)
+                self._feed(rest, parse)
         if self._phase == "events" and self._carry:
             rest = bytes(self._carry)
-            self._restart_exact(self._carry_offset)
+            base = self._carry_offset
+            if self.speculative:
+                # Parse up to the last '}, {' speculatively so only the final event and the
+                # tail need the exact scan.
+                cut = self._last_boundary(rest, 0, len(rest))
+                if cut is not None:
+                    try:
+                        blob = self._blob(rest, 0, cut[0], base)
+                        if blob is not None:
+                            parse([blob])
+                        rest, base = rest[cut[1] :], base + cut[1]
+                    except BlobParseError:
+                        pass
+            self._restart_exact(base)
             self._feed(rest, parse)
         self._finish()
 
