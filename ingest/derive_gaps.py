@@ -48,6 +48,24 @@ STREAM_WAIT_KIND = "Stream Wait Event"
 SHORT_GAP_NS = 10_000
 SYNC_TOLERANCE_NS = 10_000
 
+_HOST_JOINS = {
+    "_sync": """ASOF LEFT JOIN _sync s
+                ON s.pid = g.pid AND s.tid = g.tid AND s.end_ns <= g.end_ns""",
+    "_loader": "ASOF LEFT JOIN _loader d ON d.start_ns <= g.end_ns",
+    "_hostop": """ASOF LEFT JOIN _hostop h
+                  ON h.pid = g.pid AND h.tid = g.tid
+                  AND h.start_ns <= coalesce(g.launch_start, g.end_ns)""",
+}
+# Stand-ins with the same columns for a join that was skipped.
+_NO_ROWS = {
+    "_sync": "CROSS JOIN (SELECT NULL::VARCHAR AS name, NULL::BIGINT AS end_ns) s",
+    "_loader": (
+        "CROSS JOIN (SELECT NULL::VARCHAR AS name, NULL::BIGINT AS start_ns, "
+        "NULL::BIGINT AS end_ns) d"
+    ),
+    "_hostop": "CROSS JOIN (SELECT NULL::VARCHAR AS name, NULL::BIGINT AS end_ns) h",
+}
+
 
 def derive_gaps(
     con: duckdb.DuckDBPyConnection,
@@ -108,8 +126,14 @@ def derive_gaps(
         FROM _gap0 g LEFT JOIN _launch l ON l.correlation_id = g.next_corr;
         """
     )
+    # An ASOF join costs a sort of every gap even when its other side is empty (no data
+    # loader, no operators in an nsys export): join only what has rows.
+    joins = []
+    for table, join in _HOST_JOINS.items():
+        if con.execute(f"SELECT count(*) > 0 FROM {table}").fetchone()[0]:  # type: ignore[index]
+            joins.append(join)
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _gap2 AS
         SELECT g.*,
                s.name AS sync_name, s.end_ns AS sync_end,
@@ -119,11 +143,8 @@ def derive_gaps(
                END AS loader_overlap,
                h.name AS host_op, h.end_ns AS host_op_end
         FROM _gap1 g
-        ASOF LEFT JOIN _sync s
-            ON s.pid = g.pid AND s.tid = g.tid AND s.end_ns <= g.end_ns
-        ASOF LEFT JOIN _loader d ON d.start_ns <= g.end_ns
-        ASOF LEFT JOIN _hostop h
-            ON h.pid = g.pid AND h.tid = g.tid AND h.start_ns <= coalesce(g.launch_start, g.end_ns)
+        {" ".join(joins)}
+        {" ".join(_NO_ROWS[t] for t in _HOST_JOINS if _HOST_JOINS[t] not in joins)}
         """
     )
     con.execute(

@@ -60,62 +60,44 @@ _TID = "({g} & 16777215)"
 # PyTorch's emit_nvtx appends ", seq = N", ", op_id = N", ", sizes = [...]" to op names.
 _EMIT_NVTX_SUFFIX = r"^(.*?), (?:seq = -?[0-9]+|op_id = [0-9]+|sizes = \[|input_op_ids = ).*$"
 
-_STAGING = {
-    "_nsys_kernel": [
-        "start",
-        "dur",
-        "device_id",
-        "stream_id",
-        "correlation_id",
-        "name_id",
-        "registers",
-        "grid_x",
-        "grid_y",
-        "grid_z",
-        "block_x",
-        "block_y",
-        "block_z",
-        "shared_mem",
-    ],
-    "_nsys_memcpy": [
-        "start",
-        "dur",
-        "device_id",
-        "stream_id",
-        "correlation_id",
-        "copy_kind",
-        "src_kind",
-        "dst_kind",
-        "bytes",
-    ],
-    "_nsys_memset": [
-        "start",
-        "dur",
-        "device_id",
-        "stream_id",
-        "correlation_id",
-        "bytes",
-        "mem_kind",
-    ],
-    "_nsys_runtime": ["start", "dur", "event_class", "global_tid", "correlation_id", "name_id"],
-    "_nsys_sync": [
-        "start",
-        "dur",
-        "device_id",
-        "stream_id",
-        "correlation_id",
-        "global_pid",
-        "sync_type",
-    ],
-    "_nsys_nvtx": [
-        "start",
-        "dur",
-        "event_type",
-        "global_tid",
-        "text_id",
-        "domain_id",
-    ],
-}
+_STREAM = f"nullif(b.stream_id, {INVALID_ID})"
+
+# Each source table: the canonical table it fills (or a staging table for those that need
+# a second pass), the integer columns read, and the SQL turning a batch (``b``) into rows.
+_KERNEL_SELECT = """
+    SELECT b.device_id, b.stream_id, s.value, b.start, b.start + b.dur, b.correlation_id,
+           b.grid_x, b.grid_y, b.grid_z, b.block_x, b.block_y, b.block_z, b.registers,
+           b.shared_mem, NULL
+    FROM _sqlite_batch b LEFT JOIN _nsys_strings s ON s.id = b.name_id
+    WHERE b.dur >= 0
+"""
+_MEMCPY_SELECT = f"""
+    SELECT b.device_id, {_STREAM}, {sql_case("b.copy_kind", COPY_KINDS, "Unknown")},
+           {sql_case("b.src_kind", MEMORY_KINDS, "unknown")},
+           {sql_case("b.dst_kind", MEMORY_KINDS, "unknown")},
+           b.bytes, b.start, b.start + b.dur, b.correlation_id
+    FROM _sqlite_batch b WHERE b.dur >= 0
+"""
+_MEMSET_SELECT = f"""
+    SELECT b.device_id, {_STREAM}, b.bytes, {sql_case("b.mem_kind", MEMORY_KINDS, "unknown")},
+           b.start, b.start + b.dur, b.correlation_id
+    FROM _sqlite_batch b WHERE b.dur >= 0
+"""
+_RUNTIME_SELECT = f"""
+    SELECT {_PID.format(g="b.global_tid")}, {_TID.format(g="b.global_tid")}, n.name,
+           {sql_case("b.event_class", API_CLASSES, "runtime")},
+           b.start, b.start + b.dur, b.correlation_id, NULL
+    FROM _sqlite_batch b LEFT JOIN _nsys_api_names n ON n.id = b.name_id
+    WHERE b.dur >= 0
+"""
+_SYNC_STAGING = "_nsys_sync"
+_NVTX_STAGING = "_nsys_nvtx"
+_STAGING_COLUMNS = {
+    _SYNC_STAGING: ["start", "dur", "device_id", "stream_id", "correlation_id", "global_pid",
+                    "sync_type"],
+    _NVTX_STAGING: ["row_id", "start", "dur", "event_type", "global_tid", "text_id",
+                    "domain_id"],
+}  # fmt: skip
 
 
 def read_nsys_sqlite(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
@@ -167,17 +149,24 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect) -> list[str]:
             )
         meta = _export_meta(src, tables)
         _load_strings(src, con, tables)
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE _nsys_api_names AS
+               SELECT id, regexp_replace(regexp_replace(value, '_v[0-9]+$', ''),
+                                         '_pt(sz|ds)$', '') AS name
+               FROM _nsys_strings"""
+        )
         notes: list[str] = []
-        for staging, columns in _STAGING.items():
-            cols = ", ".join(f"{c} BIGINT" for c in ["row_id", *columns])
+        for staging, columns in _STAGING_COLUMNS.items():
+            cols = ", ".join(f"{c} BIGINT" for c in columns)
             con.execute(f"CREATE OR REPLACE TEMP TABLE {staging} ({cols})")
+        copy = functools.partial(_copy, src, connect, con, tables)
         counts = {
-            KERNEL: _stage(src, connect, con, tables, KERNEL, "_nsys_kernel", _kernel_exprs),
-            MEMCPY: _stage(src, connect, con, tables, MEMCPY, "_nsys_memcpy", _memcpy_exprs),
-            MEMSET: _stage(src, connect, con, tables, MEMSET, "_nsys_memset", _memset_exprs),
-            RUNTIME: _stage(src, connect, con, tables, RUNTIME, "_nsys_runtime", _runtime_exprs),
-            SYNC: _stage(src, connect, con, tables, SYNC, "_nsys_sync", _sync_exprs),
-            NVTX: _stage(src, connect, con, tables, NVTX, "_nsys_nvtx", _nvtx_exprs),
+            KERNEL: copy(KERNEL, _kernel_exprs, "kernels", _KERNEL_SELECT),
+            MEMCPY: copy(MEMCPY, _memcpy_exprs, "memcpys", _MEMCPY_SELECT),
+            MEMSET: copy(MEMSET, _memset_exprs, "memsets", _MEMSET_SELECT),
+            RUNTIME: copy(RUNTIME, _runtime_exprs, "api_calls", _RUNTIME_SELECT),
+            SYNC: copy(SYNC, _sync_exprs, _SYNC_STAGING),
+            NVTX: copy(NVTX, _nvtx_exprs, _NVTX_STAGING, with_rowid=True),
         }
         _load_nvtx_text(src, con, tables)
         _route(con)
@@ -223,7 +212,7 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect) -> list[str]:
             "warnings": "\n".join(notes) if notes else None,
         },
     )
-    for staging in [*_STAGING, "_nsys_strings", "_nsys_nvtx_text"]:
+    for staging in [*_STAGING_COLUMNS, "_nsys_strings", "_nsys_api_names", "_nsys_nvtx_text"]:
         con.execute(f"DROP TABLE IF EXISTS {staging}")
     return notes
 
@@ -277,22 +266,46 @@ def _text(v: object) -> str | None:
     return str(v)
 
 
-def _stage(src, connect, con, tables, table: str, staging: str, exprs_for) -> int:
+def _copy(
+    src: sqlite3.Connection,
+    connect,
+    con: duckdb.DuckDBPyConnection,
+    tables: dict[str, set[str]],
+    table: str,
+    exprs_for,
+    target: str,
+    select: str = "SELECT * FROM _sqlite_batch",
+    with_rowid: bool = False,
+) -> int:
     columns = tables.get(table)
     if not columns or "start" not in columns:
         return 0
-    base = src.execute(f"SELECT start FROM {table} ORDER BY rowid LIMIT 1").fetchone()
-    if base is None:
+    # Values are printed relative to the first row's: shorter text is cheaper to move.
+    based = [c for c in ("start", "globalTid", "globalPid") if c in columns]
+    first = src.execute(f"SELECT {', '.join(based)} FROM {table} ORDER BY rowid LIMIT 1").fetchone()
+    if first is None:
         return 0
+    bases = {c: int(v or 0) for c, v in zip(based, first, strict=True)}
     exprs = exprs_for(columns)
+    offsets = {
+        name: bases[col]
+        for name, col in (
+            ("start", "start"),
+            ("global_tid", "globalTid"),
+            ("global_pid", "globalPid"),
+        )
+        if col in bases and name in exprs
+    }
     return copy_int_columns(
         connect,
         table,
-        dict(zip(_STAGING[staging], exprs, strict=True)),
+        exprs,
         con,
-        staging,
-        params={"base": int(base[0] or 0)},
-        offsets={"start": int(base[0] or 0)},
+        target,
+        select=select,
+        params={f"base_{c}": v for c, v in bases.items()},
+        offsets=offsets,
+        with_rowid=with_rowid,
     )
 
 
@@ -304,89 +317,95 @@ def _col(columns: set[str], *names: str) -> str:
     return "NULL"
 
 
-def _times(columns: set[str]) -> list[str]:
-    # Offsets from the table's first start keep the text short, which is most of the cost.
+def _times(columns: set[str]) -> dict[str, str]:
     end = "end" if "end" in columns else "NULL"
-    return ["start - :base", f"{end} - start"]
+    return {"start": "start - :base_start", "dur": f"{end} - start"}
 
 
-def _kernel_exprs(c: set[str]) -> list[str]:
+def _based(columns: set[str], column: str) -> str:
+    return f"{column} - :base_{column}" if column in columns else "NULL"
+
+
+def _kernel_exprs(c: set[str]) -> dict[str, str]:
     static, dynamic = _col(c, "staticSharedMemory"), _col(c, "dynamicSharedMemory")
     if static == "NULL" or dynamic == "NULL":
         shared = static if dynamic == "NULL" else dynamic
     else:
         shared = f"{static} + {dynamic}"
-    return [
-        *_times(c),
-        _col(c, "deviceId"),
-        _col(c, "streamId"),
-        _col(c, "correlationId"),
+    return {
+        **_times(c),
+        "device_id": _col(c, "deviceId"),
+        "stream_id": _col(c, "streamId"),
+        "correlation_id": _col(c, "correlationId"),
         # The demangled full name is what the PyTorch profiler shows for a kernel.
-        f"coalesce({_col(c, 'demangledName')}, {_col(c, 'shortName')}, {_col(c, 'mangledName')})",
-        _col(c, "registersPerThread"),
-        _col(c, "gridX"),
-        _col(c, "gridY"),
-        _col(c, "gridZ"),
-        _col(c, "blockX"),
-        _col(c, "blockY"),
-        _col(c, "blockZ"),
-        shared,
-    ]
+        "name_id": (
+            f"coalesce({_col(c, 'demangledName')}, {_col(c, 'shortName')}, "
+            f"{_col(c, 'mangledName')})"
+        ),
+        "registers": _col(c, "registersPerThread"),
+        "grid_x": _col(c, "gridX"),
+        "grid_y": _col(c, "gridY"),
+        "grid_z": _col(c, "gridZ"),
+        "block_x": _col(c, "blockX"),
+        "block_y": _col(c, "blockY"),
+        "block_z": _col(c, "blockZ"),
+        "shared_mem": shared,
+    }
 
 
-def _memcpy_exprs(c: set[str]) -> list[str]:
-    return [
-        *_times(c),
-        _col(c, "deviceId"),
-        _col(c, "streamId"),
-        _col(c, "correlationId"),
-        _col(c, "copyKind"),
-        _col(c, "srcKind"),
-        _col(c, "dstKind"),
-        _col(c, "bytes"),
-    ]
+def _memcpy_exprs(c: set[str]) -> dict[str, str]:
+    return {
+        **_times(c),
+        "device_id": _col(c, "deviceId"),
+        "stream_id": _col(c, "streamId"),
+        "correlation_id": _col(c, "correlationId"),
+        "copy_kind": _col(c, "copyKind"),
+        "src_kind": _col(c, "srcKind"),
+        "dst_kind": _col(c, "dstKind"),
+        "bytes": _col(c, "bytes"),
+    }
 
 
-def _memset_exprs(c: set[str]) -> list[str]:
-    return [
-        *_times(c),
-        _col(c, "deviceId"),
-        _col(c, "streamId"),
-        _col(c, "correlationId"),
-        _col(c, "bytes"),
-        _col(c, "memKind"),
-    ]
+def _memset_exprs(c: set[str]) -> dict[str, str]:
+    return {
+        **_times(c),
+        "device_id": _col(c, "deviceId"),
+        "stream_id": _col(c, "streamId"),
+        "correlation_id": _col(c, "correlationId"),
+        "bytes": _col(c, "bytes"),
+        "mem_kind": _col(c, "memKind"),
+    }
 
 
-def _runtime_exprs(c: set[str]) -> list[str]:
-    return [
-        *_times(c),
-        _col(c, "eventClass"),
-        _col(c, "globalTid"),
-        _col(c, "correlationId"),
-        _col(c, "nameId"),
-    ]
+def _runtime_exprs(c: set[str]) -> dict[str, str]:
+    return {
+        **_times(c),
+        "event_class": _col(c, "eventClass"),
+        "global_tid": _based(c, "globalTid"),
+        "correlation_id": _col(c, "correlationId"),
+        "name_id": _col(c, "nameId"),
+    }
 
 
-def _sync_exprs(c: set[str]) -> list[str]:
-    return [
-        *_times(c),
-        _col(c, "deviceId"),
-        _col(c, "streamId"),
-        _col(c, "correlationId"),
-        _col(c, "globalPid"),
-        f"coalesce({_col(c, 'syncType')}, {_col(c, 'deprecatedSyncType')})",
-    ]
+def _sync_exprs(c: set[str]) -> dict[str, str]:
+    return {
+        **_times(c),
+        "device_id": _col(c, "deviceId"),
+        "stream_id": _col(c, "streamId"),
+        "correlation_id": _col(c, "correlationId"),
+        "global_pid": _based(c, "globalPid"),
+        "sync_type": f"coalesce({_col(c, 'syncType')}, {_col(c, 'deprecatedSyncType')})",
+    }
 
 
-def _nvtx_exprs(c: set[str]) -> list[str]:
-    return [
-        *_times(c),
-        _col(c, "eventType"),
-        _col(c, "globalTid"),
-        _col(c, "textId"),
-        _col(c, "domainId"),
-    ]
+def _nvtx_exprs(c: set[str]) -> dict[str, str]:
+    return {
+        **_times(c),
+        "event_type": _col(c, "eventType"),
+        "global_tid": _based(c, "globalTid"),
+        "text_id": _col(c, "textId"),
+        "domain_id": _col(c, "domainId"),
+    }
 
 
 def _load_nvtx_text(
@@ -408,58 +427,21 @@ def _load_nvtx_text(
 
 
 def _route(con: duckdb.DuckDBPyConnection) -> None:
-    """Staging rows -> canonical rows, names resolved through StringIds."""
-    stream = f"nullif(stream_id, {INVALID_ID})"
-    con.execute(
-        """
-        INSERT INTO kernels
-        SELECT k.device_id, k.stream_id, s.value, k.start, k.start + k.dur,
-               k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
-               k.registers, k.shared_mem, NULL
-        FROM _nsys_kernel k LEFT JOIN _nsys_strings s ON s.id = k.name_id
-        WHERE k.dur >= 0
-        """
-    )
-    con.execute(
-        f"""
-        INSERT INTO memcpys
-        SELECT device_id, {stream}, {sql_case("copy_kind", COPY_KINDS, "Unknown")},
-               {sql_case("src_kind", MEMORY_KINDS, "unknown")},
-               {sql_case("dst_kind", MEMORY_KINDS, "unknown")},
-               bytes, start, start + dur, correlation_id
-        FROM _nsys_memcpy WHERE dur >= 0
-        """
-    )
-    con.execute(
-        f"""
-        INSERT INTO memsets
-        SELECT device_id, {stream}, bytes, {sql_case("mem_kind", MEMORY_KINDS, "unknown")},
-               start, start + dur, correlation_id
-        FROM _nsys_memset WHERE dur >= 0
-        """
-    )
-    con.execute(
-        f"""
-        INSERT INTO api_calls
-        SELECT {_PID.format(g="r.global_tid")}, {_TID.format(g="r.global_tid")},
-               regexp_replace(regexp_replace(s.value, '_v[0-9]+$', ''), '_pt(sz|ds)$', ''),
-               {sql_case("r.event_class", API_CLASSES, "runtime")},
-               r.start, r.start + r.dur, r.correlation_id, NULL
-        FROM _nsys_runtime r LEFT JOIN _nsys_strings s ON s.id = r.name_id
-        WHERE r.dur >= 0
-        """
-    )
+    """Staged synchronization and NVTX rows -> canonical rows."""
     # The host thread of a synchronization is that of the API call it belongs to.
     con.execute(
         f"""
         INSERT INTO syncs
         SELECT y.device_id, nullif(y.stream_id, {INVALID_ID}),
-               coalesce({_PID.format(g="r.g")}, {_PID.format(g="y.global_pid")}),
-               {_TID.format(g="r.g")}, {sql_case("y.sync_type", SYNC_KINDS, "Unknown")},
+               coalesce(a.pid, {_PID.format(g="y.global_pid")}), a.tid,
+               {sql_case("y.sync_type", SYNC_KINDS, "Unknown")},
                y.start, y.start + y.dur, y.correlation_id
         FROM _nsys_sync y
-        LEFT JOIN (SELECT correlation_id, any_value(global_tid) AS g FROM _nsys_runtime
-                   WHERE correlation_id > 0 GROUP BY correlation_id) r USING (correlation_id)
+        LEFT JOIN (SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid
+                   FROM api_calls
+                   WHERE correlation_id IN (SELECT correlation_id FROM _nsys_sync)
+                     AND correlation_id > 0
+                   GROUP BY correlation_id) a USING (correlation_id)
         WHERE y.dur >= 0
         """
     )

@@ -5,10 +5,12 @@ row, which caps it near 400k rows/s for a 14-column kernel table. Here SQLite it
 each column of a batch of rows into one comma-separated string (``group_concat``, inside
 ``sqlite3_step``, which runs without the GIL), numpy parses the strings in C, and DuckDB
 scans the arrays. Batches are rowid ranges read by a small thread pool, so both cores work
-and memory stays bounded by a few batches in flight.
+and memory stays bounded by a few batches in flight. What is left is SQLite's own cost of
+decoding and printing each value, about 0.1 us.
 
 All aggregates of a batch come from one ``SELECT`` and so see the rows in the same order;
-the rowid travels along, so text columns read separately can be joined back by it.
+with ``with_rowid`` the rowid travels along, so text columns read separately can be joined
+back by it.
 """
 
 from __future__ import annotations
@@ -42,18 +44,22 @@ def copy_int_columns(
     columns: dict[str, str],
     con: duckdb.DuckDBPyConnection,
     target: str,
+    select: str = "SELECT * FROM _sqlite_batch",
     params: dict[str, int] | None = None,
     offsets: dict[str, int] | None = None,
+    with_rowid: bool = False,
     batch_rows: int = BATCH_ROWS,
     workers: int = WORKERS,
 ) -> int:
-    """Append ``SELECT <columns> FROM table`` to DuckDB table ``target``; returns rows copied.
+    """Read ``columns`` of every row of SQLite ``table`` into DuckDB table ``target``.
 
-    ``columns`` maps a target column name to a SQLite integer expression over ``table``;
-    ``target`` must already exist with a BIGINT column ``row_id`` followed by those columns.
-    ``connect`` opens a fresh read-only SQLite connection (one per batch, one per thread).
-    ``offsets`` are added back in DuckDB to columns that SQLite emitted relative to a base
-    (shorter numbers are cheaper to print and parse).
+    ``columns`` maps a name to a SQLite integer expression over ``table`` (``:name``
+    placeholders take ``params``). Each batch is visible to ``select`` as the relation
+    ``_sqlite_batch`` with those names (plus ``row_id`` first, ``with_rowid``), NULLs
+    intact, and the result of ``select`` is appended to ``target``. ``offsets`` are added to
+    columns that SQLite emitted relative to a base: shorter numbers print faster.
+    ``connect`` opens a fresh read-only SQLite connection (one per batch and thread).
+    Returns the number of source rows read.
     """
     first = connect()
     try:
@@ -62,18 +68,18 @@ def copy_int_columns(
         first.close()
     if lo is None:
         return 0
+    exprs = {"row_id": "rowid", **columns} if with_rowid else dict(columns)
+    names = list(exprs)
     aggs = ", ".join(
-        f"group_concat(coalesce(CAST(({expr}) AS INTEGER), {_NULL_SQL}))"
-        for expr in ["rowid", *columns.values()]
+        f"group_concat(coalesce(CAST(({e}) AS INTEGER), {_NULL_SQL}))" for e in exprs.values()
     )
     sql = f'SELECT count(*), {aggs} FROM "{table}" WHERE rowid BETWEEN :lo AND :hi'
-    names = ["row_id", *columns]
     add = offsets or {}
-    select = ", ".join(
+    raw = ", ".join(
         f"nullif({n}, {NULL_SENTINEL}){f' + {int(add[n])}' if n in add else ''} AS {n}"
         for n in names
     )
-    insert = f"INSERT INTO {target} ({', '.join(names)}) SELECT {select} FROM _sqlite_batch"
+    insert = f"INSERT INTO {target} WITH _sqlite_batch AS (SELECT {raw} FROM _sqlite_raw) {select}"
     base = dict(params or {})
 
     def read(start: int) -> dict[str, np.ndarray] | None:
@@ -95,9 +101,8 @@ def copy_int_columns(
 
     total = 0
     pending: deque[Future] = deque()
-    starts = iter(range(lo, hi + 1, batch_rows))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite-read") as pool:
-        for start in starts:
+        for start in range(lo, hi + 1, batch_rows):
             pending.append(pool.submit(read, start))
             if len(pending) > workers:
                 total += _insert(con, insert, pending.popleft().result())
@@ -109,9 +114,9 @@ def copy_int_columns(
 def _insert(con: duckdb.DuckDBPyConnection, insert: str, arrays: dict | None) -> int:
     if arrays is None:
         return 0
-    con.register("_sqlite_batch", arrays)
+    con.register("_sqlite_raw", arrays)
     try:
         con.execute(insert)
     finally:
-        con.unregister("_sqlite_batch")
-    return len(arrays["row_id"])
+        con.unregister("_sqlite_raw")
+    return len(next(iter(arrays.values())))

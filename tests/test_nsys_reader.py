@@ -364,6 +364,7 @@ def test_column_copier_matches_a_plain_cursor_across_batches(tmp_path: Path) -> 
         "out",
         params={"base": 10**15},
         offsets={"a": 10**15 + 7},
+        with_rowid=True,
         batch_rows=3,
     )
     assert n == 9
