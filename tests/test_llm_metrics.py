@@ -232,3 +232,20 @@ def test_analyzing_an_annotated_trace_never_imports_torch(tmp_path: Path) -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_annotate_domain_wins_over_emit_nvtx_duplicates(tmp_path: Path) -> None:
+    """Under nsys with emit_nvtx, the same step also appears in the default NVTX domain."""
+    sc = Scenario("llm_two_domains")
+    for shift, domain in ((0, "tracelens"), (3 * US, None)):
+        sc.range("llm.request[a]", shift, 5 * MS, domain)
+        sc.range("llm.prefill[a]", 1 * MS + shift, 1 * MS, domain)
+        sc.range("llm.decode[a]", 2 * MS + shift, 1 * MS, domain)
+    loaded = load_trace(write_nsys_sqlite(sc, tmp_path / "d.sqlite"))
+    try:
+        s = llm_section(TraceDB(loaded.con))
+    finally:
+        loaded.close()
+    assert s is not None
+    (r,) = s["per_request"]
+    assert (r["output_tokens"], r["ttft_ns"], r["tpot_ns"]) == (2, 2 * MS, 1 * MS)

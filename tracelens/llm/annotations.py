@@ -17,6 +17,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+from tracelens.annotate import NVTX_DOMAIN
 from tracelens.tracedb import TraceDB
 
 # A well-formed name; group 1 is the kind, group 2 the comma-separated request ids.
@@ -65,16 +66,22 @@ def _parse(db: TraceDB) -> LlmAnnotations:
     warnings: list[str] = []
     # Host ranges only: a CUDA Chrome trace repeats each record_function on the GPU
     # timeline as a gpu_user_annotation (device_id set), which would double every step.
-    # One range recorded twice (e.g. by two backends into one file) counts once.
+    # Under nsys with torch's emit_nvtx, record_function ranges also become NVTX ranges in
+    # the default domain, beside the ones tracelens.annotate emits in its own domain: when
+    # that domain is present, it alone is read. One range recorded twice counts once.
     db.con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE llm_raw AS
+        WITH host AS (
+            SELECT * FROM ranges WHERE device_id IS NULL AND name LIKE 'llm.%'
+        )
         SELECT min(range_id) AS range_id, name, start_ns, end_ns,
                regexp_extract(name, '{NAME_PATTERN}', 1) AS kind,
                regexp_extract(name, '{NAME_PATTERN}', 2) AS body,
                regexp_matches(name, '{INTENT_PATTERN}') AS meant
-        FROM ranges
-        WHERE device_id IS NULL AND name LIKE 'llm.%'
+        FROM host
+        WHERE domain = '{NVTX_DOMAIN}'
+           OR NOT EXISTS (SELECT 1 FROM host WHERE domain = '{NVTX_DOMAIN}')
         GROUP BY name, start_ns, end_ns
         """
     )
