@@ -53,6 +53,7 @@ from tracelens.workloads.tiny_llm import (
     decode_slots,
     prefill_slot,
     step_concat,
+    to_device,
 )
 
 
@@ -133,13 +134,6 @@ class Server:
         """Naive: inputs built on the host and copied from pageable memory every step."""
         return torch.tensor(values, dtype=torch.long).to(self.dev)
 
-    def device_input(self, values: list[int]) -> torch.Tensor:
-        """Tuned: staged in pinned memory and copied asynchronously."""
-        t = torch.tensor(values, dtype=torch.long)
-        if self.dev.type == "cuda":
-            return t.pin_memory().to(self.dev, non_blocking=True)
-        return t
-
     # -- steps -------------------------------------------------------------------------------
 
     def prefill(self, batch: list[Request]) -> None:
@@ -155,7 +149,7 @@ class Server:
                 else:
                     slot = min(set(range(self.batch)) - set(self.slot_of.values()))
                     self.slot_of[r.rid] = slot
-                    prompt = self.device_input(prompt_ids)
+                    prompt = to_device(prompt_ids, self.dev)  # pinned, asynchronous
                     logits = prefill_slot(self.model, self.slot_cache, slot, prompt)  # type: ignore[arg-type]
                     self.next_token[r.rid] = logits.argmax()
         now = time.time_ns()
@@ -232,7 +226,6 @@ def serve(cfg: ServeConfig, out: Path, warmup: bool = True) -> dict[str, Any]:
     """Run the workload under the profiler; write the trace and the timestamps file."""
     from torch.profiler import ProfilerActivity, profile
 
-    torch.set_num_threads(1)  # steadier step times on a shared CPU, same on every machine
     server = Server(cfg)
     if warmup:  # first calls allocate and pick kernels: keep that out of the trace
         server.run(make_requests(ServeConfig(**{**asdict_shallow(cfg), "requests": 2})))
@@ -285,6 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", type=Path, required=True, help="trace file (.json or .json.gz)")
     a = p.parse_args(argv)
+    torch.set_num_threads(1)  # steadier step times on a shared CPU, same on every machine
     cfg = ServeConfig(
         scheduler=a.scheduler,
         variant=a.variant,

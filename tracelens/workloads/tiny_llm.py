@@ -96,6 +96,12 @@ class ConcatCache:
         self.length = 0
 
 
+def to_device(values: list[int], dev: torch.device) -> torch.Tensor:
+    """Small per-step index tensors, staged in pinned memory and copied asynchronously."""
+    t = torch.tensor(values, dtype=torch.long)
+    return t.pin_memory().to(dev, non_blocking=True) if dev.type == "cuda" else t
+
+
 @torch.no_grad()
 def prefill_slot(model: TinyLM, cache: SlotCache, slot: int, prompt: torch.Tensor) -> torch.Tensor:
     """Run one prompt ([t] token ids on the model's device) into ``slot``; next-token logits."""
@@ -118,8 +124,7 @@ def decode_slots(
     dev = tokens.device
     lengths = [cache.lengths[s] for s in slots]
     longest = max(lengths) + 1
-    idx = torch.tensor(slots, device=dev)
-    pos = torch.tensor(lengths, device=dev)
+    idx, pos = to_device(slots, dev), to_device(lengths, dev)
     x = model.embed_at(tokens[:, None], pos[:, None])
     # Each row may attend to its own cached positions and the new one, nothing beyond.
     mask = torch.arange(longest, device=dev)[None, :] <= pos[:, None]
