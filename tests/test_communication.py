@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from corpus_cache import corpus_db
 
-from ingest import load_trace
 from tracelens.analyzers import communication
 from tracelens.findings import finding_id
 from tracelens.synthetic.planted_device import exposed_allreduce
 from tracelens.synthetic.planted_host import uneven_steps
 from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
 
 
 def test_planted_exposed_allreduce(scenario_db) -> None:
@@ -41,11 +40,8 @@ def test_no_nccl_no_finding(scenario_db) -> None:
 def test_corpus_sampled_ranks_expose_most_communication(
     corpus: Path, rank: int, device: int
 ) -> None:
-    loaded = load_trace(corpus / "torch" / "sampled_2rank" / f"rank-{rank}.json.gz")
-    try:
-        (f,) = communication.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, f"sampled_2rank/rank-{rank}.json.gz")
+    (f,) = communication.analyze(db, Thresholds())
     ev = f.evidence
     assert ev["device_id"] == device
     # 10 NCCL kernels per rank; compute hides at most a fifth of their time.
@@ -56,8 +52,5 @@ def test_corpus_sampled_ranks_expose_most_communication(
 
 
 def test_corpus_single_rank_ddp_has_no_nccl_kernels(corpus: Path) -> None:
-    loaded = load_trace(corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz")
-    try:
-        assert communication.analyze(TraceDB(loaded.con), Thresholds()) == []
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
+    assert communication.analyze(db, Thresholds()) == []

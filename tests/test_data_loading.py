@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corpus_cache import corpus_db
+
 from ingest import load_trace
 from tracelens.analyzers import data_loading
 from tracelens.findings import finding_id
@@ -36,11 +38,8 @@ def test_no_loader_no_finding(scenario_db) -> None:
 
 def test_corpus_resnet_num_workers_0(corpus: Path) -> None:
     # The kineto sample was recorded as "resnet50_num_workers_0": the analyzer must say so.
-    loaded = load_trace(corpus / "torch" / "v100_resnet50_legacy2021.pt.trace.json.gz")
-    try:
-        (f,) = data_loading.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
+    (f,) = data_loading.analyze(db, Thresholds())
     assert f.evidence["num_workers"] == "0 (single process)"
     assert f.impact_ns == 288_384_000
     assert 25.0 < f.impact_pct < 35.0

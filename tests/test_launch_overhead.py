@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from corpus_cache import corpus_db
 
 from ingest import load_trace
 from tracelens.analyzers import launch_overhead
@@ -62,22 +63,15 @@ def test_planted_training_has_no_launch_finding(planted_trace) -> None:
     ],
 )
 def test_corpus_launch_overhead(corpus: Path, name: str, tiny: int, gap_ns: int) -> None:
-    loaded = load_trace(corpus / "torch" / name)
-    try:
-        db = TraceDB(loaded.con)
-        (f,) = launch_overhead.analyze(db, Thresholds())
-        assert f.evidence["short_kernel_count"] == tiny
-        assert f.impact_ns == gap_ns
-        # Launch latency on an idle GPU is microseconds, never the queueing delay.
-        assert 1_000 <= f.evidence["launch_latency_p50_ns"] <= 50_000
-        assert f.impact_pct < 3.0
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, name)
+    (f,) = launch_overhead.analyze(db, Thresholds())
+    assert f.evidence["short_kernel_count"] == tiny
+    assert f.impact_ns == gap_ns
+    # Launch latency on an idle GPU is microseconds, never the queueing delay.
+    assert 1_000 <= f.evidence["launch_latency_p50_ns"] <= 50_000
+    assert f.impact_pct < 3.0
 
 
 def test_corpus_idle_inference_trace_is_not_launch_bound(corpus: Path) -> None:
-    loaded = load_trace(corpus / "torch" / "a100_alexnet_inference.json.gz")
-    try:
-        assert launch_overhead.analyze(TraceDB(loaded.con), Thresholds()) == []
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    assert launch_overhead.analyze(db, Thresholds()) == []

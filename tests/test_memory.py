@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest import load_trace
+from corpus_cache import corpus_db
+
 from tracelens.analyzers import memory
 from tracelens.findings import finding_id
 from tracelens.synthetic.planted_device import memory_pressure
 from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
 
 
 def test_planted_memory_pressure(scenario_db) -> None:
@@ -44,17 +44,11 @@ def test_thresholds_silence_memory_findings(scenario_db) -> None:
 
 def test_corpus_legacy_memory_events_without_totals_judge_nothing(corpus: Path) -> None:
     # The 2021 trace records allocation sizes but no allocator totals: no peak is claimed.
-    loaded = load_trace(corpus / "torch" / "v100_resnet50_legacy2021.pt.trace.json.gz")
-    try:
-        assert memory.analyze(TraceDB(loaded.con), Thresholds()) == []
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
+    assert memory.analyze(db, Thresholds()) == []
 
 
 def test_corpus_alexnet_allocations_outside_steps_are_not_churn(corpus: Path) -> None:
     # cudaMalloc/cudaFree happen during set-up and cache clearing, not inside steps.
-    loaded = load_trace(corpus / "torch" / "a100_alexnet_inference.json.gz")
-    try:
-        assert memory.analyze(TraceDB(loaded.con), Thresholds()) == []
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    assert memory.analyze(db, Thresholds()) == []

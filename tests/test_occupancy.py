@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest import load_trace
+from corpus_cache import corpus_db
+
 from tracelens.analyzers import occupancy
 from tracelens.findings import finding_id
 from tracelens.synthetic.planted_device import (
@@ -14,7 +15,6 @@ from tracelens.synthetic.planted_device import (
 )
 from tracelens.synthetic.planted_host import uneven_steps
 from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
 
 
 def test_planted_occupancy_problems(scenario_db) -> None:
@@ -40,11 +40,8 @@ def test_bf16_only_trace_has_no_occupancy_findings(scenario_db) -> None:
 
 
 def test_corpus_v100_fp32_training_needs_amp(corpus: Path) -> None:
-    loaded = load_trace(corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz")
-    try:
-        findings = occupancy.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
+    findings = occupancy.analyze(db, Thresholds())
     (f,) = findings  # library GEMMs' low occupancy is by design and not reported
     assert f.evidence["compute_capability"] == "7.0"
     assert 45 < f.evidence["share_pct"] < 55
@@ -52,11 +49,8 @@ def test_corpus_v100_fp32_training_needs_amp(corpus: Path) -> None:
 
 
 def test_corpus_tf32_kernels_are_not_fp32(corpus: Path) -> None:
-    loaded = load_trace(corpus / "torch" / "a100_alexnet_inference.json.gz")
-    try:
-        findings = occupancy.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    findings = occupancy.analyze(db, Thresholds())
     (f,) = [f for f in findings if f.evidence.get("fp32_ns") is not None]
     names = [k["kernel"] for k in f.evidence["kernels"]]
     assert not any("tf32" in n for n in names)

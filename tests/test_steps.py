@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corpus_cache import corpus_db
+
 from ingest import load_trace
 from tracelens.analyzers import steps
 from tracelens.findings import finding_id
@@ -55,11 +57,8 @@ def test_too_few_steps_no_finding(scenario_db) -> None:
 
 def test_corpus_step_tables(corpus: Path) -> None:
     # 2021 trace: ProfilerStep#5..10 are operators, not ranges; the six steps are even.
-    loaded = load_trace(corpus / "torch" / "v100_resnet50_legacy2021.pt.trace.json.gz")
-    try:
-        (f,) = steps.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
+    (f,) = steps.analyze(db, Thresholds())
     assert f.evidence["step_count"] == 6
     assert f.evidence["slowest_step"] == "ProfilerStep#8"
     assert f.severity.label == "info"

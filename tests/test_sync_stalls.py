@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corpus_cache import corpus_db
+
 from ingest import load_trace
 from tracelens.analyzers import sync_stalls
 from tracelens.findings import finding_id
@@ -60,11 +62,8 @@ def test_planted_training_sync_is_recoverable_up_to_the_gap(planted_trace) -> No
 
 
 def test_corpus_alexnet_sync_bounded_by_blocked_time(corpus: Path) -> None:
-    loaded = load_trace(corpus / "torch" / "a100_alexnet_inference.json.gz")
-    try:
-        findings = sync_stalls.analyze(TraceDB(loaded.con), Thresholds())
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    findings = sync_stalls.analyze(db, Thresholds())
     # The warm-up's cudaDeviceSynchronize is followed by 824 ms of idle GPU, but the host was
     # blocked only microseconds: removing the sync cannot give back more than that.
     (f,) = findings
@@ -76,8 +75,5 @@ def test_corpus_alexnet_sync_bounded_by_blocked_time(corpus: Path) -> None:
 
 def test_corpus_single_final_sync_is_not_reported(corpus: Path) -> None:
     # One cudaDeviceSynchronize at the end of profiling, GPU busy meanwhile: harmless.
-    loaded = load_trace(corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz")
-    try:
-        assert sync_stalls.analyze(TraceDB(loaded.con), Thresholds()) == []
-    finally:
-        loaded.close()
+    db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
+    assert sync_stalls.analyze(db, Thresholds()) == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ingest import TraceInputError, load_trace
+from ingest import LoadedTrace, TraceInputError, load_trace
 from tracelens.diff import build_diff
 from tracelens.render.diff import render_diff_markdown, render_diff_text
 from tracelens.report import build_report
@@ -22,16 +22,29 @@ EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 _ALL_ROWS = 1_000_000
 
 
-def _report(path: Path, thresholds: Thresholds, rank: int | None) -> dict:
+def _load(path: Path, rank: int | None) -> LoadedTrace:
     try:
-        loaded = load_trace(path, rank=rank)
+        return load_trace(path, rank=rank)
     except TraceInputError as exc:
         click.echo(f"tracelens: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def _reports(
+    baseline: Path, candidate: Path, thresholds: Thresholds, rank: int | None
+) -> tuple[dict, dict]:
+    # Both inputs are ingested before either is analyzed, so a bad second file fails fast.
+    a = _load(baseline, rank)
     try:
-        return build_report(loaded, thresholds, _ALL_ROWS)
+        b = _load(candidate, rank)
+    except SystemExit:
+        a.close()
+        raise
+    try:
+        return build_report(a, thresholds, _ALL_ROWS), build_report(b, thresholds, _ALL_ROWS)
     finally:
-        loaded.close()
+        a.close()
+        b.close()
 
 
 @click.command("diff")
@@ -86,7 +99,8 @@ def diff(
     from tracelens.cli import _parse_thresholds
 
     t = _parse_thresholds(thresholds)
-    d = build_diff(_report(baseline, t, rank), _report(candidate, t, rank), max_regression, top)
+    report_a, report_b = _reports(baseline, candidate, t, rank)
+    d = build_diff(report_a, report_b, max_regression, top)
     if fmt == "json":
         text = json.dumps(d, indent=2, default=str) + "\n"
     elif fmt == "markdown":

@@ -207,14 +207,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                ORDER BY s.end_ns - s.start_ns DESC LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
-        where = f"`{site}`" + (f" in `{g['annotation']}`" if g["annotation"] else "")
+        site_text = "code outside any operator" if site == "(no operator)" else f"`{site}`"
+        where = site_text + (f" in `{g['annotation']}`" if g["annotation"] else "")
         findings.append(
             Finding(
                 id=finding_id(ANALYZER, pattern, site),
                 analyzer=ANALYZER,
-                title=f"{_TITLES[pattern][0].upper()}{_TITLES[pattern][1:]} in `{site}`: "
-                f"host blocked "
-                f"{fmt_ns(blocked_ns)}, GPU then idle {fmt_ns(idle_ns)}",
+                title=f"{_TITLES[pattern][0].upper()}{_TITLES[pattern][1:]} in {site_text}: "
+                f"host blocked {fmt_ns(blocked_ns)}, GPU then idle {fmt_ns(idle_ns)}",
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
