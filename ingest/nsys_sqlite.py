@@ -114,9 +114,17 @@ def read_nsys_sqlite(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
-    # immutable: no locks, no journal or -wal/-shm files created beside the user's file.
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+    # immutable: no locks, no -shm file created beside the user's file. A database left in
+    # WAL mode with a non-empty -wal file has rows only that file holds: read it normally.
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    if not _has_pending_wal(path):
+        uri += "&immutable=1"
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def _has_pending_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return wal.is_file() and wal.stat().st_size > 0
 
 
 def _check_not_truncated(path: Path) -> None:

@@ -369,3 +369,22 @@ def test_column_copier_matches_a_plain_cursor_across_batches(tmp_path: Path) -> 
     )
     assert n == 9
     assert con.execute("SELECT * FROM out ORDER BY row_id").fetchall() == expected
+
+
+def test_rows_held_only_in_a_wal_file_are_read(tmp_path: Path) -> None:
+    path = _build(tmp_path / "wal.sqlite", "current")
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId = 7")
+    writer.commit()
+    try:
+        # The writer still holds the database open, so the deletion lives only in -wal.
+        assert (tmp_path / "wal.sqlite-wal").stat().st_size > 0
+        loaded = load_trace(path)
+        try:
+            assert rows(loaded.con, "SELECT correlation_id FROM kernels") == [(5,)]
+        finally:
+            loaded.close()
+    finally:
+        writer.close()
