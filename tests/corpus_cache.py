@@ -16,6 +16,6 @@ def _db(path: Path) -> TraceDB:
     return TraceDB(load_trace(path).con)
 
 
-def corpus_db(corpus: Path, name: str) -> TraceDB:
-    """The TraceDB of ``torch/<name>`` under the corpus root."""
-    return _db(corpus / "torch" / name)
+def corpus_db(corpus: Path, name: str, kind: str = "torch") -> TraceDB:
+    """The TraceDB of ``<kind>/<name>`` under the corpus root (kind: torch or nsys)."""
+    return _db(corpus / kind / name)

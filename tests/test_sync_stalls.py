@@ -77,3 +77,25 @@ def test_corpus_single_final_sync_is_not_reported(corpus: Path) -> None:
     # One cudaDeviceSynchronize at the end of profiling, GPU busy meanwhile: harmless.
     db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
     assert sync_stalls.analyze(db, Thresholds()) == []
+
+
+def test_corpus_nsys_device_synchronize_in_plain_cuda_program(corpus: Path) -> None:
+    # A CUDA C vector add: cudaDeviceSynchronize outside any operator, then 121 us idle.
+    db = corpus_db(corpus, "rtx3060_vecadd_nsys2025.5.sqlite", kind="nsys")
+    (f,) = sync_stalls.analyze(db, Thresholds())
+    sync_gaps = db.scalar("SELECT sum(end_ns - start_ns) FROM gaps WHERE cause = 'synchronization'")
+    assert f.evidence["pattern"] == "device_synchronize"
+    assert f.evidence["site"] == "(no operator)"
+    assert f.impact_ns == f.evidence["idle_after_ns"] == sync_gaps == 121_408
+
+
+def test_corpus_nsys_without_kernels_reports_blocking_only(corpus: Path) -> None:
+    db = corpus_db(corpus, "rtx4060l_no_kernel_table_nsys2023.3.sqlite", kind="nsys")
+    findings = sync_stalls.analyze(db, Thresholds())
+    assert {f.evidence["pattern"] for f in findings} == {
+        "device_synchronize",
+        "event_synchronize",
+    }
+    for f in findings:
+        assert f.impact_ns == 0 and f.severity.label == "info"
+        assert "GPU idle time is unknown" in f.summary

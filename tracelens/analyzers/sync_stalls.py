@@ -44,7 +44,7 @@ _TITLES = {
     "scalar_read": "scalar reads (`.item()`, `float(t)`, `print(t)`)",
     "data_dependent_shape": "ops with data-dependent output shapes",
     "tensor_copy": "blocking tensor copies (`.cpu()`, `.to()` without `non_blocking`)",
-    "device_synchronize": "explicit `torch.cuda.synchronize()`",
+    "device_synchronize": "device synchronizes (`torch.cuda.synchronize()`)",
     "stream_synchronize": "stream synchronizes",
     "event_synchronize": "event synchronizes",
     "sync_copy": "synchronous memory copies",
@@ -178,7 +178,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         GROUP BY pattern, site ORDER BY recoverable_ns DESC, blocked_ns DESC, pattern, site
         """
     )
-    window = db.window_ns
     t0 = db.t0_ns
     findings: list[Finding] = []
     for g in groups:
@@ -214,7 +213,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 id=finding_id(ANALYZER, pattern, site),
                 analyzer=ANALYZER,
                 title=f"{_TITLES[pattern][0].upper()}{_TITLES[pattern][1:]} in {site_text}: "
-                f"host blocked {fmt_ns(blocked_ns)}, GPU then idle {fmt_ns(idle_ns)}",
+                f"host blocked {fmt_ns(blocked_ns)}"
+                + (f", GPU then idle {fmt_ns(idle_ns)}" if db.devices else ""),
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
@@ -224,10 +224,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 "host would have issued the next work that much earlier, so the gap shrinks by "
                 "at most that.",
                 summary=f"{n:,} blocking calls ({', '.join(g['api_names'])}) from {where} "
-                f"blocked the host {fmt_ns(blocked_ns)} ({100.0 * blocked_ns / window:.1f}% of "
-                f"the window) and left the GPU idle {fmt_ns(idle_ns)} afterwards."
-                if window
-                else f"{n:,} blocking calls from {where}.",
+                f"blocked the host {fmt_ns(blocked_ns)} ({blocked_pct:.1f}% of the window)"
+                + (
+                    f" and left the GPU idle {fmt_ns(idle_ns)} afterwards."
+                    if db.devices
+                    else "; the trace records no GPU work, so GPU idle time is unknown."
+                ),
                 evidence={
                     "pattern": pattern,
                     "site": site,
