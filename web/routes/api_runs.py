@@ -7,8 +7,9 @@ from typing import Any
 
 import anyio.to_thread
 from litestar import Request, Response, delete, get, post
+from litestar.di import NamedDependency
 from litestar.exceptions import ClientException, NotFoundException
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 from litestar.response import File
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 from sqlalchemy import select
@@ -113,7 +114,9 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     request_max_body_size=None,
     summary="Upload a trace (multipart field 'file'; optional 'name', 'tags')",
 )
-async def upload_run(request: Request[Any, Any, Any], svc: Services) -> Response[dict[str, Any]]:
+async def upload_run(
+    request: Request[Any, Any, Any], svc: NamedDependency[Services]
+) -> Response[dict[str, Any]]:
     await anyio.to_thread.run_sync(svc.access.check, request)
     announced = request.headers.get("content-length")
     if announced and announced.isdigit() and int(announced) > svc.settings.max_upload_bytes + 65536:
@@ -141,10 +144,10 @@ async def upload_run(request: Request[Any, Any, Any], svc: Services) -> Response
     sync_to_thread=True,
 )
 def list_runs(
-    svc: Services,
-    q: str | None = None,
-    tag: str | None = None,
-    status: str | None = None,
+    svc: NamedDependency[Services],
+    q: FromQuery[str | None] = None,
+    tag: FromQuery[str | None] = None,
+    status: FromQuery[str | None] = None,
     limit: int = Parameter(default=50, ge=1, le=500),
     offset: int = Parameter(default=0, ge=0),
 ) -> dict[str, Any]:
@@ -161,7 +164,7 @@ def list_runs(
     summary="A run: status (queued, ingesting, ready, failed), facts",
     sync_to_thread=True,
 )
-def get_run(svc: Services, run_id: str) -> dict[str, Any]:
+def get_run(svc: NamedDependency[Services], run_id: FromPath[str]) -> dict[str, Any]:
     return run_json(load_run(svc, run_id))
 
 
@@ -171,7 +174,9 @@ def get_run(svc: Services, run_id: str) -> dict[str, Any]:
     status_code=204,
     sync_to_thread=True,
 )
-def delete_run(request: Request[Any, Any, Any], svc: Services, run_id: str) -> None:
+def delete_run(
+    request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+) -> None:
     svc.access.check(request)
     remove_run(svc, run_id)
 
@@ -190,7 +195,9 @@ def remove_run(svc: Services, run_id: str) -> None:
     summary="Ingest the kept original again (e.g. after an upgrade); finding ids stay stable",
     sync_to_thread=True,
 )
-def reingest_run(request: Request[Any, Any, Any], svc: Services, run_id: str) -> dict[str, Any]:
+def reingest_run(
+    request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+) -> dict[str, Any]:
     svc.access.check(request)
     load_run(svc, run_id)
     with svc.catalog.session() as s:
@@ -205,7 +212,7 @@ def reingest_run(request: Request[Any, Any, Any], svc: Services, run_id: str) ->
     summary="The full report, as `tracelens analyze --format json`",
     sync_to_thread=True,
 )
-def get_report(svc: Services, run_id: str) -> dict[str, Any]:
+def get_report(svc: NamedDependency[Services], run_id: FromPath[str]) -> dict[str, Any]:
     run = load_ready_run(svc, run_id)
     return svc.run_data.report(run.id, run.generation)
 
@@ -215,7 +222,7 @@ def get_report(svc: Services, run_id: str) -> dict[str, Any]:
     summary="Findings, ranked, in the CLI's JSON shape",
     sync_to_thread=True,
 )
-def get_findings(svc: Services, run_id: str) -> list[dict[str, Any]]:
+def get_findings(svc: NamedDependency[Services], run_id: FromPath[str]) -> list[dict[str, Any]]:
     run = load_ready_run(svc, run_id)
     return svc.run_data.report(run.id, run.generation)["findings"]
 
@@ -234,7 +241,10 @@ def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, dict
     sync_to_thread=True,
 )
 def get_finding(
-    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+    request: Request[Any, Any, Any],
+    svc: NamedDependency[Services],
+    run_id: FromPath[str],
+    finding_id: FromPath[str],
 ) -> dict[str, Any]:
     _, f = find_finding(svc, run_id, finding_id)
     link = permalink(svc, request, run_id, finding_id)
@@ -253,14 +263,17 @@ def get_finding(
     sync_to_thread=True,
 )
 def get_finding_markdown(
-    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+    request: Request[Any, Any, Any],
+    svc: NamedDependency[Services],
+    run_id: FromPath[str],
+    finding_id: FromPath[str],
 ) -> str:
     _, f = find_finding(svc, run_id, finding_id)
     return finding_markdown(f, permalink=permalink(svc, request, run_id, finding_id))
 
 
 @get("/api/runs/{run_id:str}/source", summary="The original uploaded file", sync_to_thread=True)
-def get_source(svc: Services, run_id: str) -> File:
+def get_source(svc: NamedDependency[Services], run_id: FromPath[str]) -> File:
     run = load_run(svc, run_id)
     path = RunFiles(svc.settings.runs_dir, run.id).source(run.source_file)
     if not path.exists():

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import get
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, Parameter
 
 from tracelens.timeline import MAX_WIDTH_PX, timeline_window
 from web.routes.api_runs import load_ready_run
@@ -24,8 +25,8 @@ from web.services import Services
     sync_to_thread=True,
 )
 def get_timeline(
-    svc: Services,
-    run_id: str,
+    svc: NamedDependency[Services],
+    run_id: FromPath[str],
     start_ns: int | None = Parameter(default=None, ge=0),
     end_ns: int | None = Parameter(default=None, ge=0),
     width_px: int = Parameter(default=1000, ge=1, le=MAX_WIDTH_PX),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, get, post
+from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
 from litestar.exceptions import NotFoundException
-from litestar.params import Body
+from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 
 from tracelens.catalog import RunStatus
@@ -36,7 +37,11 @@ KNOWN_SECTIONS = frozenset(
 
 
 @get("/", include_in_schema=False, sync_to_thread=True)
-def runs_page(svc: Services, q: str | None = None, tag: str | None = None) -> Template:
+def runs_page(
+    svc: NamedDependency[Services],
+    q: FromQuery[str | None] = None,
+    tag: FromQuery[str | None] = None,
+) -> Template:
     with svc.catalog.session() as s:
         runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
         tags = catalog_runs.all_tags(s)
@@ -67,7 +72,7 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
 
 
 @get("/runs/{run_id:str}", include_in_schema=False, sync_to_thread=True)
-def run_page(svc: Services, run_id: str) -> Template:
+def run_page(svc: NamedDependency[Services], run_id: FromPath[str]) -> Template:
     run = load_run(svc, run_id)
     context: dict[str, Any] = {
         "run": run_json(run),
@@ -96,7 +101,10 @@ def run_page(svc: Services, run_id: str) -> Template:
 
 @get("/runs/{run_id:str}/findings/{finding_id:str}", include_in_schema=False, sync_to_thread=True)
 def finding_page(
-    request: Request[Any, Any, Any], svc: Services, run_id: str, finding_id: str
+    request: Request[Any, Any, Any],
+    svc: NamedDependency[Services],
+    run_id: FromPath[str],
+    finding_id: FromPath[str],
 ) -> Template:
     run = load_run(svc, run_id)
     if run.status != RunStatus.READY:
@@ -119,8 +127,8 @@ def finding_page(
 @post("/runs/{run_id:str}/delete", include_in_schema=False, sync_to_thread=True)
 def delete_run_form(
     request: Request[Any, Any, Any],
-    svc: Services,
-    run_id: str,
+    svc: NamedDependency[Services],
+    run_id: FromPath[str],
     data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
 ) -> Redirect:
     svc.access.check(request, form_token=data.get("token", ""))
