@@ -63,6 +63,7 @@ def _pattern_sql() -> str:
 
 def _build_tables(db: TraceDB) -> None:
     names = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    has_ops = "true" if db.scalar("SELECT count(*) > 0 FROM cpu_ops") else "false"
     db.con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _sync_calls AS
@@ -93,14 +94,21 @@ def _build_tables(db: TraceDB) -> None:
             FROM enc GROUP BY call_id
         ),
         ann AS (
-            SELECT b.call_id, arg_max(r.name, r.depth) AS annotation
+            SELECT b.call_id, arg_max(r.name, r.depth) AS annotation,
+                   arg_min(r.name, r.depth) AS outer_range,
+                   string_agg(r.name, ' > ' ORDER BY r.depth) AS range_chain
             FROM blk b JOIN ranges r
               ON r.pid = b.pid AND r.tid = b.tid
              AND r.start_ns <= b.start_ns AND r.end_ns >= b.end_ns
             WHERE r.device_id IS NULL AND r.name NOT LIKE 'ProfilerStep#%'
             GROUP BY b.call_id
         )
-        SELECT b.*, coalesce(c.chain, '') AS chain, c.top_op, c.frame, a.annotation
+        -- Without operator events (Nsight exports) the NVTX ranges carry the operator names
+        -- (emit_nvtx), so they stand in for the operator chain and the outermost operator.
+        SELECT b.*,
+               coalesce(c.chain, CASE WHEN NOT {has_ops} THEN a.range_chain END, '') AS chain,
+               coalesce(c.top_op, CASE WHEN NOT {has_ops} THEN a.outer_range END) AS top_op,
+               c.frame, a.annotation
         FROM blk b LEFT JOIN chains c USING (call_id) LEFT JOIN ann a USING (call_id)
         """
     )
