@@ -187,8 +187,8 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect) -> list[str]:
         src.close()
     _insert_devices(con, gpus, cuda_to_gpu)
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
-    if KERNEL not in tables:
-        notes.append("this export has no kernel table: no kernels were recorded")
+    if not counts[KERNEL]:
+        notes.append(_no_kernels_note(con, KERNEL in tables))
     dropped = con.execute(
         f"""SELECT count(*) FILTER (WHERE end_ns IS NULL OR dur < 0) FROM (
               SELECT start + dur AS end_ns, dur FROM _nsys_nvtx
@@ -223,6 +223,17 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect) -> list[str]:
     for staging in [*_STAGING_COLUMNS, "_nsys_strings", "_nsys_api_names", "_nsys_nvtx_text"]:
         con.execute(f"DROP TABLE IF EXISTS {staging}")
     return notes
+
+
+def _no_kernels_note(con: duckdb.DuckDBPyConnection, has_table: bool) -> str:
+    where = "this export has no kernel table" if not has_table else "the kernel table is empty"
+    copies, memsets = con.execute(
+        "SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets)"
+    ).fetchone()  # type: ignore[misc]
+    note = f"no kernels recorded ({where})"
+    if copies or memsets:
+        note += f"; the GPU ran only {copies:,} memory copies and {memsets:,} memsets"
+    return note
 
 
 def _table_columns(src: sqlite3.Connection) -> dict[str, set[str]]:

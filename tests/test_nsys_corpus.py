@@ -137,6 +137,7 @@ def test_export_without_kernel_table_reports_no_gpu_work(nsys_dir: Path) -> None
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert "no GPU work recorded in this trace" in report["notes"]
+    assert "no kernels recorded (this export has no kernel table)" in report["notes"]
     assert report["devices"] == []
     assert report["metrics"]["kernel_count"] == 0
     loaded = load_trace(path)
@@ -155,7 +156,10 @@ def test_nearly_empty_export_gives_a_clean_report(nsys_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["findings"] == []
-    assert "this export has no kernel table: no kernels were recorded" in report["notes"]
+    assert (
+        "no kernels recorded (this export has no kernel table); "
+        "the GPU ran only 0 memory copies and 1 memsets"
+    ) in report["notes"]
     assert report["metrics"]["kernel_count"] == 0 and report["metrics"]["memset_count"] == 1
     text = CliRunner().invoke(main, ["analyze", str(path)])
     assert text.exit_code == 0 and "No findings" in text.output
