@@ -131,30 +131,35 @@ def main() -> None:
     rows = sum(counts.values())
     size_mb = path.stat().st_size / 1e6
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    load = os.getloadavg()[0]
 
     con = duckdb.connect(":memory:")
     create_schema(con)
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    read_nsys_sqlite(con, path)
-    t1 = time.perf_counter()
-    derive_gaps(con)
-    t2 = time.perf_counter()
-    report = build_report_from_db(TraceDB(con), source={"path": str(path)})
-    t3 = time.perf_counter()
-    cpu = time.process_time() - cpu0
+    phases: dict[str, tuple[float, float, float]] = {}
+
+    def timed(name: str, fn, *args):  # type: ignore[no-untyped-def]
+        w, c = time.perf_counter(), time.process_time()
+        out = fn(*args)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        phases[name] = (time.perf_counter() - w, time.process_time() - c, rss)
+        return out
+
+    timed("read + route into DuckDB", read_nsys_sqlite, con, path)
+    timed("derive gaps", derive_gaps, con)
+    report = timed(
+        "analyze (all analyzers)", build_report_from_db, TraceDB(con), {"path": str(path)}
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    read_s, gaps_s, analyze_s = t1 - t0, t2 - t1, t3 - t2
-    total = t3 - t0
     print(f"export: {size_mb:,.0f} MB, {rows:,} rows ({counts}); written in {write_s:.1f} s")
-    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
-    print(f"read + route into DuckDB : {read_s:6.2f} s  {rows / read_s / 1e6:5.2f} M rows/s")
-    print(f"derive gaps              : {gaps_s:6.2f} s")
-    print(f"analyze (all analyzers)  : {analyze_s:6.2f} s")
-    print(f"ingest + analysis        : {total:6.2f} s  {rows / total / 1e6:5.2f} M rows/s")
-    print(f"CPU time (all threads)   : {cpu:6.2f} s")
-    print(f"peak RSS                 : {peak:,.0f} MB (before ingest {rss_before:,.0f} MB)")
+    print(f"cores: {os.cpu_count()}, load average before ingest {load:.2f}")
+    print(f"{'phase':<26} {'wall s':>7} {'cpu s':>7} {'M rows/s (wall)':>16} {'peak MB':>8}")
+    for name, (w, c, r) in phases.items():
+        print(f"{name:<26} {w:7.2f} {c:7.2f} {rows / w / 1e6:16.2f} {r:8,.0f}")
+    wall = sum(p[0] for p in phases.values())
+    cpu = sum(p[1] for p in phases.values())
+    print(f"{'ingest + analysis':<26} {wall:7.2f} {cpu:7.2f} {rows / wall / 1e6:16.2f}")
+    print(f"peak RSS: {peak:,.0f} MB (before ingest {rss_before:,.0f} MB)")
     kernels = con.execute("SELECT count(*) FROM kernels").fetchone()[0]  # type: ignore[index]
     print(f"check: {kernels:,} kernels ingested, {len(report['findings'])} findings")
     tmp.cleanup()
