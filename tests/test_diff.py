@@ -107,3 +107,40 @@ def test_cli_exit_codes(pair: dict, tmp_path: Path) -> None:
 def test_corpus_self_diff_is_empty(corpus: Path) -> None:
     report = _report(corpus / "torch" / "v100_train_single_rank_ns.pt.trace.json.gz")
     assert build_diff(report, report)["empty"]
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _sample_pairs() -> list[tuple[Path, Path]]:
+    pairs = []
+    for naive in sorted(SAMPLES.glob("serve_continuous_naive_*.pt.trace.json.gz")):
+        tuned = naive.with_name(naive.name.replace("_naive_", "_tuned_"))
+        if tuned.exists():
+            pairs.append((naive, tuned))
+    return pairs
+
+
+@pytest.mark.parametrize("naive_tuned", _sample_pairs() or [None], ids=lambda p: p and p[0].name)
+def test_recorded_serving_naive_vs_tuned(naive_tuned: tuple[Path, Path] | None) -> None:
+    if naive_tuned is None:
+        pytest.skip("no recorded naive/tuned serving traces in sample_traces/")
+    naive, tuned = (_report(p) for p in naive_tuned)
+    d = build_diff(naive, tuned, max_regression_pct=5.0)
+    metrics = {r["key"]: r for r in d["metrics"]}
+    # Batching and a preallocated KV cache serve the same requests with lower latency.
+    assert naive["llm"]["requests"] == tuned["llm"]["requests"]
+    assert d["verdict"]["metric"] == "llm_e2e_p50_ns"
+    assert d["verdict"]["status"] == "faster" and not d["verdict"]["regression"]
+    assert metrics["llm_ttft_p50_ns"]["delta"] < 0
+    assert not build_diff(tuned, tuned)["verdict"]["regression"]
+
+
+def test_truncated_reports_say_so(reports: dict) -> None:
+    def truncate(r: dict) -> dict:
+        return {**r, "top_kernels": r["top_kernels"][:1], "top_ops": r["top_ops"][:1]}
+
+    d = build_diff(truncate(reports["naive"]), truncate(reports["tuned"]))
+    assert "kernel_ns" not in {r["key"] for r in d["metrics"]}
+    assert d["notes"]
+    assert build_diff(reports["naive"], reports["tuned"])["notes"] == []

@@ -23,7 +23,7 @@ NOISE_PCT = 1.0
 
 # (key, label, unit, better): unit "ns" | "count" | "bytes" | "pct" | "rate".
 _METRICS: list[tuple[str, str, str, str]] = [
-    ("window_ns", "wall time (GPU window)", "ns", "lower"),
+    ("window_ns", "wall time (analysed window)", "ns", "lower"),
     ("gpu_busy_ns", "GPU busy time", "ns", "lower"),
     ("gpu_busy_pct", "GPU busy share", "pct", "higher"),
     ("kernel_count", "kernels", "count", "lower"),
@@ -49,7 +49,10 @@ def headline_metrics(report: dict[str, Any]) -> dict[str, float | int | None]:
         "gpu_busy_ns": sum(d.get("busy_ns", 0) for d in devices) if devices else None,
         "gpu_busy_pct": m.get("gpu_busy_pct"),
         "kernel_count": m.get("kernel_count"),
-        "kernel_ns": sum(k["total_ns"] for k in report.get("top_kernels", [])) or None,
+        # Only when the report lists every kernel; a top-N list would understate it.
+        "kernel_ns": sum(k["total_ns"] for k in report.get("top_kernels", []))
+        if _lists_all_kernels(report) and m.get("kernel_count")
+        else None,
         "memcpy_count": m.get("memcpy_count"),
         "h2d_bytes": m.get("h2d_bytes"),
         "h2d_time_ns": m.get("h2d_time_ns"),
@@ -66,6 +69,11 @@ def headline_metrics(report: dict[str, Any]) -> dict[str, float | int | None]:
                 out[f"llm_{key}_p50_ns"] = summary["p50"]
         out["llm_output_tokens_per_s"] = llm.get("output_tokens_per_s")
     return out
+
+
+def _lists_all_kernels(report: dict[str, Any]) -> bool:
+    listed = sum(k["count"] for k in report.get("top_kernels", []))
+    return listed == report.get("metrics", {}).get("kernel_count")
 
 
 def _pct(base: float | int | None, cand: float | int | None) -> float | None:
@@ -239,7 +247,9 @@ def build_diff(
             or findings["resolved"]
             or findings["changed"]
         ),
-        "notes": [
+        "notes": []
+        if _lists_all_kernels(baseline) and _lists_all_kernels(candidate)
+        else [
             "Kernel and operator rows compare the reports' top lists; a name missing on one "
             "side may lie below that report's cut-off."
         ],
