@@ -63,3 +63,12 @@ def test_corpus_step_tables(corpus: Path) -> None:
     assert f.evidence["slowest_step"] == "ProfilerStep#8"
     assert f.severity.label == "info"
     assert all(s["kernel_count"] == 1462 for s in f.evidence["steps"])
+
+
+def test_long_runs_list_a_capped_number_of_steps(scenario_db) -> None:
+    sc = uneven_steps(steps=120, slow=110)
+    (f,) = steps.analyze(scenario_db(sc), Thresholds())
+    listed = f.evidence["steps"]
+    assert f.evidence["step_count"] == 120 and not f.evidence["steps_listed_all"]
+    assert len(listed) == 100 and listed[-1]["step"] == "ProfilerStep#110"
+    assert f.evidence["slowest_step"] == "ProfilerStep#110"

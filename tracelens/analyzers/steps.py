@@ -20,6 +20,8 @@ from tracelens.tracedb import TraceDB
 from tracelens.units import fmt_ns
 
 ANALYZER = "steps"
+# At most this many per-step rows go into the evidence.
+_MAX_LISTED = 100
 
 _CAUSES = (
     "data_loading",
@@ -217,10 +219,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 "slowest_over_median": round(slow_factor, 3),
                 "slowest_vs_median": differed,
                 "slowest_kernels_vs_typical": kernel_delta,
+                # Per-step rows, capped so long runs keep the report small (slowest kept).
                 "steps": [
                     {k: (int(v) if isinstance(v, int | float) else v) for k, v in s.items()}
                     for s in steps
+                    if len(steps) <= _MAX_LISTED or s is slowest or steps.index(s) < _MAX_LISTED - 1
                 ],
+                "steps_listed_all": len(steps) <= _MAX_LISTED,
             },
             advice=_advice(slowest["step"], differed, kernel_delta, is_slow),
             time_ranges=[
