@@ -222,8 +222,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 # Per-step rows, capped so long runs keep the report small (slowest kept).
                 "steps": [
                     {k: (int(v) if isinstance(v, int | float) else v) for k, v in s.items()}
-                    for s in steps
-                    if len(steps) <= _MAX_LISTED or s is slowest or steps.index(s) < _MAX_LISTED - 1
+                    for i, s in enumerate(steps)
+                    if i < _MAX_LISTED - 1 or s is slowest or len(steps) <= _MAX_LISTED
                 ],
                 "steps_listed_all": len(steps) <= _MAX_LISTED,
             },
