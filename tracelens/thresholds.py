@@ -48,7 +48,7 @@ class Thresholds:
 
     # Launch overhead: kernels shorter than this are "tiny" (launch cost rivals their work).
     launch_short_kernel_ns: int = 5_000
-    # Launch overhead: report when launch-bound gaps reach this share of the window ...
+    # Launch overhead: report when launch-overhead gaps reach this share of the window ...
     launch_min_gap_pct: float = 1.0
     # ... or when at least this many kernels are tiny and they are at least half of all kernels.
     launch_min_short_kernels: int = 1000
@@ -79,7 +79,7 @@ class Thresholds:
 
     # Occupancy: a kernel group is reported when it holds at least this share of kernel time.
     occupancy_min_share_pct: float = 2.0
-    # Occupancy: grids with fewer blocks than this fraction of the SM count underfill the GPU.
+    # Occupancy: grids with fewer blocks than this many per SM (x SM count) underfill the GPU.
     occupancy_min_blocks_per_sm: float = 1.0
     # Occupancy: estimated achieved occupancy below this percentage is "low".
     occupancy_low_pct: float = 25.0
