@@ -59,17 +59,18 @@ def _build_steps(db: TraceDB) -> None:
             WHERE correlation_id IS NOT NULL GROUP BY correlation_id
         ),
         k AS (
-            SELECT k.name, k.end_ns - k.start_ns AS dur_ns,
+            SELECT k.name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns,
                    coalesce(l.launch_ns, k.start_ns) AS t
             FROM kernels k LEFT JOIN launches l USING (correlation_id)
         )
-        SELECT s.name AS step, k.name AS kernel, k.dur_ns
+        SELECT s.name AS step, k.name AS kernel, k.dur_ns, k.start_ns, k.end_ns
         FROM k ASOF JOIN _steps s ON k.t >= s.start_ns
         WHERE k.t < s.end_ns;
 
         CREATE OR REPLACE TEMP TABLE _step_metrics AS
         WITH kern AS (
-            SELECT step, count(*) AS kernel_count, sum(dur_ns) AS kernel_ns
+            SELECT step, count(*) AS kernel_count, sum(dur_ns) AS kernel_ns,
+                   max(end_ns) - min(start_ns) AS gpu_span_ns
             FROM _step_kernels GROUP BY step
         ),
         idle AS (
@@ -100,6 +101,7 @@ def _build_steps(db: TraceDB) -> None:
         SELECT s.name AS step, s.step_no, s.start_ns, s.end_ns, s.dur_ns,
                coalesce(kern.kernel_count, 0) AS kernel_count,
                coalesce(kern.kernel_ns, 0) AS kernel_ns,
+               coalesce(kern.gpu_span_ns, 0) AS gpu_span_ns,
                {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in _CAUSES)},
                coalesce(host.sync_blocked_ns, 0) AS sync_blocked_ns,
                coalesce(loader.loader_ns, 0) AS loader_ns
@@ -116,6 +118,7 @@ def _build_steps(db: TraceDB) -> None:
 _MEASURES = (
     "kernel_count",
     "kernel_ns",
+    "gpu_span_ns",
     *(f"idle_{c}_ns" for c in _CAUSES),
     "sync_blocked_ns",
     "loader_ns",
@@ -163,7 +166,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             for m in _MEASURES
             if int(slowest[m]) != int(medians[m])
         ),
-        key=lambda d: (0 if d["measure"] == "kernel_count" else -abs(d["delta"]), d["measure"]),
+        key=lambda d: (-abs(d["delta"]), _MEASURES.index(d["measure"])),
     )
     kernel_delta = db.dicts(
         """WITH per AS (
@@ -204,10 +207,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             summary=f"{len(steps)} profiled steps: median {fmt_ns(median)}, mean "
             f"{fmt_ns(stats['mean_ns'])}, p95 {fmt_ns(stats['p95_ns'])}, min "
             f"{fmt_ns(stats['min_ns'])}, max {fmt_ns(stats['max_ns'])} (coefficient of "
-            f"variation {cv:.2f}).",
+            f"variation {cv:.2f}). The kernels launched in a step span a median "
+            f"{fmt_ns(medians['gpu_span_ns'])} on the GPU.",
             evidence={
                 "step_count": len(steps),
                 "median_step_ns": median,
+                "median_gpu_span_ns": int(medians["gpu_span_ns"]),
                 "mean_step_ns": int(stats["mean_ns"]),
                 "p95_step_ns": int(stats["p95_ns"]),
                 "min_step_ns": int(stats["min_ns"]),
@@ -237,6 +242,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 _LABELS = {
     "kernel_ns": "GPU kernel time",
+    "gpu_span_ns": "GPU span of the step's kernels",
     "idle_data_loading_ns": "GPU idle waiting for data",
     "idle_synchronization_ns": "GPU idle after host syncs",
     "idle_launch_overhead_ns": "GPU idle between launches",
