@@ -90,6 +90,8 @@ def test_bad_uploads_fail_cleanly_with_the_reason(tmp_path: Path, planted: Path)
     huge.write_bytes(b"[" + b" " * 400_000 + b"]")  # refused from its Content-Length
     truncated_gz = tmp_path / "cut.json.gz"
     truncated_gz.write_bytes(planted.read_bytes()[:3000])
+    report = tmp_path / "profile.nsys-rep"
+    report.write_bytes(b"\x00binary nsys report")
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * 5_000_000 + b"]}"))
     with client_for(settings) as client:
@@ -100,6 +102,7 @@ def test_bad_uploads_fail_cleanly_with_the_reason(tmp_path: Path, planted: Path)
             (empty, 400, "empty.json: empty file"),
             (big, 413, "big.json: larger than the upload limit of 200,000 bytes"),
             (huge, 413, "upload of 400,"),
+            (report, 400, "profile.nsys-rep: this is an Nsight Systems report"),
             (truncated_gz, 400, "cut.json.gz: truncated gzip file"),
             (bomb, 413, "bomb.json.gz: decompresses to more than 2,000,000 bytes"),
         ]

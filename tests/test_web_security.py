@@ -160,3 +160,28 @@ def test_secrets_in_trace_metadata_are_never_stored_or_shown(tmp_path: Path) -> 
         assert secret.encode() not in f.read_bytes()
     for report in (settings.runs_dir / run["id"]).glob("report.*.json"):
         assert secret not in report.read_text()
+
+
+def test_api_token_command_creates_lists_and_revokes(tmp_path: Path, planted: Path) -> None:
+    from click.testing import CliRunner
+
+    from tracelens.cli import main
+
+    data_dir = tmp_path / "data"
+    runner = CliRunner()
+    created = runner.invoke(main, ["api-token", "create", "ci", "--data-dir", str(data_dir)])
+    assert created.exit_code == 0, created.output
+    token = created.output.strip()
+    again = runner.invoke(main, ["api-token", "create", "ci", "--data-dir", str(data_dir)])
+    assert again.exit_code != 0 and "exists already" in again.output
+    listed = runner.invoke(main, ["api-token", "list", "--data-dir", str(data_dir)])
+    assert listed.output.startswith("ci\t") and token not in listed.output
+    with client_for(make_settings(data_dir)) as client:
+        assert upload(client, planted).status_code == 401
+        ok = upload(client, planted, headers={"authorization": f"Bearer {token}"})
+        assert ok.status_code == 201
+        wait_done(client, ok.json()["id"])
+    revoked = runner.invoke(main, ["api-token", "revoke", "ci", "--data-dir", str(data_dir)])
+    assert revoked.exit_code == 0
+    with client_for(make_settings(data_dir)) as client:  # no tokens left: open again
+        assert client.delete(f"/api/runs/{ok.json()['id']}").status_code == 204

@@ -9,7 +9,11 @@ file:
   inserted in start order so DuckDB's per-row-group min/max skip everything outside a
   window (the filter ``start_ns >= window_start - long_ns`` bounds the look-back);
 - ``tl_long``: the few longer events (steps, long ranges), always scanned whole;
-- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``.
+- ``tl_agg``: ``tl_events`` pre-aggregated into ``AGG_BUCKETS`` equal buckets over the
+  whole trace (count, busy time, longest event per lane and bucket). Wide windows are
+  answered from it instead of from every event, so a full zoom-out reads a few hundred
+  thousand rows however many millions of events the trace has;
+- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` (the bucket width).
 
 :func:`timeline_window` answers one window. A lane holding more events in the window than
 there are pixels comes back as per-pixel buckets (event count, busy fraction, the name of
@@ -28,7 +32,11 @@ import duckdb
 
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
-_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_meta")
+AGG_BUCKETS = 16384
+# A window is answered from tl_agg when a pixel spans at least this many of its buckets,
+# so a pre-aggregated bucket straddling a pixel edge shifts at most 1/4 pixel.
+AGG_MIN_BUCKETS_PER_PX = 4
+_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_meta")
 
 _LANE_SOURCES = f"""
 CREATE OR REPLACE TEMP TABLE _tl_src AS
@@ -119,23 +127,42 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
         f"CREATE TABLE tl_long AS {select} WHERE s.end_ns - s.start_ns > $long ORDER BY start_ns",
         params,
     )
+    agg_ns = max(1, -(-span // AGG_BUCKETS))
+    con.execute(
+        """
+        CREATE TABLE tl_agg AS
+        SELECT lane_id, b, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
+               arg_max(name, end_ns - start_ns) AS top, max(end_ns - start_ns) AS top_ns
+        FROM (SELECT *, CAST(start_ns // $agg AS BIGINT) AS b FROM tl_events)
+        GROUP BY lane_id, b ORDER BY b, lane_id
+        """,
+        {"agg": agg_ns},
+    )
     con.execute(
         "CREATE TABLE tl_meta AS SELECT $t0::BIGINT AS t0_ns, $span::BIGINT AS span_ns, "
-        "$long::BIGINT AS long_ns",
-        {"t0": t0, "span": span, "long": long_ns},
+        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns",
+        {"t0": t0, "span": span, "long": long_ns, "agg": agg_ns},
     )
     con.execute("DROP TABLE _tl_src")
 
 
 def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    t0, span, long_ns = con.execute("SELECT t0_ns, span_ns, long_ns FROM tl_meta").fetchone()  # type: ignore[misc]
+    t0, span, long_ns, agg_ns = con.execute(  # type: ignore[misc]
+        "SELECT t0_ns, span_ns, long_ns, agg_ns FROM tl_meta"
+    ).fetchone()
     lanes = [
         {"id": r[0], "key": r[1], "label": r[2], "group": r[3], "event_count": r[4]}
         for r in con.execute(
             "SELECT lane_id, key, label, grp, event_count FROM tl_lanes ORDER BY lane_id"
         ).fetchall()
     ]
-    return {"t0_ns": int(t0), "span_ns": int(span), "long_ns": int(long_ns), "lanes": lanes}
+    return {
+        "t0_ns": int(t0),
+        "span_ns": int(span),
+        "long_ns": int(long_ns),
+        "agg_ns": int(agg_ns),
+        "lanes": lanes,
+    }
 
 
 def timeline_window(
@@ -162,9 +189,19 @@ def timeline_window(
     ns_per_px = (end - start) / width
     p = {"s": start, "e": end, "long": meta["long_ns"]}
     short_window = "FROM tl_events WHERE start_ns < $e AND start_ns >= $s - $long AND end_ns > $s"
-    counts = dict(
-        con.execute(f"SELECT lane_id, count(*) {short_window} GROUP BY lane_id", p).fetchall()
-    )
+    coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_ns"]
+    agg_window = "FROM tl_agg WHERE b >= $bs AND b <= $be"
+    agg_p = {"bs": start // meta["agg_ns"], "be": (end - 1) // meta["agg_ns"]}
+    if coarse:
+        counts = dict(
+            con.execute(
+                f"SELECT lane_id, CAST(sum(n) AS BIGINT) {agg_window} GROUP BY lane_id", agg_p
+            ).fetchall()
+        )
+    else:
+        counts = dict(
+            con.execute(f"SELECT lane_id, count(*) {short_window} GROUP BY lane_id", p).fetchall()
+        )
     long_rows = con.execute(
         "SELECT lane_id, start_ns, end_ns, name, kind FROM tl_long "
         "WHERE start_ns < $e AND end_ns > $s ORDER BY lane_id, start_ns",
@@ -193,7 +230,31 @@ def timeline_window(
         ).fetchall()
         for lane_id, s, e, name, kind in rows:
             lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
-    if dense:
+    if dense and coarse:
+        # From the pre-aggregated buckets: each lands in the pixel holding its start.
+        rows = con.execute(
+            f"""
+            SELECT lane_id, px, CAST(sum(n) AS BIGINT), least(1.0, sum(busy_ns) / $npp),
+                   arg_max(top, top_ns)
+            FROM (SELECT *, least($w - 1, greatest(0, CAST(floor((b * $agg - $s) / $npp)
+                                                          AS INTEGER))) AS px
+                  {agg_window} AND list_contains($lanes, lane_id))
+            GROUP BY lane_id, px ORDER BY lane_id, px
+            """,
+            {
+                **agg_p,
+                "lanes": dense,
+                "w": width,
+                "npp": ns_per_px,
+                "agg": meta["agg_ns"],
+                "s": start,
+            },
+        ).fetchall()
+        for lane_id in dense:
+            lanes[lane_id]["buckets"] = []
+        for lane_id, px, n, busy, top in rows:
+            lanes[lane_id]["buckets"].append([px, n, round(float(busy), 3), idx(names, top)])
+    elif dense:
         # Busy time is the clipped duration credited to the pixel where the event starts,
         # capped at the pixel's width: exact when events are shorter than a pixel, which
         # is the case whenever a lane has more events than pixels.

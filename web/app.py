@@ -90,12 +90,14 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
     catalog = Catalog(settings.database_url)
     run_data = RunData(settings.runs_dir)
     worker = IngestWorker(settings, catalog, on_published=run_data.forget)
+    templates = _template_engine()
     services = Services(
         settings=settings,
         catalog=catalog,
         worker=worker,
         run_data=run_data,
         access=AccessControl(settings, catalog),
+        templates=templates,
     )
     for stale in settings.uploads_dir.glob("*.part"):  # uploads cut off by a restart
         stale.unlink(missing_ok=True)
@@ -117,7 +119,7 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             create_static_files_router(path="/static", directories=[HERE / "static"]),
         ],
         dependencies={"svc": Provide(lambda: services, sync_to_thread=False)},
-        template_config=TemplateConfig(engine=_template_engine()),
+        template_config=TemplateConfig(engine=templates),
         openapi_config=OpenAPIConfig(
             title="tracelens",
             version=__version__,

@@ -39,3 +39,65 @@ def serve(host: str, port: int, data_dir: Path | None, ingest_workers: int | Non
     app = create_app(settings)
     click.echo(f"tracelens: data in {settings.data_dir}; serving on http://{host}:{port}/")
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+
+
+@click.group("api-token")
+def api_token() -> None:
+    """Manage the API tokens kept in the catalog (uploads and deletes then need one)."""
+
+
+_data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The service's data directory (default: $TRACELENS_HOME or ~/.tracelens).",
+)
+
+
+def _catalog(data_dir: Path | None):  # type: ignore[no-untyped-def]
+    from tracelens.catalog import Catalog
+    from web.settings import Settings
+
+    return Catalog(Settings.from_env(data_dir).database_url)
+
+
+@api_token.command("create")
+@click.argument("name")
+@_data_dir_option
+def create_api_token(name: str, data_dir: Path | None) -> None:
+    """Create a token called NAME and print it (once: only its hash is stored)."""
+    from sqlalchemy.exc import IntegrityError
+
+    from tracelens.catalog.tokens import create_token
+
+    catalog = _catalog(data_dir)
+    try:
+        with catalog.session() as s:
+            token = create_token(s, name)
+    except IntegrityError:
+        raise click.ClickException(f"a token named {name!r} exists already") from None
+    click.echo(token)
+
+
+@api_token.command("list")
+@_data_dir_option
+def list_api_tokens(data_dir: Path | None) -> None:
+    """List token names and when they were created."""
+    from tracelens.catalog.tokens import list_tokens
+
+    with _catalog(data_dir).session() as s:
+        for name, created in list_tokens(s):
+            click.echo(f"{name}\t{created}")
+
+
+@api_token.command("revoke")
+@click.argument("name")
+@_data_dir_option
+def revoke_api_token(name: str, data_dir: Path | None) -> None:
+    """Delete the token called NAME."""
+    from tracelens.catalog.tokens import revoke_token
+
+    with _catalog(data_dir).session() as s:
+        if not revoke_token(s, name):
+            raise click.ClickException(f"no token named {name!r}")
+    click.echo(f"revoked {name}")

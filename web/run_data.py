@@ -11,29 +11,32 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from tracelens.timeline import timeline_meta
 from web.storage import RunFiles
 
+T = TypeVar("T")
+
 
 class _Lru:
     def __init__(self, size: int) -> None:
         self.size = size
-        self.items: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self.items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[str, int]) -> Any:
+    def get(self, key: tuple[Any, ...]) -> Any:
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]
         return None
 
-    def put(self, key: tuple[str, int], value: Any) -> Any:
+    def put(self, key: tuple[Any, ...], value: Any) -> Any:
         with self.lock:
             if key in self.items:  # another request loaded it first: keep theirs
                 return self.items[key]
@@ -53,6 +56,7 @@ class RunData:
         self.runs_dir = runs_dir
         self._reports = _Lru(reports)
         self._dbs = _Lru(databases)
+        self._memo = _Lru(reports * 2)
 
     def report(self, run_id: str, generation: int) -> dict[str, Any]:
         key = (run_id, generation)
@@ -73,7 +77,19 @@ class RunData:
         con, meta = cached
         return con.cursor(), meta
 
+    def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` (whose first item is the run id).
+
+        For what is derived from a ready run's report alone (rendered pages, serialized
+        findings): the key includes the ingest generation, so a re-ingest never serves stale.
+        """
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._memo.put(key, make())
+        return cached
+
     def forget(self, run_id: str) -> None:
         """Drop cached data of a run (deleted or re-ingested)."""
         self._reports.drop_run(run_id)
         self._dbs.drop_run(run_id)
+        self._memo.drop_run(run_id)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hmac
+import time
 from typing import Any
 
 from litestar import Request
@@ -71,15 +72,25 @@ def _own_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
 class AccessControl:
     """Token and origin checks, used as Litestar guards on state-changing routes."""
 
+    # Whether the catalog holds tokens is re-read at most this often (every page asks).
+    TOKENS_TTL_S = 2.0
+
     def __init__(self, settings: Settings, catalog: Catalog) -> None:
         self.settings = settings
         self.catalog = catalog
+        self._catalog_has_tokens: tuple[float, bool] = (-1e9, False)
 
-    def tokens_required(self) -> bool:
+    def tokens_required(self, fresh: bool = False) -> bool:
+        """Whether writes need a token; pages may use a value a moment old, checks never do."""
         if self.settings.api_tokens:
             return True
+        checked, value = self._catalog_has_tokens
+        if not fresh and time.monotonic() - checked < self.TOKENS_TTL_S:
+            return value
         with self.catalog.session() as s:
-            return has_tokens(s)
+            value = has_tokens(s)
+        self._catalog_has_tokens = (time.monotonic(), value)
+        return value
 
     def token_valid(self, token: str) -> bool:
         if any(hmac.compare_digest(token, t) for t in self.settings.api_tokens):
@@ -93,7 +104,7 @@ class AccessControl:
             raise PermissionDeniedException(f"cross-origin request from {origin} refused")
         if origin == "null":
             raise PermissionDeniedException("request from an opaque origin refused")
-        if not self.tokens_required():
+        if not self.tokens_required(fresh=True):
             return
         auth = connection.headers.get("authorization", "")
         scheme, _, token = auth.partition(" ")

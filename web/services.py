@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from litestar.plugins.jinja import JinjaTemplateEngine
+
 from tracelens.catalog import Catalog
 from web.ingest_worker import IngestWorker
 from web.run_data import RunData
@@ -18,3 +20,4 @@ class Services:
     worker: IngestWorker
     run_data: RunData
     access: AccessControl
+    templates: JinjaTemplateEngine

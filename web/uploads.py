@@ -24,6 +24,7 @@ from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMul
 
 from ingest import TraceInputError, detect_format
 from ingest.byte_source import GZIP_MAGIC
+from ingest.loader import NSYS_REPORT_SUFFIXES
 from tracelens.redaction import redact_text
 
 FIELD_LIMIT = 4096
@@ -141,6 +142,17 @@ class _FileSink:
             self.gzip.finish(self.filename)
 
 
+def _refuse_nsys_report(label: str) -> None:
+    """An Nsight Systems report is not readable as is: say how to export it, before upload."""
+    if label.lower().endswith(NSYS_REPORT_SUFFIXES):
+        stem = label.rsplit(".", 1)[0]
+        raise UploadError(
+            400,
+            f"{label}: this is an Nsight Systems report, not its SQLite export; run "
+            f"`nsys export --type sqlite --output {stem}.sqlite {label}` and upload the .sqlite",
+        )
+
+
 def _boundary(content_type: str) -> str:
     media, _, params = content_type.partition(";")
     if media.strip().lower() != "multipart/form-data":
@@ -177,9 +189,9 @@ async def receive_upload(
                         if part.name == "file" and part.filename is not None:
                             if sink is not None:
                                 raise UploadError(400, "only one 'file' per upload")
-                            sink = _FileSink(
-                                tmp_path, clean_filename(part.filename), max_bytes, max_inflated
-                            )
+                            label = clean_filename(part.filename)
+                            _refuse_nsys_report(label)
+                            sink = _FileSink(tmp_path, label, max_bytes, max_inflated)
                             text = None
                         else:
                             text = bytearray()

@@ -31,3 +31,19 @@ def token_known(s: Session, token: str) -> bool:
         s.scalar(select(ApiToken.id).where(ApiToken.token_sha256 == token_digest(token)))
         is not None
     )
+
+
+def list_tokens(s: Session) -> list[tuple[str, str]]:
+    """(name, created) of every stored token; the tokens themselves are not recoverable."""
+    return [
+        (t.name, t.created_at.isoformat(timespec="seconds"))
+        for t in s.scalars(select(ApiToken).order_by(ApiToken.name))
+    ]
+
+
+def revoke_token(s: Session, name: str) -> bool:
+    token = s.scalar(select(ApiToken).where(ApiToken.name == name))
+    if token is None:
+        return False
+    s.delete(token)
+    return True

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import anyio.to_thread
 from litestar import Request, Response, delete, get, post
 from litestar.di import NamedDependency
+from litestar.enums import MediaType
 from litestar.exceptions import ClientException, NotFoundException
 from litestar.params import FromPath, FromQuery, Parameter
 from litestar.response import File
@@ -222,9 +224,16 @@ def get_report(svc: NamedDependency[Services], run_id: FromPath[str]) -> dict[st
     summary="Findings, ranked, in the CLI's JSON shape",
     sync_to_thread=True,
 )
-def get_findings(svc: NamedDependency[Services], run_id: FromPath[str]) -> list[dict[str, Any]]:
+def get_findings(svc: NamedDependency[Services], run_id: FromPath[str]) -> Response[bytes]:
     run = load_ready_run(svc, run_id)
-    return svc.run_data.report(run.id, run.generation)["findings"]
+    # Serialized once per ingest generation: this is what tickets and dashboards poll.
+    body = svc.run_data.memo(
+        (run.id, run.generation, "findings.json"),
+        lambda: json.dumps(
+            svc.run_data.report(run.id, run.generation)["findings"], separators=(",", ":")
+        ).encode(),
+    )
+    return Response(body, media_type=MediaType.JSON)
 
 
 def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, dict[str, Any]]:

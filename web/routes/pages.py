@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, get, post
+from litestar import Request, Response, get, post
 from litestar.di import NamedDependency
-from litestar.enums import RequestEncodingType
+from litestar.enums import MediaType, RequestEncodingType
 from litestar.exceptions import NotFoundException
 from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
+from litestar.utils.scope.state import ScopeState
 
-from tracelens.catalog import RunStatus
+from tracelens.catalog import Run, RunStatus
 from tracelens.catalog import runs as catalog_runs
 from tracelens.findings import Severity
 from tracelens.render.markdown import finding_markdown
 from web.routes.api_runs import find_finding, load_run, permalink, remove_run, run_json
 from web.services import Services
+
+# Stands in for the visitor's CSRF token in cached pages; replaced on every response.
+CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
 
 # Report keys the run page lays out itself; any other section (e.g. LLM latency) is shown
 # generically as a panel of its own.
@@ -72,14 +76,35 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
 
 
 @get("/runs/{run_id:str}", include_in_schema=False, sync_to_thread=True)
-def run_page(svc: NamedDependency[Services], run_id: FromPath[str]) -> Template:
+def run_page(
+    request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+) -> Response[str]:
     run = load_run(svc, run_id)
+    tokens_required = svc.access.tokens_required()
+    if run.status == RunStatus.READY:
+        # A ready run's page depends only on its report: render it once per ingest
+        # generation. The per-visitor CSRF token is spliced in afterwards.
+        html = svc.run_data.memo(
+            (run.id, run.generation, "page", tokens_required),
+            lambda: _render_run_page(svc, run, tokens_required),
+        )
+    else:
+        html = _render_run_page(svc, run, tokens_required)
+    token = ScopeState.from_scope(request.scope).csrf_token
+    return Response(
+        html.replace(CSRF_PLACEHOLDER, token if isinstance(token, str) else ""),
+        media_type=MediaType.HTML,
+    )
+
+
+def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
     context: dict[str, Any] = {
         "run": run_json(run),
         "report": None,
         "extra_sections": [],
-        "tokens_required": svc.access.tokens_required(),
+        "tokens_required": tokens_required,
         "page_data": {"run_id": run.id, "status": run.status, "highlights": {}},
+        "csrf_token": lambda: CSRF_PLACEHOLDER,
     }
     if run.status == RunStatus.READY:
         report = svc.run_data.report(run.id, run.generation)
@@ -96,7 +121,7 @@ def run_page(svc: NamedDependency[Services], run_id: FromPath[str]) -> Template:
                 "highlights": _highlights(report["findings"], meta["t0_ns"]),
             }
         )
-    return Template("run.html", context=context)
+    return svc.templates.get_template("run.html").render(**context)
 
 
 @get("/runs/{run_id:str}/findings/{finding_id:str}", include_in_schema=False, sync_to_thread=True)
