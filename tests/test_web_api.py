@@ -263,3 +263,26 @@ def test_openapi_schema_lists_the_api(tmp_path: Path) -> None:
         ):
             assert p in paths
         assert client.get("/api/runs/0123456789ab").json() == {"error": "no run '0123456789ab'"}
+
+
+def test_optional_report_sections_get_a_panel_on_the_run_page(
+    tmp_path: Path, planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sections added by analyzers (the LLM latency panel) are shown without page changes."""
+    from tracelens import report as report_module
+
+    def llm_latency(db):  # a section computed from the trace database, as real ones are
+        n = db.scalar("SELECT count(*) FROM kernels")
+        return {"ttft_ms": {"p50": 12.5, "p95": 40.0}, "requests": [{"id": "r<1>", "kernels": n}]}
+
+    monkeypatch.setitem(report_module.SECTIONS, "llm_latency", llm_latency)
+    with client_for(make_settings(tmp_path / "data")) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+        report = client.get(f"/api/runs/{run['id']}/report").json()
+        assert report["llm_latency"]["ttft_ms"] == {"p50": 12.5, "p95": 40.0}
+        page = client.get(f"/runs/{run['id']}", headers={"accept": "text/html"}).text
+        panel = page.split('data-section="llm_latency"', 1)[1].split("</section>", 1)[0]
+        assert "<h2>LLM latency</h2>" in panel and "ttft_ms" in panel and "40.0" in panel
+        assert (
+            "r&lt;1&gt;" in panel and str(report["llm_latency"]["requests"][0]["kernels"]) in panel
+        )

@@ -40,6 +40,14 @@ KNOWN_SECTIONS = frozenset(
 )
 
 
+def section_title(key: str) -> str:
+    """``llm_latency`` -> ``LLM latency``: a heading for an optional report section."""
+    words = key.replace("_", " ").split()
+    upper = {"llm", "gpu", "cpu", "nccl", "ttft", "tpot", "itl", "h2d", "d2h"}
+    text = " ".join(w.upper() if w.lower() in upper else w for w in words)
+    return text[:1].upper() + text[1:]
+
+
 @get("/", include_in_schema=False, sync_to_thread=True)
 def runs_page(
     svc: NamedDependency[Services],
@@ -112,7 +120,9 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
         cur.close()
         context["report"] = report
         context["extra_sections"] = [
-            (key, value) for key, value in report.items() if key not in KNOWN_SECTIONS
+            (key, section_title(key), value)
+            for key, value in report.items()
+            if key not in KNOWN_SECTIONS
         ]
         context["page_data"].update(
             {
