@@ -43,7 +43,7 @@ def train(
     workers: int = 0,
     device: str = "cpu",
 ) -> None:
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
     torch.manual_seed(0)
     dev = torch.device(device)
@@ -60,7 +60,9 @@ def train(
     activities = [ProfilerActivity.CPU]
     if dev.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    # A schedule (here: record every step) is what makes the profiler mark each iteration
+    # with a ProfilerStep#N range.
+    with profile(activities=activities, schedule=lambda _: ProfilerAction.RECORD) as prof:
         for x, y in loader:
             x = x.to(dev, non_blocking=workers > 0)
             y = y.to(dev, non_blocking=workers > 0)
