@@ -286,3 +286,26 @@ def test_optional_report_sections_get_a_panel_on_the_run_page(
         assert (
             "r&lt;1&gt;" in panel and str(report["llm_latency"]["requests"][0]["kernels"]) in panel
         )
+
+
+def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
+    tmp_path: Path, planted: Path
+) -> None:
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+        fids = [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()]
+    db_path = next((settings.runs_dir / run["id"]).glob("trace.*.duckdb"))
+    con = duckdb.connect(str(db_path))  # what an older tracelens left: no versioned tl_meta
+    con.execute("DROP TABLE tl_meta")
+    con.execute("CREATE TABLE tl_meta AS SELECT 0::BIGINT AS t0_ns, 1::BIGINT AS span_ns")
+    con.close()
+    with client_for(settings) as client:
+        r = client.get(f"/api/runs/{run['id']}/timeline")
+        assert r.status_code == 409 and "older tracelens" in r.json()["error"]
+        page = client.get(f"/runs/{run['id']}", headers={"accept": "text/html"})
+        assert page.status_code == 200
+        again = wait_done(client, run["id"])
+        assert again["status"] == "ready"
+        assert client.get(f"/api/runs/{run['id']}/timeline").status_code == 200
+        assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == fids

@@ -13,7 +13,9 @@ file:
   whole trace (count, busy time, longest event per lane and bucket). Wide windows are
   answered from it instead of from every event, so a full zoom-out reads a few hundred
   thousand rows however many millions of events the trace has;
-- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` (the bucket width).
+- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` (the bucket width) and
+  ``version`` (:data:`TIMELINE_VERSION`; a database built by another version raises
+  :class:`OutdatedTimelineError`, and the service re-ingests the run from its original).
 
 :func:`timeline_window` answers one window. A lane holding more events in the window than
 there are pixels comes back as per-pixel buckets (event count, busy fraction, the name of
@@ -30,6 +32,8 @@ from typing import Any
 
 import duckdb
 
+# Bumped whenever the tl_* tables change shape or meaning.
+TIMELINE_VERSION = 2
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
 AGG_BUCKETS = 16384
@@ -140,13 +144,28 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute(
         "CREATE TABLE tl_meta AS SELECT $t0::BIGINT AS t0_ns, $span::BIGINT AS span_ns, "
-        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns",
-        {"t0": t0, "span": span, "long": long_ns, "agg": agg_ns},
+        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns, $version::INTEGER AS version",
+        {"t0": t0, "span": span, "long": long_ns, "agg": agg_ns, "version": TIMELINE_VERSION},
     )
     con.execute("DROP TABLE _tl_src")
 
 
+class OutdatedTimelineError(Exception):
+    """The trace database has no timeline tables of this version: ingest it again."""
+
+
 def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    try:
+        version = con.execute("SELECT version FROM tl_meta").fetchone()
+    except duckdb.CatalogException:  # no tl_meta table, or one without a version
+        version = None
+    except duckdb.BinderException:
+        version = None
+    if version is None or version[0] != TIMELINE_VERSION:
+        raise OutdatedTimelineError(
+            f"timeline tables of version {version[0] if version else 'none'}, "
+            f"expected {TIMELINE_VERSION}"
+        )
     t0, span, long_ns, agg_ns = con.execute(  # type: ignore[misc]
         "SELECT t0_ns, span_ns, long_ns, agg_ns FROM tl_meta"
     ).fetchone()

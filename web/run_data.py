@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from tracelens.timeline import timeline_meta
+from tracelens.timeline import OutdatedTimelineError, timeline_meta
 from web.storage import RunFiles
 
 T = TypeVar("T")
@@ -73,7 +73,12 @@ class RunData:
         if cached is None:
             path = RunFiles(self.runs_dir, run_id).database(generation)
             con = duckdb.connect(str(path), read_only=True)
-            cached = self._dbs.put(key, (con, timeline_meta(con)))
+            try:
+                meta = timeline_meta(con)
+            except OutdatedTimelineError:
+                con.close()
+                raise
+            cached = self._dbs.put(key, (con, meta))
         con, meta = cached
         return con.cursor(), meta
 

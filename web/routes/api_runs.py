@@ -20,6 +20,7 @@ from tracelens.catalog import Run, RunStatus
 from tracelens.catalog import runs as catalog_runs
 from tracelens.redaction import redact_text
 from tracelens.render.markdown import finding_markdown
+from tracelens.timeline import OutdatedTimelineError
 from web.services import Services
 from web.storage import RunFiles
 from web.uploads import ReceivedUpload, receive_upload
@@ -59,6 +60,25 @@ def load_ready_run(svc: Services, run_id: str) -> Run:
         detail = f": {run.error}" if run.error else ""
         raise ConflictException(f"run {run_id} is {run.status}, not ready{detail}")
     return run
+
+
+def open_run_database(svc: Services, run: Run) -> tuple[Any, dict[str, Any]]:
+    """A cursor on a ready run's trace database and its timeline metadata.
+
+    A database built by an older tracelens lacks the current timeline tables: the run is
+    queued for re-ingestion from its kept original, and the client told to come back.
+    """
+    try:
+        return svc.run_data.database(run.id, run.generation)
+    except OutdatedTimelineError:
+        with svc.catalog.session() as s:
+            catalog_runs.requeue(s, run.id)
+        svc.run_data.forget(run.id)
+        svc.worker.submit(run.id)
+        raise ConflictException(
+            f"run {run.id} was ingested by an older tracelens and is being re-ingested; "
+            "try again in a moment"
+        ) from None
 
 
 def permalink(svc: Services, request: Request[Any, Any, Any], run_id: str, fid: str) -> str:

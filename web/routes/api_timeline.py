@@ -9,7 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, Parameter
 
 from tracelens.timeline import MAX_WIDTH_PX, timeline_window
-from web.routes.api_runs import load_ready_run
+from web.routes.api_runs import load_ready_run, open_run_database
 from web.services import Services
 
 
@@ -32,7 +32,7 @@ def get_timeline(
     width_px: int = Parameter(default=1000, ge=1, le=MAX_WIDTH_PX),
 ) -> dict[str, Any]:
     run = load_ready_run(svc, run_id)
-    cur, meta = svc.run_data.database(run.id, run.generation)
+    cur, meta = open_run_database(svc, run)
     try:
         return timeline_window(cur, start_ns, end_ns, width_px, meta)
     finally:

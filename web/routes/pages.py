@@ -16,7 +16,15 @@ from tracelens.catalog import Run, RunStatus
 from tracelens.catalog import runs as catalog_runs
 from tracelens.findings import Severity
 from tracelens.render.markdown import finding_markdown
-from web.routes.api_runs import find_finding, load_run, permalink, remove_run, run_json
+from web.routes.api_runs import (
+    ConflictException,
+    find_finding,
+    load_run,
+    open_run_database,
+    permalink,
+    remove_run,
+    run_json,
+)
 from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
@@ -89,14 +97,18 @@ def run_page(
 ) -> Response[str]:
     run = load_run(svc, run_id)
     tokens_required = svc.access.tokens_required()
+    html = None
     if run.status == RunStatus.READY:
         # A ready run's page depends only on its report: render it once per ingest
         # generation. The per-visitor CSRF token is spliced in afterwards.
-        html = svc.run_data.memo(
-            (run.id, run.generation, "page", tokens_required),
-            lambda: _render_run_page(svc, run, tokens_required),
-        )
-    else:
+        try:
+            html = svc.run_data.memo(
+                (run.id, run.generation, "page", tokens_required),
+                lambda: _render_run_page(svc, run, tokens_required),
+            )
+        except ConflictException:  # built by an older version: now queued to re-ingest
+            run = load_run(svc, run_id)
+    if html is None:
         html = _render_run_page(svc, run, tokens_required)
     token = ScopeState.from_scope(request.scope).csrf_token
     return Response(
@@ -116,7 +128,7 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
     }
     if run.status == RunStatus.READY:
         report = svc.run_data.report(run.id, run.generation)
-        cur, meta = svc.run_data.database(run.id, run.generation)
+        cur, meta = open_run_database(svc, run)
         cur.close()
         context["report"] = report
         context["extra_sections"] = [
