@@ -11,6 +11,7 @@ from web_helpers import client_for, make_settings, upload, wait_done, write_plan
 
 from tracelens.catalog import Catalog
 from tracelens.catalog.tokens import create_token
+from web.uploads import clean_filename
 
 HTML = {"accept": "text/html"}
 
@@ -185,3 +186,18 @@ def test_api_token_command_creates_lists_and_revokes(tmp_path: Path, planted: Pa
     assert revoked.exit_code == 0
     with client_for(make_settings(data_dir)) as client:  # no tokens left: open again
         assert client.delete(f"/api/runs/{ok.json()['id']}").status_code == 204
+
+
+def test_uploaded_file_names_never_reach_the_filesystem(tmp_path: Path, planted: Path) -> None:
+    data_dir = tmp_path / "data"
+    with client_for(make_settings(data_dir)) as client:
+        r = upload(client, planted, filename="../../outside/evil<b>.json.gz")
+        assert r.status_code == 201, r.text
+        run = wait_done(client, r.json()["id"])
+        assert run["original_filename"] == "evil<b>.json.gz"
+        page = client.get("/", headers=HTML).text
+        assert "evil&lt;b&gt;.json.gz" in page and "evil<b>" not in page
+    assert not (tmp_path / "outside").exists()
+    assert clean_filename("..\\..\\x\x07\x00y.json") == "xy.json"
+    stored = sorted(p.name for p in (data_dir / "runs" / run["id"]).iterdir())
+    assert "source.json.gz" in stored and all("evil" not in name for name in stored)

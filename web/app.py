@@ -78,6 +78,11 @@ def health() -> dict[str, Any]:
     return {"status": "ok", "version": __version__}
 
 
+def app_from_env() -> Litestar:
+    """App factory for servers started by import string (several worker processes)."""
+    return create_app(Settings.from_env())
+
+
 def create_app(settings: Settings | None = None, start_worker: bool = True) -> Litestar:
     """The app for ``settings`` (from the environment by default).
 

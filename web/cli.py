@@ -6,6 +6,7 @@ without importing the web layer.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -27,7 +28,16 @@ import click
     default=None,
     help="Traces ingested at once (default: $TRACELENS_INGEST_WORKERS or 2).",
 )
-def serve(host: str, port: int, data_dir: Path | None, ingest_workers: int | None) -> None:
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port (with Redis, rate limits are shared too).",
+)
+def serve(
+    host: str, port: int, data_dir: Path | None, ingest_workers: int | None, processes: int
+) -> None:
     """Serve the web app: upload traces, follow ingestion, share findings."""
     import uvicorn
 
@@ -36,9 +46,26 @@ def serve(host: str, port: int, data_dir: Path | None, ingest_workers: int | Non
 
     overrides = {"ingest_workers": ingest_workers} if ingest_workers else {}
     settings = Settings.from_env(data_dir, **overrides)
-    app = create_app(settings)
     click.echo(f"tracelens: data in {settings.data_dir}; serving on http://{host}:{port}/")
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    if processes == 1:
+        app = create_app(settings)
+        uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+        return
+    # Worker processes build their own app from the environment: hand the options down.
+    # Each runs ingest workers too; runs are claimed atomically in the catalog, so no run
+    # is ingested twice at once.
+    os.environ["TRACELENS_HOME"] = str(settings.data_dir)
+    if ingest_workers:
+        os.environ["TRACELENS_INGEST_WORKERS"] = str(ingest_workers)
+    uvicorn.run(
+        "web.app:app_from_env",
+        factory=True,
+        workers=processes,
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+    )
 
 
 @click.group("api-token")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,7 +90,11 @@ def _stored_secret(home: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     key = secrets.token_hex(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process of this service wrote it first
+        time.sleep(0.1)
+        return path.read_text().strip()
     with os.fdopen(fd, "w") as f:
         f.write(key)
     return key
