@@ -82,9 +82,11 @@ def _build_steps(db: TraceDB) -> None:
         ),
         host AS (
             SELECT s.name AS step,
-                   coalesce(sum(least(a.end_ns, s.end_ns) - greatest(a.start_ns, s.start_ns))
-                            FILTER (WHERE a.name IN ({sync_list})), 0) AS sync_blocked_ns
-            FROM _steps s JOIN api_calls a ON a.start_ns < s.end_ns AND a.end_ns > s.start_ns
+                   coalesce(sum(least(a.end_ns, s.end_ns) - greatest(a.start_ns, s.start_ns)),
+                            0) AS sync_blocked_ns
+            FROM _steps s
+            JOIN (SELECT start_ns, end_ns FROM api_calls WHERE name IN ({sync_list})) a
+              ON a.start_ns < s.end_ns AND a.end_ns > s.start_ns
             GROUP BY s.name
         ),
         loader AS (

@@ -78,12 +78,16 @@ def _build_tables(db: TraceDB) -> None:
             WHERE a.name IN ({names})
                OR (a.name LIKE 'cudaMemcpy%Async' AND c.kind = 'DtoH' AND c.dst_mem = 'pageable')
         ),
+        -- Enclosing operators, one ASOF lookup per nesting depth: at each depth only the
+        -- latest operator started before the call can contain it. A plain interval join
+        -- would compare every call with every operator on its thread.
         enc AS (
-            SELECT b.call_id, o.name, o.depth, o.category
-            FROM blk b JOIN cpu_ops o
-              ON o.pid = b.pid AND o.tid = b.tid
-             AND o.start_ns <= b.start_ns AND o.end_ns >= b.end_ns
-            WHERE o.name NOT LIKE 'ProfilerStep#%'
+            SELECT x.call_id, o.name, o.depth, o.category
+            FROM (SELECT * FROM blk, (SELECT DISTINCT depth FROM cpu_ops) ds) x
+            ASOF JOIN cpu_ops o
+              ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
+             AND o.start_ns <= x.start_ns
+            WHERE o.end_ns >= x.end_ns AND o.name NOT LIKE 'ProfilerStep#%'
         ),
         chains AS (
             SELECT call_id,
@@ -97,10 +101,12 @@ def _build_tables(db: TraceDB) -> None:
             SELECT b.call_id, arg_max(r.name, r.depth) AS annotation,
                    arg_min(r.name, r.depth) AS outer_range,
                    string_agg(r.name, ' > ' ORDER BY r.depth) AS range_chain
-            FROM blk b JOIN ranges r
-              ON r.pid = b.pid AND r.tid = b.tid
-             AND r.start_ns <= b.start_ns AND r.end_ns >= b.end_ns
-            WHERE r.device_id IS NULL AND r.name NOT LIKE 'ProfilerStep#%'
+            FROM (SELECT * FROM blk,
+                      (SELECT DISTINCT depth FROM ranges WHERE device_id IS NULL) ds) b
+            ASOF JOIN (SELECT * FROM ranges WHERE device_id IS NULL) r
+              ON r.pid = b.pid AND r.tid = b.tid AND r.depth = b.depth
+             AND r.start_ns <= b.start_ns
+            WHERE r.end_ns >= b.end_ns AND r.name NOT LIKE 'ProfilerStep#%'
             GROUP BY b.call_id
         )
         -- Without operator events (Nsight exports) the NVTX ranges carry the operator names
