@@ -12,7 +12,9 @@ in this order:
 - ``launch_overhead``: a short gap (at most ``short_gap_ns``) between queued launches;
 - ``gpu_dependency``: the next work had been launched before the gap began, so the GPU
   waited on something else (an event on another stream, another device, a collective);
-- ``host_compute``: the launching thread was busy in operators/Python before the launch;
+- ``host_compute``: the launching thread was busy in operators/Python before the launch
+  (in a trace without operator records: in an outermost annotation range other than a
+  ``ProfilerStep``);
 - ``untraced``: nothing recorded on the host explains it.
 """
 
@@ -47,6 +49,16 @@ DATA_LOADER_PATTERN = (
 STREAM_WAIT_KIND = "Stream Wait Event"
 SHORT_GAP_NS = 10_000
 SYNC_TOLERANCE_NS = 10_000
+
+# Without operator records (an nsys export, where PyTorch's ops arrive as NVTX ranges), the
+# host is "in an operator" when inside an outermost range other than the profiler's step
+# markers, which span whole iterations and would explain every gap.
+_TOP_LEVEL_RANGES = """
+    SELECT r.pid, r.tid, r.name, r.start_ns, r.end_ns
+    FROM ranges r LEFT JOIN ranges p ON p.range_id = r.parent_id
+    WHERE r.device_id IS NULL AND r.name NOT LIKE 'ProfilerStep#%'
+      AND (r.parent_id IS NULL OR p.name LIKE 'ProfilerStep#%')
+"""
 
 _HOST_JOINS = {
     "_sync": """ASOF LEFT JOIN _sync s
@@ -93,6 +105,7 @@ def derive_gaps(
         """
     )
     sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    no_ops = not con.execute("SELECT count(*) > 0 FROM cpu_ops").fetchone()[0]  # type: ignore[index]
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _launch AS
@@ -107,7 +120,8 @@ def derive_gaps(
         SELECT y.pid, y.tid, coalesce(a.name, y.kind), y.start_ns, y.end_ns
         FROM syncs y
         LEFT JOIN (SELECT correlation_id, any_value(name) AS name FROM api_calls
-                   WHERE correlation_id IS NOT NULL GROUP BY correlation_id) a
+                   WHERE correlation_id IN (SELECT correlation_id FROM syncs)
+                   GROUP BY correlation_id) a
                USING (correlation_id)
         WHERE y.pid IS NOT NULL AND y.tid IS NOT NULL AND y.kind <> '{STREAM_WAIT_KIND}';
 
@@ -119,7 +133,9 @@ def derive_gaps(
         WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}');
 
         CREATE OR REPLACE TEMP TABLE _hostop AS
-        SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops WHERE depth = 0;
+        SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops WHERE depth = 0
+        UNION ALL
+        {_TOP_LEVEL_RANGES if no_ops else "SELECT NULL, NULL, NULL, NULL, NULL WHERE false"};
 
         CREATE OR REPLACE TEMP TABLE _gap1 AS
         SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,54 @@ def test_hot_operator_found_through_nvtx_ranges(reports: dict[str, dict]) -> Non
 def test_unknown_schema_era_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown nsys schema"):
         write_nsys_sqlite(training_steps(steps=1), tmp_path / "x.sqlite", "2019")
+
+
+# Every planted scenario, nsys current layout (and the 2020 layout for the host-side ones,
+# where the eras differ most: sync and NVTX tables).
+SCENARIOS = {
+    "planted_device.memory_pressure": ("current",),
+    "planted_device.exposed_allreduce": ("current",),
+    "planted_device.occupancy_problems": ("current",),
+    "planted_host.launch_bound": ("current",),
+    "planted_host.sync_stalls": ("current", "legacy"),
+    "planted_host.uneven_steps": ("current",),
+    "planted_llm.static_launch_bound": ("current",),
+    "planted_llm.kv_growth_decode": ("current",),
+    "planted_pair.decode_naive": ("current", "legacy"),
+    "planted_pair.decode_tuned": ("current",),
+}
+
+
+def _only_from_profiler_data(finding: dict) -> bool:
+    """Findings that need what only the PyTorch profiler records: caching-allocator events
+    (nsys sees driver allocations only) and its estimated achieved occupancy."""
+    evidence = finding["evidence"]
+    return "memory_events" in evidence or "est_occupancy_pct" in evidence
+
+
+def _findings(path: Path) -> list[dict]:
+    loaded = load_trace(path)
+    try:
+        return build_report(loaded)["findings"]
+    finally:
+        loaded.close()
+
+
+@pytest.mark.parametrize("target", sorted(SCENARIOS))
+def test_every_planted_scenario_agrees_across_formats(tmp_path: Path, target: str) -> None:
+    module, fn = target.split(".")
+    sc = getattr(importlib.import_module(f"tracelens.synthetic.{module}"), fn)()
+    chrome = _findings(write_chrome_trace(sc, tmp_path / f"{fn}.pt.trace.json"))
+    ref = {f["id"]: f for f in chrome if not _only_from_profiler_data(f)}
+    assert ref
+    for schema in SCENARIOS[target]:
+        got = {
+            f["id"]: f
+            for f in _findings(write_nsys_sqlite(sc, tmp_path / f"{fn}_{schema}.sqlite", schema))
+        }
+        assert got.keys() == ref.keys(), schema
+        for fid, f in ref.items():
+            assert got[fid]["impact_ns"] == pytest.approx(f["impact_ns"], rel=0.01, abs=1), (
+                schema,
+                f["title"],
+            )

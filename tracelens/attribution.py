@@ -12,6 +12,16 @@ from tracelens.tracedb import TraceDB
 
 UNATTRIBUTED = "(no operator)"
 
+# Host ranges stand in for operators, except the profiler's step markers: a kernel launched
+# outside any operator is unattributed, as it is in a trace that has operator records.
+# Of ranges starting together the deepest is the innermost: keeping only it makes the
+# ASOF join below pick the innermost enclosing range rather than any of them.
+_RANGES_AS_OPS = """(
+    SELECT * FROM ranges WHERE device_id IS NULL AND name NOT LIKE 'ProfilerStep#%'
+    QUALIFY row_number() OVER (PARTITION BY pid, tid, start_ns
+                               ORDER BY depth DESC, end_ns, range_id) = 1
+)"""
+
 _EXT_BY_OP = """
     SELECT external_id, any_value(op_id) AS op_id, any_value(name) AS op_name
     FROM cpu_ops WHERE external_id IS NOT NULL GROUP BY external_id
@@ -30,7 +40,7 @@ def build_kernel_attribution(db: TraceDB) -> None:
     ):
         return
     has_ops = bool(db.scalar("SELECT count(*) > 0 FROM cpu_ops"))
-    source = "cpu_ops" if has_ops else "ranges"
+    source = "cpu_ops" if has_ops else _RANGES_AS_OPS
     id_col = "op_id" if has_ops else "range_id"
     db.con.execute(
         f"""

@@ -293,6 +293,9 @@ def _fill(db: sqlite3.Connection, sc: Scenario, schema: str) -> None:
     for seq, o in enumerate(sc.cpu_ops):
         name = _emit_nvtx_name(o.name, seq, o.external_id, o.input_shapes)
         spans.append((name, o.start_ns, o.dur_ns, o.pid, o.tid, None))
+    # A collective is a record_function range under emit_nvtx, like any operator.
+    for c in sc.collectives:
+        spans.append(("record_param_comms", c.start_ns, c.dur_ns, c.pid, c.tid, None))
     for name, start, dur, pid, tid, domain in sorted(spans, key=lambda x: (x[1], -x[2])):
         row = {
             "start": t + start,
