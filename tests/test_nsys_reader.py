@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
 from ingest import load_trace
 from ingest.sqlite_columns import copy_int_columns
+from tracelens.cli import main
 from tracelens.synthetic.nsys_writer import create_tables, global_pid, global_tid, insert_rows
 
 PID, TID = 100, 101
@@ -388,3 +391,26 @@ def test_rows_held_only_in_a_wal_file_are_read(tmp_path: Path) -> None:
             loaded.close()
     finally:
         writer.close()
+
+
+def test_tables_created_but_empty_give_a_no_gpu_work_report(tmp_path: Path) -> None:
+    path = tmp_path / "idle.sqlite"
+    db = sqlite3.connect(path)
+    create_tables(db, "legacy")
+    insert_rows(db, "legacy", "StringIds", [{"id": 1, "value": "cudaGetDeviceCount_v3020"}])
+    insert_rows(
+        db,
+        "legacy",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        [{"start": 10, "end": 20, "eventClass": 0, "globalTid": G, "correlationId": 1,
+          "nameId": 1}],
+    )  # fmt: skip
+    db.commit()
+    db.close()
+    result = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert "no kernels recorded (the kernel table is empty)" in report["notes"]
+    assert "no GPU work recorded in this trace" in report["notes"]
+    assert "export has no version metadata (nsys 2020.x or older)" in report["notes"]
+    assert report["findings"] == [] and report["devices"] == []
