@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,7 +41,7 @@ from ingest.nsys_enums import (
     sql_case,
 )
 from ingest.schema import set_info
-from ingest.sqlite_columns import ColumnCountMismatch, copy_int_columns
+from ingest.sqlite_columns import ColumnCountMismatch, Connect, copy_int_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -145,7 +146,7 @@ def _check_not_truncated(path: Path) -> None:
         )
 
 
-def _read(con: duckdb.DuckDBPyConnection, path: Path, connect) -> list[str]:
+def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[str]:
     src = connect()
     try:
         tables = _table_columns(src)
@@ -287,11 +288,11 @@ def _text(v: object) -> str | None:
 
 def _copy(
     src: sqlite3.Connection,
-    connect,
+    connect: Connect,
     con: duckdb.DuckDBPyConnection,
     tables: dict[str, set[str]],
     table: str,
-    exprs_for,
+    exprs_for: Callable[[set[str]], dict[str, str]],
     target: str,
     select: str = "SELECT * FROM _sqlite_batch",
     with_rowid: bool = False,
