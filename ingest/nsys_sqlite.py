@@ -3,9 +3,11 @@
 Every export from nsys 2020.3 on is read the same way: tables are created lazily, so any
 may be missing; columns were added over the years, so each is read by name and a missing
 one becomes NULL; the enumerations are built in (:mod:`ingest.nsys_enums`) because old
-exports have no ENUM_* tables. Integer columns are bulk-copied into staging tables by
-:mod:`ingest.sqlite_columns`; names (``StringIds``) and the routing into canonical rows
-are done in DuckDB SQL. The user's file is opened read-only and immutable: never written.
+exports have no ENUM_* tables. Integer columns are bulk-copied by
+:mod:`ingest.sqlite_columns` and each batch goes straight into its canonical table
+(synchronization and NVTX rows through a staging table: they need a second pass); names
+(``StringIds``) and codes are resolved in DuckDB SQL. The user's file is opened read-only
+(and immutable unless a pending WAL file holds rows): it is never written.
 
 What lands where: kernels, memcpys (unified-memory migrations keep their ``UVM_*`` kinds),
 memsets, api_calls (runtime and driver, version suffix stripped), syncs (with the host
