@@ -28,7 +28,7 @@ def test_planted_training_data_wait(planted_trace) -> None:
     assert f.evidence["loaders"][0]["calls"] == 10
     assert f.evidence["loader_host_ns"] == 10 * 2_000_000
     assert f.evidence["pageable_h2d_copies"] == 10
-    assert f.evidence["overlaps_finding"] == finding_id("idle_gpu", 0, "data_loading")
+    assert f.supersedes == [finding_id("idle_gpu", 0, "data_loading")]
     assert "num_workers" in f.advice and "pin_memory=True" in f.advice
 
 

@@ -65,7 +65,10 @@ def test_naive_to_tuned_resolves_planted_problems(pair: dict, reports: dict) -> 
     resolved = {f["id"] for f in d["findings"]["resolved"]}
     assert finding_id("launch_overhead", 0) in resolved
     assert finding_id("sync_stalls", "scalar_read", "aten::item") in resolved
-    assert finding_id("idle_gpu", 0, "launch_overhead") in resolved
+    # launch_overhead explains idle_gpu's launch gaps, so the broad finding never ranks
+    assert finding_id("idle_gpu", 0, "launch_overhead") not in {
+        f["id"] for f in reports["naive"]["findings"]
+    }
     # The adds now run from the graph replay, so hot_ops names that operator instead.
     appeared = d["findings"]["appeared"]
     assert [f["title"].split("`")[1] for f in appeared] == ["CUDAGraph.replay"]

@@ -30,7 +30,7 @@ def test_planted_launch_bound_loop(scenario_db) -> None:
     assert ev["launch_latency_p50_ns"] == exp["launch_latency_p50_ns"]
     assert ev["launch_call_p50_ns"] == exp["launch_call_p50_ns"]
     assert ev["top_tiny_kernel_operators"][0]["operator"] == exp["top_operator"]
-    assert ev["overlaps_finding"] == finding_id("idle_gpu", 0, "launch_overhead")
+    assert f.supersedes == [finding_id("idle_gpu", 0, "launch_overhead")]
     assert f.severity.label == "critical"  # 5 of every 8 us idle
     assert "CUDA graph" in f.advice and "`aten::add`" in f.advice
 

@@ -59,6 +59,9 @@ class Finding:
     evidence: dict[str, Any]
     advice: str
     time_ranges: list[TimeRange] = field(default_factory=list)
+    # Ids of broader findings whose time this one explains in more depth (e.g. a sync-stall
+    # site explains idle_gpu's 'synchronization' gaps). The ranking counts that time once.
+    supersedes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -22,9 +22,10 @@ from tracelens.analyzers import (
     sync_stalls,
     variance,
 )
-from tracelens.findings import Finding
+from tracelens.findings import Finding, severity_for
 from tracelens.thresholds import Thresholds
 from tracelens.tracedb import TraceDB
+from tracelens.units import fmt_ns
 
 ANALYZERS: list[ModuleType] = [
     idle_gpu,
@@ -49,5 +50,36 @@ def run_all(db: TraceDB, thresholds: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
     for module in ANALYZERS:
         findings.extend(module.analyze(db, thresholds))
+    findings = _count_once(findings, thresholds)
     findings.sort(key=lambda f: (-f.impact_ns, -int(f.severity), f.analyzer, f.id))
     return findings
+
+
+def _count_once(findings: list[Finding], t: Thresholds) -> list[Finding]:
+    """Keep the ranking honest when a specific finding explains part of a broader one.
+
+    The specific findings keep their impact. The broader one is dropped when they explain
+    at least half of it; otherwise it keeps only the unexplained rest, and says so.
+    """
+    by_id = {f.id: f for f in findings}
+    explained: dict[str, list[Finding]] = {}
+    for f in findings:
+        for sid in f.supersedes:
+            if sid in by_id and sid != f.id:
+                explained.setdefault(sid, []).append(f)
+    dropped: set[str] = set()
+    for sid, specific in explained.items():
+        broad = by_id[sid]
+        covered = sum(f.impact_ns for f in specific)
+        if broad.impact_ns <= 0 or covered * 2 >= broad.impact_ns:
+            dropped.add(sid)
+            continue
+        rest = broad.impact_ns - covered
+        broad.impact_pct = broad.impact_pct * rest / broad.impact_ns
+        broad.impact_ns = rest
+        broad.severity = severity_for(broad.impact_pct, t)
+        names = ", ".join(f"{f.analyzer} `{f.id}`" for f in specific)
+        broad.impact_basis += (
+            f" {fmt_ns(covered)} of it is explained and counted by {names}; this is the rest."
+        )
+    return [f for f in findings if f.id not in dropped]

@@ -98,9 +98,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         }
                         for r in loaders[:5]
                     ],
-                    "overlaps_finding": finding_id("idle_gpu", dev.device_id, "data_loading"),
                 },
                 advice=_advice(single, multi, pageable_h2d),
+                supersedes=[finding_id("idle_gpu", dev.device_id, "data_loading")],
                 time_ranges=[
                     TimeRange(int(g["start_ns"]), int(g["end_ns"]), dev.device_id, "data wait")
                     for g in longest

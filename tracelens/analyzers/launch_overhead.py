@@ -150,8 +150,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         }
                         for o in top_ops
                     ],
-                    "overlaps_finding": finding_id("idle_gpu", dev.device_id, "launch_overhead"),
                 },
+                supersedes=[finding_id("idle_gpu", dev.device_id, "launch_overhead")],
                 advice=_advice(ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"])),
                 time_ranges=[
                     TimeRange(

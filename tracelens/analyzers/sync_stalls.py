@@ -220,6 +220,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                ORDER BY s.end_ns - s.start_ns DESC LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
+        devices = [
+            r[0]
+            for r in db.rows(
+                """SELECT DISTINCT s.device_id FROM _sync_gaps s JOIN _sync_calls2 c
+                   USING (call_id) WHERE c.pattern = ? AND c.site = ? ORDER BY 1""",
+                [pattern, site],
+            )
+        ]
         site_text = "code outside any operator" if site == "(no operator)" else f"`{site}`"
         where = site_text + (f" in `{g['annotation']}`" if g["annotation"] else "")
         findings.append(
@@ -257,7 +265,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "idle_after_gaps": int(g["gaps"]),
                     "idle_after_ns": idle_ns,
                     "recoverable_ns": impact,
-                    "relates_to": "idle_gpu 'synchronization' gaps: this splits them by cause",
                     "longest_calls": [
                         {
                             "api": c["name"],
@@ -269,6 +276,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 advice=_advice(pattern, where),
+                supersedes=[finding_id("idle_gpu", d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
                         int(r["start_ns"]), int(r["end_ns"]), r["device_id"], "idle after sync"
