@@ -249,3 +249,14 @@ def test_annotate_domain_wins_over_emit_nvtx_duplicates(tmp_path: Path) -> None:
     assert s is not None
     (r,) = s["per_request"]
     assert (r["output_tokens"], r["ttft_ns"], r["tpot_ns"]) == (2, 2 * MS, 1 * MS)
+
+
+def test_request_ranges_without_steps(section_of: Callable[[Scenario], dict]) -> None:
+    sc = Scenario("llm_requests_only")
+    sc.range("llm.request[u]", 0, 2 * MS)
+    sc.range("llm.request[v]", 1 * MS, 2 * MS)
+    s = section_of(sc)
+    assert (s["requests"], s["output_tokens"]) == (2, 0)
+    assert s["output_tokens_per_s"] is None and s["span_ns"] is None
+    assert s["ttft_ns"]["count"] == 0 and s["e2e_ns"]["count"] == 2
+    assert any("no prefill/decode step lists them" in w for w in s["warnings"])
