@@ -39,6 +39,11 @@ def _rate(v: float | None, unit: str) -> str:
 
 
 def _headline(llm: dict[str, Any]) -> str:
+    if not llm["span_ns"]:
+        return (
+            f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens "
+            "(no token times: throughput unknown)"
+        )
     return (
         f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens over "
         f"{fmt_ns(llm['span_ns'])}: {_rate(llm['output_tokens_per_s'], 'tokens/s')}, "
