@@ -49,10 +49,14 @@ def test_lanes_hold_every_event_of_their_sources(con: duckdb.DuckDBPyConnection)
 def test_pre_aggregated_answer_matches_the_exact_one(
     con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coarse = timeline_window(con, None, None, 300)
+    meta = timeline_meta(con)
+    assert meta["agg"] is not None
+    in_memory = timeline_window(con, None, None, 300, meta)
+    in_sql = timeline_window(con, None, None, 300, {**meta, "agg": None})
+    assert in_memory["lanes"] == in_sql["lanes"]  # numpy and DuckDB aggregate alike
     monkeypatch.setattr(timeline, "AGG_MIN_BUCKETS_PER_PX", 10**12)  # force the exact path
-    exact = timeline_window(con, None, None, 300)
-    for a, b in zip(coarse["lanes"], exact["lanes"], strict=True):
+    exact = timeline_window(con, None, None, 300, meta)
+    for a, b in zip(in_memory["lanes"], exact["lanes"], strict=True):
         assert a["count"] == b["count"], a["key"]
         if b["buckets"] is None:
             assert a["buckets"] is None and a["events"] == b["events"]

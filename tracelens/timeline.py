@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import numpy as np
 
 # Bumped whenever the tl_* tables change shape or meaning.
 TIMELINE_VERSION = 2
@@ -40,6 +41,9 @@ AGG_BUCKETS = 16384
 # A window is answered from tl_agg when a pixel spans at least this many of its buckets,
 # so a pre-aggregated bucket straddling a pixel edge shifts at most 1/4 pixel.
 AGG_MIN_BUCKETS_PER_PX = 4
+# tl_agg is held in memory (numpy) for runs up to this many rows: a wide window is then
+# aggregated without a query. Larger runs aggregate in DuckDB.
+AGG_IN_MEMORY_MAX_ROWS = 500_000
 _TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_meta")
 
 _LANE_SOURCES = f"""
@@ -181,7 +185,80 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "long_ns": int(long_ns),
         "agg_ns": int(agg_ns),
         "lanes": lanes,
+        "agg": _load_agg(con),
     }
+
+
+def _load_agg(con: duckdb.DuckDBPyConnection) -> dict[str, np.ndarray] | None:
+    rows = con.execute("SELECT count(*) FROM tl_agg").fetchone()[0]  # type: ignore[index]
+    if rows > AGG_IN_MEMORY_MAX_ROWS:
+        return None
+    cols = con.execute(
+        "SELECT lane_id, b, n, busy_ns, top, top_ns FROM tl_agg ORDER BY b, lane_id"
+    ).fetchnumpy()
+    names, codes = np.unique(np.asarray(cols["top"], dtype=object).astype(str), return_inverse=True)
+    return {
+        "lane": np.asarray(cols["lane_id"], dtype=np.int64),
+        "b": np.asarray(cols["b"], dtype=np.int64),
+        "n": np.asarray(cols["n"], dtype=np.int64),
+        "busy": np.asarray(cols["busy_ns"], dtype=np.float64),
+        "top": codes.astype(np.int64),
+        "top_ns": np.asarray(cols["top_ns"], dtype=np.int64),
+        "names": names,
+    }
+
+
+def _agg_selection(agg: dict[str, np.ndarray], bs: int, be: int) -> slice:
+    """Rows of buckets bs..be: tl_agg is sorted by bucket, so this is a slice."""
+    lo = int(np.searchsorted(agg["b"], bs, side="left"))
+    hi = int(np.searchsorted(agg["b"], be, side="right"))
+    return slice(lo, hi)
+
+
+def _agg_counts(agg: dict[str, np.ndarray], sel: slice) -> dict[int, int]:
+    lanes = agg["lane"][sel]
+    if not len(lanes):
+        return {}
+    sums = np.bincount(lanes, weights=agg["n"][sel])
+    return {int(i): int(c) for i, c in enumerate(sums) if c}
+
+
+def _agg_buckets(
+    agg: dict[str, np.ndarray],
+    sel: slice,
+    dense: list[int],
+    start: int,
+    width: int,
+    ns_per_px: float,
+    agg_ns: int,
+) -> list[tuple[int, int, int, float, str]]:
+    """(lane, pixel, count, busy fraction, longest event's name) per dense lane and pixel."""
+    lane = agg["lane"][sel]
+    keep = np.isin(lane, dense)
+    lane = lane[keep]
+    b = agg["b"][sel][keep]
+    px = np.clip(((b * agg_ns - start) // ns_per_px).astype(np.int64), 0, width - 1)
+    key = lane * width + px
+    order = np.lexsort((agg["top_ns"][sel][keep], key))  # by pixel, longest event last
+    key = key[order]
+    if not len(key):
+        return []
+    ends = np.flatnonzero(np.r_[key[1:] != key[:-1], True])
+    starts = np.r_[0, ends[:-1] + 1]
+    counts = np.add.reduceat(agg["n"][sel][keep][order], starts)
+    busy = np.minimum(1.0, np.add.reduceat(agg["busy"][sel][keep][order], starts) / ns_per_px)
+    tops = agg["names"][agg["top"][sel][keep][order][ends]]
+    keys = key[ends]
+    return list(
+        zip(
+            (keys // width).tolist(),
+            (keys % width).tolist(),
+            counts.tolist(),
+            np.round(busy, 3).tolist(),
+            tops.tolist(),
+            strict=True,
+        )
+    )
 
 
 def timeline_window(
@@ -211,7 +288,11 @@ def timeline_window(
     coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_ns"]
     agg_window = "FROM tl_agg WHERE b >= $bs AND b <= $be"
     agg_p = {"bs": start // meta["agg_ns"], "be": (end - 1) // meta["agg_ns"]}
-    if coarse:
+    in_memory = meta.get("agg") if coarse else None
+    if in_memory is not None:
+        agg_sel = _agg_selection(in_memory, agg_p["bs"], agg_p["be"])
+        counts = _agg_counts(in_memory, agg_sel)
+    elif coarse:
         counts = dict(
             con.execute(
                 f"SELECT lane_id, CAST(sum(n) AS BIGINT) {agg_window} GROUP BY lane_id", agg_p
@@ -249,7 +330,14 @@ def timeline_window(
         ).fetchall()
         for lane_id, s, e, name, kind in rows:
             lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
-    if dense and coarse:
+    if dense and in_memory is not None:
+        for lane_id in dense:
+            lanes[lane_id]["buckets"] = []
+        for lane_id, px, n, busy, top in _agg_buckets(
+            in_memory, agg_sel, dense, start, width, ns_per_px, meta["agg_ns"]
+        ):
+            lanes[lane_id]["buckets"].append([px, n, busy, idx(names, top)])
+    elif dense and coarse:
         # From the pre-aggregated buckets: each lands in the pixel holding its start.
         rows = con.execute(
             f"""
