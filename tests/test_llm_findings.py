@@ -52,6 +52,8 @@ def test_static_batching_queueing_and_launch_bound_decode(tmp_path: Path, name: 
     assert d["evidence"]["median_kernel_ns"] == e["decode_median_kernel_ns"]
     assert "CUDA graph" in d["advice"]
     assert a.steps["prefill"]["gpu_busy_ns"] == e["prefill_busy_ns"]
+    # Prefill keeps the GPU 90 % busy: no idle finding for it.
+    assert finding_id("llm_latency", "prefill_gpu_idle") not in findings
     assert a.summary["requests"] == e["requests"]
     assert a.summary["output_tokens"] == e["output_tokens"]
     # Nothing planted, nothing reported: no prefill runs while anyone decodes.
@@ -110,3 +112,22 @@ def test_prefill_stall_finding(tmp_path: Path) -> None:
     assert f["impact_ns"] == 2 * MS  # 4 ms excess over 2 requests
     assert ev["worst_gaps"][0]["rid"] == "a" and ev["worst_gaps"][0]["itl_ns"] == 4500 * US
     assert "chunked prefill" in f["advice"]
+
+
+def test_prefill_gpu_idle_finding(tmp_path: Path) -> None:
+    """Prefill steps of 2 ms that run one 200 us kernel each: 90 % of prefill time idle."""
+    sc = Scenario("llm_prefill_idle")
+    for i in range(3):
+        s = i * 3 * MS
+        sc.range(f"llm.request[p{i}]", s, 3 * MS)
+        sc.range(f"llm.prefill[p{i}]", s, 2 * MS)
+        sc.launch(None, "ampere_sgemm_128x64_tn", s + 1700 * US, s + 1750 * US, 200 * US)
+        sc.range(f"llm.decode[p{i}]", s + 2 * MS, 1 * MS)
+        sc.launch(None, "ampere_sgemm_64x64_tn", s + 2050 * US, s + 2100 * US, 800 * US)
+    findings, a = run(sc, tmp_path / "pi.pt.trace.json.gz")
+    f = findings[finding_id("llm_latency", "prefill_gpu_idle")]
+    assert f["impact_ns"] == 3 * 1800 * US
+    assert f["evidence"]["gpu_busy_pct"] == pytest.approx(10.0)
+    assert f["title"].startswith("GPU idle 90% of prefill time")
+    assert a.steps["decode"]["gpu_busy_pct"] == pytest.approx(80.0)
+    assert finding_id("llm_latency", "decode_gpu_idle") not in findings

@@ -1,17 +1,18 @@
 """LLM serving latency: why TTFT, TPOT and ITL are what they are (needs LLM annotations).
 
-Four explanations, each a finding when its threshold is met (see
-:mod:`tracelens.llm.llm_thresholds`):
+Four explanations (the last for prefill and decode steps separately), each a finding when
+its threshold is met (see :mod:`tracelens.llm.llm_thresholds`):
 
 - queueing dominates TTFT;
 - prefill steps stall running decodes (ITL spikes);
 - decode steps slow down as the KV cache grows;
-- the GPU idles during decode steps (launch-bound when the kernels are many and short).
+- the GPU idles during prefill or decode steps (launch-bound when the kernels are many and
+  short).
 
 Impacts are on two bases, each stated in ``impact_basis``: latency a request waits
 (queueing, stalls) is given *per request on average* (the sum over requests divided by the
 number of requests), so it stays comparable with wall-clock findings; time the serving loop
-spends (KV growth, idle GPU in decode) is wall-clock time within the steps.
+spends (KV growth, idle GPU in steps) is wall-clock time within the steps.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         _queueing(db, t, a),
         _prefill_stalls(db, t, a),
         _kv_growth(db, t, a),
-        _decode_gpu_idle(db, t, a),
+        _gpu_idle_in_steps(db, t, a, "prefill"),
+        _gpu_idle_in_steps(db, t, a, "decode"),
     ]
     return [f for f in findings if f is not None]
 
@@ -215,12 +217,13 @@ def _kv_growth(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     )
 
 
-def _decode_gpu_idle(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
-    d = a.steps["decode"]
+def _gpu_idle_in_steps(db: TraceDB, t: Thresholds, a: LlmAnalysis, kind: str) -> Finding | None:
+    """The GPU idles inside ``kind`` steps; launch-bound when the kernels are many and short."""
+    d = a.steps[kind]
     busy_pct = d["gpu_busy_pct"]
-    if busy_pct is None or not d["steps"] or d["kernels_per_step"] is None:
+    if busy_pct is None or not d["steps"] or not d["kernels_per_step"]:
         return None
-    if not d["kernels_per_step"] or busy_pct >= llm_threshold(t, "llm_decode_max_busy_pct"):
+    if busy_pct >= llm_threshold(t, f"llm_{kind}_max_busy_pct"):
         return None
     idle_ns = int(d["total_ns"] * len(db.devices) - d["gpu_busy_ns"])
     median_kernel = d["median_kernel_ns"]
@@ -231,24 +234,25 @@ def _decode_gpu_idle(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | No
     )
     causes = d["idle_by_cause"]
     top_cause = max(causes, key=causes.get) if causes else None  # type: ignore[arg-type]
+    other = "decode" if kind == "prefill" else "prefill"
     if launch_bound:
         title = (
-            f"Decode is launch-bound: {d['kernels_per_step']:.0f} kernels of median "
+            f"{kind.capitalize()} is launch-bound: {d['kernels_per_step']:.0f} kernels of median "
             f"{fmt_ns(median_kernel)} per step keep the GPU only {busy_pct:.0f}% busy"
         )
         advice = (
-            "Each decode step is a long chain of tiny kernels and the host cannot launch them "
-            "as fast as the GPU runs them. Capture the decode step in a CUDA graph "
+            f"Each {kind} step is a long chain of tiny kernels and the host cannot launch them "
+            f"as fast as the GPU runs them. Capture the {kind} step in a CUDA graph "
             '(`torch.compile(mode="reduce-overhead")`, vLLM/TensorRT-LLM CUDA graphs: keep '
             "`enforce_eager` off), fuse ops with `torch.compile`, and batch more requests per "
             "step so every kernel does more work."
         )
     else:
-        title = f"GPU idle {100 - busy_pct:.0f}% of decode time" + (
+        title = f"GPU idle {100 - busy_pct:.0f}% of {kind} time" + (
             f" (mostly {top_cause})" if top_cause else ""
         )
         advice = (
-            "The GPU waits on the host during decode steps. Remove per-token host syncs "
+            f"The GPU waits on the host during {kind} steps. Remove per-token host syncs "
             "(`.item()`, `.cpu()`, `.tolist()` on the sampled tokens: keep them on the GPU and "
             "copy asynchronously into pinned memory), stop copying inputs from pageable memory "
             "every step (build them on the GPU or use pinned buffers with "
@@ -257,25 +261,25 @@ def _decode_gpu_idle(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | No
     return _finding(
         db,
         t,
-        "decode_gpu_idle",
+        f"{kind}_gpu_idle",
         idle_ns,
         title=title,
-        impact_basis=f"GPU idle time inside the {d['steps']:,} decode steps (step time minus the "
+        impact_basis=f"GPU idle time inside the {d['steps']:,} {kind} steps (step time minus the "
         "union of kernels, copies and memsets in it); at best the steps shrink by this much.",
-        summary=f"Decode steps took {fmt_ns(d['total_ns'])} in all; the GPU was busy "
-        f"{busy_pct:.1f}% of it ({fmt_ns(d['gpu_busy_ns'])}), running "
+        summary=f"{kind.capitalize()} steps took {fmt_ns(d['total_ns'])} in all; the GPU was "
+        f"busy {busy_pct:.1f}% of it ({fmt_ns(d['gpu_busy_ns'])}), running "
         f"{d['kernels_per_step']:.1f} kernels per step (median kernel "
-        f"{fmt_ns(median_kernel)}). Prefill steps kept it "
-        f"{_pct(a.steps['prefill']['gpu_busy_pct'])} busy.",
+        f"{fmt_ns(median_kernel)}). {other.capitalize()} steps kept it "
+        f"{_pct(a.steps[other]['gpu_busy_pct'])} busy.",
         evidence={
-            "decode_steps": d["steps"],
-            "decode_ns": d["total_ns"],
+            f"{kind}_steps": d["steps"],
+            f"{kind}_ns": d["total_ns"],
             "gpu_busy_ns": d["gpu_busy_ns"],
             "gpu_busy_pct": round(busy_pct, 3),
             "kernels_per_step": round(d["kernels_per_step"], 2),
             "median_kernel_ns": median_kernel,
             "idle_ns_by_cause": causes,
-            "prefill_gpu_busy_pct": a.steps["prefill"]["gpu_busy_pct"],
+            f"{other}_gpu_busy_pct": a.steps[other]["gpu_busy_pct"],
         },
         advice=advice,
     )

@@ -23,8 +23,10 @@ DEFAULTS: dict[str, float] = {
     "llm_kv_min_growth_pct": 10.0,
     # ... and adding the cache term explains at least this much more variance (R² points).
     "llm_kv_min_r2_gain": 0.1,
-    # Decode GPU idle: reported when the GPU is busy less than this share of decode time.
+    # GPU idle in steps: reported when the GPU is busy less than this share of decode time ...
     "llm_decode_max_busy_pct": 60.0,
+    # ... or of prefill time (prefill is normally compute-bound: a lower busy share is news).
+    "llm_prefill_max_busy_pct": 60.0,
     # Launch-bound: median kernel shorter than this (ns) ...
     "llm_short_kernel_ns": 20_000,
     # ... and at least this many kernels per decode step.
