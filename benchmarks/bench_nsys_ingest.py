@@ -2,7 +2,8 @@
 
 Writes an nsys export (current layout) with ``--kernels`` kernels, one ``cudaLaunchKernel``
 runtime row per kernel, a blocking stream synchronize every 1,000 launches (with its CUPTI
-synchronization record) and an NVTX step range around each of those stretches. Rows are
+synchronization record) and an NVTX step range around each of those stretches; with
+``--op-ranges``, also one emit_nvtx-style operator range around each launch. Rows are
 generated inside SQLite with recursive CTEs, so writing 2 million rows takes seconds.
 Then it ingests and analyzes the file and prints seconds per phase, rows/s and peak RSS.
 
@@ -37,7 +38,7 @@ SYNC_EVERY = 1_000
 KERNEL_NAMES = 64
 
 
-def write_export(path: Path, kernels: int) -> dict[str, int]:
+def write_export(path: Path, kernels: int, op_ranges: bool = False) -> dict[str, int]:
     """A realistic-shaped export: launch, kernel 5 us later, periodic synchronizes."""
     if path.exists():
         path.unlink()
@@ -102,6 +103,17 @@ def write_export(path: Path, kernels: int) -> dict[str, int]:
                    300000000 + i * ({SYNC_EVERY} * {LAUNCH_EVERY_NS} + 200000) - 1,
                    59, {g}, 1003, 0 FROM s"""
     )
+    ops = 0
+    if op_ranges:
+        # PyTorch's emit_nvtx: one push/pop range per operator, its text in `text`.
+        db.execute(
+            f"""INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId)
+                {series}
+                SELECT {host} - 300, {host} + 1300, 59,
+                       'aten::add_, seq = ' || i || ', op_id = ' || (i + 7), {g}, 0
+                FROM s"""
+        )
+        ops = kernels
     db.execute(f"INSERT INTO ThreadNames VALUES (1002, 20, {g})")
     db.execute(f"INSERT INTO PROCESSES VALUES ({gp}, {PID}, 'python')")
     db.execute(
@@ -114,19 +126,22 @@ def write_export(path: Path, kernels: int) -> dict[str, int]:
     )
     db.commit()
     db.close()
-    return {"kernels": kernels, "runtime": kernels + syncs, "syncs": syncs, "nvtx": syncs}
+    return {"kernels": kernels, "runtime": kernels + syncs, "syncs": syncs, "nvtx": syncs + ops}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, default=None, help="write the export here and keep it")
+    ap.add_argument(
+        "--op-ranges", action="store_true", help="add one emit_nvtx operator range per kernel"
+    )
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="nsys-bench-")
     path = args.keep or Path(tmp.name) / "bench.sqlite"
 
     t = time.perf_counter()
-    counts = write_export(path, args.kernels)
+    counts = write_export(path, args.kernels, args.op_ranges)
     write_s = time.perf_counter() - t
     rows = sum(counts.values())
     size_mb = path.stat().st_size / 1e6

@@ -93,6 +93,7 @@ _RUNTIME_SELECT = f"""
     FROM _sqlite_batch b LEFT JOIN _nsys_api_names n ON n.id = b.name_id
     WHERE b.dur >= 0
 """
+_TEXT_BATCH_ROWS = 262_144
 _SYNC_STAGING = "_nsys_sync"
 _NVTX_STAGING = "_nsys_nvtx"
 _STAGING_COLUMNS = {
@@ -122,7 +123,14 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     if not _has_pending_wal(path):
         uri += "&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    # NVTX text and names are whatever bytes the application passed: never fail on them.
+    conn.text_factory = _decode_text
+    return conn
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _has_pending_wal(path: Path) -> bool:
@@ -436,13 +444,29 @@ def _load_nvtx_text(
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_text (row_id BIGINT, text VARCHAR)")
     if "text" not in tables.get(NVTX, set()):
         return
-    cur = src.execute(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL")
-    while rows := cur.fetchmany(200_000):
-        ids, texts = zip(*rows, strict=True)
-        batch = {
-            "row_id": np.fromiter(ids, dtype=np.int64, count=len(ids)),
-            "text": np.array([t if isinstance(t, str) else _text(t) for t in texts], object),
-        }
+    lo, hi = src.execute(f"SELECT min(rowid), max(rowid) FROM {NVTX}").fetchone()
+    if lo is None:
+        return
+    # NVTX text is a C string, so it never holds NUL: one NUL-joined string per batch moves
+    # it without a Python object per value inside sqlite3. A batch that splits wrong (a NUL
+    # after all) is read row by row.
+    joined = f"""SELECT count(*), group_concat(rowid), group_concat(text, char(0))
+                 FROM {NVTX} WHERE text IS NOT NULL AND rowid BETWEEN ? AND ?"""
+    for start in range(lo, hi + 1, _TEXT_BATCH_ROWS):
+        end = start + _TEXT_BATCH_ROWS - 1
+        n, ids, texts = src.execute(joined, (start, end)).fetchone()
+        if not n:
+            continue
+        row_ids = np.fromstring(ids, dtype=np.int64, sep=",")
+        values = texts.split("\0")
+        if len(values) != n or len(row_ids) != n:
+            rows = src.execute(
+                f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND rowid BETWEEN ? AND ?",
+                (start, end),
+            ).fetchall()
+            row_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            values = [_text(r[1]) for r in rows]
+        batch = {"row_id": row_ids, "text": np.array(values, dtype=object)}
         con.register("_nsys_text_batch", batch)
         con.execute("INSERT INTO _nsys_nvtx_text SELECT * FROM _nsys_text_batch")
         con.unregister("_nsys_text_batch")

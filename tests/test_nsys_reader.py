@@ -414,3 +414,27 @@ def test_tables_created_but_empty_give_a_no_gpu_work_report(tmp_path: Path) -> N
     assert "no GPU work recorded in this trace" in report["notes"]
     assert "export has no version metadata (nsys 2020.x or older)" in report["notes"]
     assert report["findings"] == [] and report["devices"] == []
+
+
+def test_nvtx_text_with_bad_utf8_or_nul_is_read_not_refused(tmp_path: Path) -> None:
+    path = _build(tmp_path / "text.sqlite", "current")
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM NVTX_EVENTS")
+    rows = [
+        (100, 200, "CAST(x'6361666520e9' AS TEXT)"),  # "cafe" + a Latin-1 byte
+        (300, 400, "'a' || char(0) || 'b'"),  # a NUL inside: the batch is read row by row
+        (500, 600, "'aten::relu, seq = 3'"),
+    ]
+    for start, end, text in rows:
+        db.execute(
+            f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+            f"VALUES ({start}, {end}, 59, {text}, {G}, 0)"
+        )
+    db.commit()
+    db.close()
+    loaded = load_trace(path)
+    try:
+        names = loaded.con.execute("SELECT name FROM ranges ORDER BY start_ns").fetchall()
+        assert names == [("cafe \ufffd",), ("a\x00b",), ("aten::relu",)]
+    finally:
+        loaded.close()
