@@ -14,6 +14,8 @@ The names are the public convention tracelens reads back:
   token at the end of this range.
 
 Request ids are strings without ``[``, ``]`` or ``,`` (and without surrounding spaces).
+A step span should end once its sampled tokens are on the host: GPU work is asynchronous,
+and a span that ends at launch time would date the tokens too early.
 
 A span is a context manager, and can also be started and ended explicitly. Request spans of
 concurrent requests overlap without nesting, so ``start()``/``end()`` may happen in any

@@ -21,7 +21,8 @@ then and closes after its last token. Schedulers:
 
 Variants:
 
-- ``tuned``: preallocated KV cache, batched decode, next tokens stay on the device;
+- ``tuned``: preallocated KV cache, batched decode, next tokens stay on the device and
+  reach the host once per step (one copy for the whole batch);
 - ``naive``: no batching (batch of one), KV cache grown by ``torch.cat``, inputs built on
   the host and copied to the device every step (pageable host-to-device copy on CUDA), and
   one ``.item()`` per token (a device synchronization on CUDA).
@@ -134,6 +135,15 @@ class Server:
         """Naive: inputs built on the host and copied from pageable memory every step."""
         return torch.tensor(values, dtype=torch.long).to(self.dev)
 
+    def emit(self, tokens: list[torch.Tensor]) -> list[int]:
+        """Tuned: the step's sampled tokens reach the host in one copy (one sync per step).
+
+        A server must see its tokens to stream them and check stop conditions; without this
+        the host would run ahead of the device and a step range would end at launch time,
+        not when its tokens exist.
+        """
+        return torch.stack([t.reshape(-1) for t in tokens]).flatten().tolist()
+
     # -- steps -------------------------------------------------------------------------------
 
     def prefill(self, batch: list[Request]) -> None:
@@ -152,6 +162,8 @@ class Server:
                     prompt = to_device(prompt_ids, self.dev)  # pinned, asynchronous
                     logits = prefill_slot(self.model, self.slot_cache, slot, prompt)  # type: ignore[arg-type]
                     self.next_token[r.rid] = logits.argmax()
+            if not self.naive:
+                self.emit([self.next_token[r.rid] for r in batch])
         now = time.time_ns()
         for r in batch:
             r.token_ns.append(now)
@@ -174,6 +186,7 @@ class Server:
                 nxt = logits.argmax(-1)
                 for i, r in enumerate(batch):
                     self.next_token[r.rid] = nxt[i]
+                self.emit([nxt])
         now = time.time_ns()
         for r in batch:
             r.token_ns.append(now)
