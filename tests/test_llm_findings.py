@@ -131,3 +131,18 @@ def test_prefill_gpu_idle_finding(tmp_path: Path) -> None:
     assert f["title"].startswith("GPU idle 90% of prefill time")
     assert a.steps["decode"]["gpu_busy_pct"] == pytest.approx(80.0)
     assert finding_id("llm_latency", "decode_gpu_idle") not in findings
+
+
+def test_steps_that_end_before_their_gpu_work_are_flagged(tmp_path: Path) -> None:
+    """Decode ranges closed right after launching: the kernels run on after each range."""
+    sc = Scenario("llm_async_steps")
+    sc.range("llm.request[z]", 0, 10 * MS)
+    sc.range("llm.prefill[z]", 0, 1 * MS)
+    sc.launch(None, "ampere_sgemm_128x64_tn", 100 * US, 200 * US, 700 * US)
+    for i in range(4):
+        s = 1 * MS + i * 100 * US
+        sc.range("llm.decode[z]", s, 100 * US)
+        sc.launch(None, "decode_kernel", s + 50 * US, 2 * MS + i * 1 * MS, 900 * US)
+    _, a = run(sc, tmp_path / "async.pt.trace.json.gz")
+    (w,) = a.warnings
+    assert w.startswith("4 of 4 decode steps end before the GPU work")

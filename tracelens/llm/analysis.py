@@ -16,7 +16,7 @@ from tracelens.llm.latency_metrics import latency_summary, per_request
 from tracelens.llm.llm_thresholds import DEFAULTS
 from tracelens.llm.prefill_stalls import prefill_stalls
 from tracelens.llm.queueing import queueing
-from tracelens.llm.step_profile import step_profile
+from tracelens.llm.step_profile import early_step_warnings, step_profile
 from tracelens.tracedb import TraceDB
 
 
@@ -49,7 +49,7 @@ def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
             queueing=queueing(db),
             prefill_stalls=prefill_stalls(db),
             kv_growth=kv_growth(db, int(DEFAULTS["llm_kv_min_steps"])),
-            warnings=list(found.warnings),
+            warnings=[*found.warnings, *early_step_warnings(db)],
         )
     _cache[db] = result
     return result

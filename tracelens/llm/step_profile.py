@@ -98,3 +98,38 @@ def step_profile(db: TraceDB) -> dict[str, dict[str, Any]]:
             )
         out[kind] = entry
     return out
+
+
+# Steps whose GPU work, launched inside the step, finishes only after the step has ended.
+OUTLIVED_SQL = """
+SELECT s.kind, count(DISTINCT s.step_id) AS steps
+FROM llm_steps s
+JOIN api_calls a ON a.start_ns >= s.start_ns AND a.start_ns < s.end_ns
+JOIN (
+    SELECT correlation_id, end_ns FROM kernels
+    UNION ALL SELECT correlation_id, end_ns FROM memcpys WHERE kind NOT LIKE 'UVM%'
+) g ON g.correlation_id = a.correlation_id
+WHERE a.correlation_id IS NOT NULL AND g.end_ns > s.end_ns
+GROUP BY s.kind ORDER BY s.kind
+"""
+
+
+def early_step_warnings(db: TraceDB, min_share: float = 0.1) -> list[str]:
+    """Warn when step ranges end before the GPU work they launched (async annotation).
+
+    Token times are the step ends; if a step's kernels still run after it, the step range
+    closed at launch time and every token time, TTFT and ITL derived from it is too early.
+    """
+    if not db.devices:
+        return []
+    totals = dict(db.rows("SELECT kind, count(*) FROM llm_steps GROUP BY kind"))
+    out = []
+    for kind, steps in db.rows(OUTLIVED_SQL):
+        total = totals.get(kind, 0)
+        if total and steps >= min_share * total:
+            out.append(
+                f"{steps:,} of {total:,} {kind} steps end before the GPU work they launched "
+                "finishes, so their token times are launch times, too early: end each step "
+                "range after its sampled tokens reach the host"
+            )
+    return out
