@@ -130,10 +130,19 @@ def test_legacy_2021_spellings(corpus: Path) -> None:
 @pytest.mark.corpus
 def test_alexnet_is_almost_all_idle_and_says_why(reports: dict[str, dict]) -> None:
     r = reports["torch/a100_alexnet_inference.json.gz"]
-    idle = [f for f in r["findings"] if f["analyzer"] == "idle_gpu"]
-    assert idle, "a GPU idle 99.5% of its window must produce idle findings"
-    assert sum(f["impact_ns"] for f in idle) / r["devices"][0]["window_ns"] > 0.95
-    pageable = [f for f in r["findings"] if f["id"] and "pageable" in f["title"]]
+    assert r["devices"][0]["busy_pct"] < 1
+    # The idle time is cuDNN autotuning in the first convolutions: the top finding names
+    # the warm-up and takes over idle_gpu's 'host_compute' time instead of repeating it.
+    top = r["findings"][0]
+    assert top["analyzer"] == "variance" and "warm-up" in top["title"]
+    assert "aten::cudnn_convolution" in top["title"]
+    assert top["impact_pct"] > 85
+    assert not [
+        f
+        for f in r["findings"]
+        if f["analyzer"] == "idle_gpu" and f["evidence"]["cause"] == "host_compute"
+    ]
+    pageable = [f for f in r["findings"] if "pageable" in f["title"]]
     assert pageable and pageable[0]["evidence"]["totals"]["pageable_bytes"] == 244_403_360
 
 

@@ -17,14 +17,20 @@ class KernelKind:
 
 
 _FP32_GEMM = re.compile(r"(?i)(^|[^a-z])sgemm|gemm.*f32|f32.*gemm|gemmSN_|gemv2T_kernel")
+# Names of tensor-core kernels: their "f32" is the accumulator, not the math.
+_TENSOR_CORE = re.compile(
+    r"(?i)tf32|bf16|fp16|f16|[hs]884|[hs]1688|[hs]16816|i8816|hmma|wgmma|tensorop|_mma_"
+)
 _GEMM = re.compile(r"(?i)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul")
 _ATTENTION = re.compile(r"(?i)flash|fmha|attention|attn|sdpa|softmax")
-_CONV = re.compile(r"(?i)conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop")
+_CONV = re.compile(r"(?i)conv|scudnn|hcudnn|winograd|implicit_gemm|dgrad|wgrad|fprop")
 _COMM = re.compile(r"(?i)nccl|allreduce|all_gather|reduce_scatter|sendrecv")
 _ELEMENTWISE = re.compile(
     r"(?i)elementwise|vectorized|unrolled|CatArray|copy_kernel|fill_kernel|index_kernel"
 )
-_REDUCE = re.compile(r"(?i)reduce_kernel|reduction|norm_kernel|layer_norm|batch_norm")
+_REDUCE = re.compile(
+    r"(?i)reduce_kernel|reduction|norm_kernel|layer_norm|batch_norm|batchnorm|bn_fw|bn_bw"
+)
 
 KINDS = {
     "gemm_fp32": KernelKind(
@@ -105,10 +111,10 @@ def classify(kernel_name: str) -> KernelKind:
         return KINDS["communication"]
     if _ATTENTION.search(kernel_name):
         return KINDS["attention"]
-    if _FP32_GEMM.search(kernel_name):
-        return KINDS["gemm_fp32"]
     if _CONV.search(kernel_name):
         return KINDS["conv"]
+    if _FP32_GEMM.search(kernel_name) and not _TENSOR_CORE.search(kernel_name):
+        return KINDS["gemm_fp32"]
     if _GEMM.search(kernel_name):
         return KINDS["gemm"]
     if _REDUCE.search(kernel_name):

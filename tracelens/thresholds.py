@@ -45,6 +45,9 @@ class Thresholds:
     variance_min_p95_over_p50: float = 1.5
     # Variance: report at most this many groups per kind (kernel, operator).
     variance_top_n: int = 10
+    # Variance: groups whose time above the median is below this share of the window are
+    # not worth a finding (nanosecond jitter on tiny kernels, rare host hiccups).
+    variance_min_impact_pct: float = 0.5
 
     # Launch overhead: kernels shorter than this are "tiny" (launch cost rivals their work).
     launch_short_kernel_ns: int = 5_000

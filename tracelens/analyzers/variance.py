@@ -16,62 +16,101 @@ from tracelens.units import fmt_ns
 
 ANALYZER = "variance"
 
+# (table with name, start_ns, end_ns, self_ns; grouping key). Operators nest, so their
+# time above the median is measured on self time (duration minus children): an outer
+# operator made slow by an erratic child must not count the child's time again.
 _GROUPS = {
     "kernel": (
-        "kernels",
+        "(SELECT name, start_ns, end_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
+        " end_ns - start_ns AS self_ns FROM kernels)",
         "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
         " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
         " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'",
     ),
-    "operator": ("cpu_ops", "name || coalesce(' ' || input_shapes, '')"),
+    "operator": (
+        "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
+        " greatest(0, o.end_ns - o.start_ns - coalesce(c.child_ns, 0)) AS self_ns"
+        " FROM cpu_ops o LEFT JOIN (SELECT parent_id, sum(end_ns - start_ns) AS child_ns"
+        " FROM cpu_ops WHERE parent_id IS NOT NULL GROUP BY parent_id) c"
+        " ON c.parent_id = o.op_id)",
+        "name || coalesce(' ' || input_shapes, '')",
+    ),
 }
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
+    w_start, w_end = db.window
+    # Host time costs wall time only while the GPU waits for the host; in a GPU-bound run an
+    # operator's host duration swings freely behind a full launch queue.
+    windows = sum(d.window_ns for d in db.devices)
+    host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
     for kind, (table, key) in _GROUPS.items():
+        # Only what ran inside the analysed window: start-up (context creation, autotuning
+        # before the first kernel) is not the steady state the user is tuning.
+        in_window = f"WHERE start_ns >= {w_start} AND end_ns <= {w_end}" if db.devices else ""
         rows = db.dicts(
             f"""
-            WITH x AS (SELECT {key} AS k, name, start_ns, end_ns - start_ns AS d FROM {table}),
+            WITH x AS (
+                SELECT {key} AS k, name, start_ns, end_ns - start_ns AS d, self_ns,
+                       row_number() OVER (PARTITION BY {key} ORDER BY start_ns) AS seq
+                FROM {table} {in_window}
+            ),
             s AS (
                 SELECT k, any_value(name) AS name, count(*) AS n, avg(d) AS mean,
                        stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
-                       quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total
+                       quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
+                       quantile_cont(self_ns, 0.5) AS self_p50
                 FROM x GROUP BY k HAVING count(*) >= ?
+            ),
+            above AS (
+                SELECT x.k, sum(x.self_ns - s.self_p50) AS above,
+                       count(*) FILTER (WHERE x.d > s.p95) AS slow,
+                       count(*) FILTER (WHERE x.d > s.p95 AND x.seq <= greatest(3, s.n / 10))
+                           AS slow_early
+                FROM x JOIN s USING (k) WHERE x.self_ns > s.self_p50 GROUP BY x.k
             )
-            SELECT s.*, (SELECT sum(x.d - s.p50) FROM x WHERE x.k = s.k AND x.d > s.p50)
-                       AS above
-            FROM s
+            SELECT s.*, coalesce(above.above, 0) AS above, coalesce(above.slow, 0) AS slow,
+                   coalesce(above.slow_early, 0) AS slow_early
+            FROM s LEFT JOIN above USING (k)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
-            ORDER BY above DESC LIMIT ?
+            ORDER BY above DESC
             """,
-            [
-                t.variance_min_count,
-                t.variance_min_cv,
-                t.variance_min_p95_over_p50,
-                t.variance_top_n,
-            ],
+            [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],
         )
+        reported = 0
         for r in rows:
             above = int(r["above"] or 0)
-            pct = db.pct_of_window(above)
+            impact = above if kind == "kernel" else int(above * host_share)
+            pct = db.pct_of_window(impact)
+            if pct < t.variance_min_impact_pct or reported >= t.variance_top_n:
+                continue
+            reported += 1
             cv = r["sd"] / r["mean"]
+            warmup = r["slow"] > 0 and r["slow_early"] * 5 >= r["slow"] * 4
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM (SELECT {key} AS k, start_ns, end_ns FROM {table})
                     WHERE k = ? ORDER BY end_ns - start_ns DESC LIMIT 5""",
                 [r["k"]],
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
+            basis = "Time its instances spent above the group's median duration"
+            if kind == "operator":
+                basis += (
+                    f" (self time, excluding nested operators), times the {100 * host_share:.1f}%"
+                    " of the window the GPU sat idle: host time only costs while the GPU waits."
+                )
             findings.append(
                 Finding(
                     id=finding_id(ANALYZER, kind, r["k"]),
                     analyzer=ANALYZER,
                     title=f"Erratic {kind} `{_short(r['name'])}`: p95 {fmt_ns(r['p95'])} vs "
-                    f"median {fmt_ns(r['p50'])} (CV {cv:.2f})",
+                    f"median {fmt_ns(r['p50'])} (CV {cv:.2f})"
+                    + (" — slowest in the first calls (warm-up)" if warmup else ""),
                     severity=severity_for(pct, t),
-                    impact_ns=above,
+                    impact_ns=impact,
                     impact_pct=pct,
-                    impact_basis="Time its instances spent above the group's median duration.",
+                    impact_basis=basis + ("" if kind == "operator" else "."),
                     summary=f"{int(r['n']):,} instances {where}, mean {fmt_ns(r['mean'])}, "
                     f"median {fmt_ns(r['p50'])}, p95 {fmt_ns(r['p95'])}, max {fmt_ns(r['mx'])}; "
                     f"{fmt_ns(above)} spent above the median.",
@@ -86,8 +125,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "cv": round(cv, 3),
                         "total_ns": int(r["total"]),
                         "above_median_ns": above,
+                        "slow_instances": int(r["slow"]),
+                        "slow_instances_in_first_calls": int(r["slow_early"]),
                     },
-                    advice=_advice(kind),
+                    advice=(_WARMUP_ADVICE if warmup else "") + _advice(kind),
+                    # host time above the median while the GPU waited is part of the idle
+                    # time idle_gpu files under 'host_compute'
+                    supersedes=[]
+                    if kind == "kernel"
+                    else [finding_id("idle_gpu", d.device_id, "host_compute") for d in db.devices],
                     time_ranges=[
                         TimeRange(s["start_ns"], s["end_ns"], None, "slowest instance")
                         for s in slowest
@@ -95,6 +141,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
             )
     return findings
+
+
+_WARMUP_ADVICE = (
+    "The slow instances are among the first calls: warm-up (lazy CUDA/cuDNN initialization, "
+    "`cudnn.benchmark` autotuning, caching-allocator growth, compilation). Profile the steady "
+    "state with `torch.profiler.schedule(wait=1, warmup=2, active=3)` and run a few warm-up "
+    "iterations before timing. Otherwise: "
+)
 
 
 def _short(name: str, n: int = 80) -> str:
