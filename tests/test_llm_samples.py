@@ -39,7 +39,7 @@ def report_of(name: str) -> dict:
 
 @functools.cache
 def _report(path: Path) -> dict:
-    # Each sample is ingested once per session; several tests read its report.
+    # Each sample is ingested once per test run; several tests read its report.
     loaded = load_trace(path)
     try:
         return build_report(loaded)
