@@ -95,9 +95,12 @@ async def _concurrent(client, url: str, clients: int, seconds: float) -> dict[st
     return {**_summary(lat), "req_per_s": round(len(lat) / wall, 1), "client": "asyncio/httpx"}
 
 
-def _wrk(url: str, clients: int, seconds: float) -> dict[str, float]:
+def _wrk(url: str, clients: int, seconds: float, cookie: str) -> dict[str, float]:
+    # The cookie a browser holds after its first visit (the CSRF cookie): without it every
+    # request would mint a new token, which no returning browser causes.
+    header = ["-H", f"Cookie: {cookie}"] if cookie else []
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{clients}", f"-d{int(seconds)}s", "--latency", url],
+        ["wrk", "-t2", f"-c{clients}", f"-d{int(seconds)}s", "--latency", *header, url],
         capture_output=True,
         text=True,
         check=True,
@@ -142,13 +145,15 @@ async def _client_main(base: str, run_id: str, span: int, clients: int, seconds:
         results["timeline_1ms"] = _summary(await _sequential(client, windows))
         r = await client.get(f"{tl}?width_px={WIDTH_PX}")
         results["timeline_full_bytes"] = len(r.content)
+        await client.get("/")  # as a browser: pick up the CSRF cookie once
+        cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
         for name, url in (
             ("run_page", f"/runs/{run_id}"),
             ("findings_api", f"/api/runs/{run_id}/findings"),
         ):
             await _sequential(client, [url] * 5)
             if shutil.which("wrk"):
-                results[name] = _wrk(base + url, clients, seconds)
+                results[name] = _wrk(base + url, clients, seconds, cookie)
             else:
                 results[name] = await _concurrent(client, url, clients, seconds)
     return results
