@@ -156,4 +156,15 @@ def test_bad_upload_shows_the_reason(server: str, browser: object, tmp_path: Pat
     text = page.inner_text("#upload-status")
     assert "notes.txt: unrecognised format" in text
     page.screenshot(path=str(ARTIFACTS / "browser-bad-upload.png"))
+
+    # A truncated trace is accepted, fails in ingestion, and the page says why.
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur"')
+    page.set_input_files("#file-input", str(cut))
+    page.wait_for_function(
+        "() => document.getElementById('upload-status').textContent.includes('failed')",
+        timeout=60_000,
+    )
+    assert page.inner_text("#upload-status").startswith("Ingestion failed: cut.json: ")
+    page.screenshot(path=str(ARTIFACTS / "browser-failed-ingest.png"))
     page.close()

@@ -30,7 +30,11 @@
             window.location.assign("/runs/" + encodeURIComponent(r.id));
           } else if (r.status === "failed") {
             bar.hidden = true;
-            say("Ingestion failed: " + (r.error || "unknown error"), true);
+            say("Ingestion failed: " + (r.error || "unknown error") + " ", true);
+            const link = document.createElement("a");
+            link.href = "/runs/" + encodeURIComponent(r.id);
+            link.textContent = "(the run)";
+            status.appendChild(link);
           } else {
             bar.value = r.progress || 0;
             say(r.status === "queued" ? "Queued for ingestion…" : "Ingesting… " + Math.round(100 * (r.progress || 0)) + "%");
