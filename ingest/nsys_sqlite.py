@@ -42,8 +42,18 @@ from ingest.nsys_enums import (
     SYNC_KINDS,
     sql_case,
 )
+from ingest.nsys_target_info import (
+    cuda_device_map,
+    export_meta,
+    hostname,
+    insert_devices,
+    load_threads,
+    session_start_utc,
+    target_gpus,
+)
 from ingest.schema import set_info
 from ingest.sqlite_columns import ColumnCountMismatch, Connect, copy_int_columns
+from ingest.sqlite_names import as_text, first_column
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -166,7 +176,7 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[
                 "SQLite database but not an Nsight Systems export (none of its tables: "
                 "StringIds, CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS, TARGET_INFO_*)",
             )
-        meta = _export_meta(src, tables)
+        meta = export_meta(src, tables)
         _load_strings(src, con, tables)
         con.execute(
             """CREATE OR REPLACE TEMP TABLE _nsys_api_names AS
@@ -189,14 +199,14 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[
         }
         _load_nvtx_text(src, con, tables)
         _route(con)
-        _load_threads(src, con, tables)
-        gpus = _target_gpus(src, tables)
-        cuda_to_gpu = _cuda_device_map(src, tables)
-        host = _hostname(src, tables)
-        session_utc = _session_start_utc(src, tables)
+        load_threads(src, con, tables)
+        gpus = target_gpus(src, tables)
+        cuda_to_gpu = cuda_device_map(src, tables)
+        host = hostname(src, tables)
+        session_utc = session_start_utc(src, tables)
     finally:
         src.close()
-    _insert_devices(con, gpus, cuda_to_gpu)
+    insert_devices(con, gpus, cuda_to_gpu)
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
     if not counts[KERNEL]:
         notes.append(_no_kernels_note(con, KERNEL in tables))
@@ -262,14 +272,6 @@ def _is_nsys_export(tables: dict[str, set[str]]) -> bool:
     return any(t.startswith(_NSYS_PREFIXES) for t in tables)
 
 
-def _export_meta(src: sqlite3.Connection, tables: dict[str, set[str]]) -> dict[str, str]:
-    # META_DATA_EXPORT from nsys 2023.3; EXPORT_META_DATA in 2022.1-2023.2; none before.
-    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if {"name", "value"} <= tables.get(table, set()):
-            return {str(k): str(v) for k, v in src.execute(f"SELECT name, value FROM {table}")}
-    return {}
-
-
 def _load_strings(
     src: sqlite3.Connection, con: duckdb.DuckDBPyConnection, tables: dict[str, set[str]]
 ) -> None:
@@ -281,19 +283,11 @@ def _load_strings(
         ids, values = zip(*rows, strict=True)
         batch = {
             "id": np.fromiter(ids, dtype=np.int64, count=len(ids)),
-            "value": np.array([v if isinstance(v, str) else _text(v) for v in values], object),
+            "value": np.array([v if isinstance(v, str) else as_text(v) for v in values], object),
         }
         con.register("_nsys_string_batch", batch)
         con.execute("INSERT INTO _nsys_strings SELECT * FROM _nsys_string_batch")
         con.unregister("_nsys_string_batch")
-
-
-def _text(v: object) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return str(v)
 
 
 def _copy(
@@ -339,14 +333,6 @@ def _copy(
     )
 
 
-def _col(columns: set[str], *names: str) -> str:
-    """The first of ``names`` that the table has, else NULL."""
-    for n in names:
-        if n in columns:
-            return n
-    return "NULL"
-
-
 def _times(columns: set[str]) -> dict[str, str]:
     end = "end" if "end" in columns else "NULL"
     return {"start": "start - :base_start", "dur": f"{end} - start"}
@@ -357,28 +343,28 @@ def _based(columns: set[str], column: str) -> str:
 
 
 def _kernel_exprs(c: set[str]) -> dict[str, str]:
-    static, dynamic = _col(c, "staticSharedMemory"), _col(c, "dynamicSharedMemory")
+    static, dynamic = first_column(c, "staticSharedMemory"), first_column(c, "dynamicSharedMemory")
     if static == "NULL" or dynamic == "NULL":
         shared = static if dynamic == "NULL" else dynamic
     else:
         shared = f"{static} + {dynamic}"
     return {
         **_times(c),
-        "device_id": _col(c, "deviceId"),
-        "stream_id": _col(c, "streamId"),
-        "correlation_id": _col(c, "correlationId"),
+        "device_id": first_column(c, "deviceId"),
+        "stream_id": first_column(c, "streamId"),
+        "correlation_id": first_column(c, "correlationId"),
         # The demangled full name is what the PyTorch profiler shows for a kernel.
         "name_id": (
-            f"coalesce({_col(c, 'demangledName')}, {_col(c, 'shortName')}, "
-            f"{_col(c, 'mangledName')})"
+            f"coalesce({first_column(c, 'demangledName')}, {first_column(c, 'shortName')}, "
+            f"{first_column(c, 'mangledName')})"
         ),
-        "registers": _col(c, "registersPerThread"),
-        "grid_x": _col(c, "gridX"),
-        "grid_y": _col(c, "gridY"),
-        "grid_z": _col(c, "gridZ"),
-        "block_x": _col(c, "blockX"),
-        "block_y": _col(c, "blockY"),
-        "block_z": _col(c, "blockZ"),
+        "registers": first_column(c, "registersPerThread"),
+        "grid_x": first_column(c, "gridX"),
+        "grid_y": first_column(c, "gridY"),
+        "grid_z": first_column(c, "gridZ"),
+        "block_x": first_column(c, "blockX"),
+        "block_y": first_column(c, "blockY"),
+        "block_z": first_column(c, "blockZ"),
         "shared_mem": shared,
     }
 
@@ -386,55 +372,57 @@ def _kernel_exprs(c: set[str]) -> dict[str, str]:
 def _memcpy_exprs(c: set[str]) -> dict[str, str]:
     return {
         **_times(c),
-        "device_id": _col(c, "deviceId"),
-        "stream_id": _col(c, "streamId"),
-        "correlation_id": _col(c, "correlationId"),
-        "copy_kind": _col(c, "copyKind"),
-        "src_kind": _col(c, "srcKind"),
-        "dst_kind": _col(c, "dstKind"),
-        "bytes": _col(c, "bytes"),
+        "device_id": first_column(c, "deviceId"),
+        "stream_id": first_column(c, "streamId"),
+        "correlation_id": first_column(c, "correlationId"),
+        "copy_kind": first_column(c, "copyKind"),
+        "src_kind": first_column(c, "srcKind"),
+        "dst_kind": first_column(c, "dstKind"),
+        "bytes": first_column(c, "bytes"),
     }
 
 
 def _memset_exprs(c: set[str]) -> dict[str, str]:
     return {
         **_times(c),
-        "device_id": _col(c, "deviceId"),
-        "stream_id": _col(c, "streamId"),
-        "correlation_id": _col(c, "correlationId"),
-        "bytes": _col(c, "bytes"),
-        "mem_kind": _col(c, "memKind"),
+        "device_id": first_column(c, "deviceId"),
+        "stream_id": first_column(c, "streamId"),
+        "correlation_id": first_column(c, "correlationId"),
+        "bytes": first_column(c, "bytes"),
+        "mem_kind": first_column(c, "memKind"),
     }
 
 
 def _runtime_exprs(c: set[str]) -> dict[str, str]:
     return {
         **_times(c),
-        "event_class": _col(c, "eventClass"),
+        "event_class": first_column(c, "eventClass"),
         "global_tid": _based(c, "globalTid"),
-        "correlation_id": _col(c, "correlationId"),
-        "name_id": _col(c, "nameId"),
+        "correlation_id": first_column(c, "correlationId"),
+        "name_id": first_column(c, "nameId"),
     }
 
 
 def _sync_exprs(c: set[str]) -> dict[str, str]:
     return {
         **_times(c),
-        "device_id": _col(c, "deviceId"),
-        "stream_id": _col(c, "streamId"),
-        "correlation_id": _col(c, "correlationId"),
+        "device_id": first_column(c, "deviceId"),
+        "stream_id": first_column(c, "streamId"),
+        "correlation_id": first_column(c, "correlationId"),
         "global_pid": _based(c, "globalPid"),
-        "sync_type": f"coalesce({_col(c, 'syncType')}, {_col(c, 'deprecatedSyncType')})",
+        "sync_type": (
+            f"coalesce({first_column(c, 'syncType')}, {first_column(c, 'deprecatedSyncType')})"
+        ),
     }
 
 
 def _nvtx_exprs(c: set[str]) -> dict[str, str]:
     return {
         **_times(c),
-        "event_type": _col(c, "eventType"),
+        "event_type": first_column(c, "eventType"),
         "global_tid": _based(c, "globalTid"),
-        "text_id": _col(c, "textId"),
-        "domain_id": _col(c, "domainId"),
+        "text_id": first_column(c, "textId"),
+        "domain_id": first_column(c, "domainId"),
     }
 
 
@@ -465,7 +453,7 @@ def _load_nvtx_text(
                 (start, end),
             ).fetchall()
             row_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            values = [_text(r[1]) for r in rows]
+            values = [as_text(r[1]) for r in rows]
         batch = {"row_id": row_ids, "text": np.array(values, dtype=object)}
         con.register("_nsys_text_batch", batch)
         con.execute("INSERT INTO _nsys_nvtx_text SELECT * FROM _nsys_text_batch")
@@ -513,122 +501,3 @@ def _route(con: duckdb.DuckDBPyConnection) -> None:
         WHERE n.event_type IN ({NVTX_PUSH_POP}, {NVTX_START_END}) AND n.dur >= 0
         """
     )
-
-
-def _load_threads(
-    src: sqlite3.Connection, con: duckdb.DuckDBPyConnection, tables: dict[str, set[str]]
-) -> None:
-    threads: dict[tuple[int, int], str | None] = {}
-    if {"nameId", "globalTid"} <= tables.get("ThreadNames", set()):
-        strings = dict(
-            con.execute(
-                "SELECT id, value FROM _nsys_strings WHERE id IN (SELECT UNNEST(?::BIGINT[]))",
-                [[r[0] for r in src.execute("SELECT DISTINCT nameId FROM ThreadNames")]],
-            ).fetchall()
-        )
-        for name_id, g in src.execute("SELECT nameId, globalTid FROM ThreadNames"):
-            if g is not None:
-                threads[((g >> 24) & 0xFFFFFF, g & 0xFFFFFF)] = strings.get(name_id)
-    processes: dict[int, str] = {}
-    if {"pid", "name"} <= tables.get("PROCESSES", set()):
-        for pid, name in src.execute("SELECT pid, name FROM PROCESSES"):
-            if pid is not None and name is not None:
-                processes[int(pid)] = _text(name) or ""
-    # Only threads and processes that did something the analysis sees: a system-wide
-    # capture lists every process on the host.
-    active = {
-        (r[0], r[1])
-        for r in con.execute(
-            """SELECT DISTINCT pid, tid FROM (
-                 SELECT pid, tid FROM api_calls UNION ALL SELECT pid, tid FROM ranges
-                 UNION ALL SELECT pid, tid FROM syncs)
-               WHERE pid IS NOT NULL AND tid IS NOT NULL"""
-        ).fetchall()
-    }
-    rows = []
-    for pid, tid in sorted(active):
-        rows.append((pid, tid, processes.get(pid), threads.get((pid, tid))))
-    if rows:
-        con.executemany("INSERT INTO threads VALUES (?, ?, ?, ?)", rows)
-
-
-def _target_gpus(src: sqlite3.Connection, tables: dict[str, set[str]]) -> dict[int, tuple]:
-    """GPU id -> (name, sm_count, total_memory_bytes, compute_capability)."""
-    for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
-        cols = tables.get(table) or set()
-        # 2020.x keyed TARGET_INFO_CUDA_GPU by deviceId and spelled its columns differently.
-        key = _col(cols, "id", "deviceId")
-        if key == "NULL":
-            continue
-        name = _col(cols, "name")
-        sms = _col(cols, "smCount", "numMultiprocessors")
-        mem = _col(cols, "totalMemory", "totalGlobalMemory", "globalMemorySize")
-        major = _col(cols, "computeMajor", "computeCapabilityMajor", "smMajor")
-        minor = _col(cols, "computeMinor", "computeCapabilityMinor", "smMinor")
-        out = {}
-        for gid, n, s, m, ma, mi in src.execute(
-            f"SELECT {key}, {name}, {sms}, {mem}, {major}, {minor} FROM {table}"
-        ):
-            if gid is None:
-                continue
-            cc = f"{ma}.{mi}" if ma is not None and mi is not None else None
-            out[int(gid)] = (_text(n), s, m, cc)
-        return out
-    return {}
-
-
-def _cuda_device_map(src: sqlite3.Connection, tables: dict[str, set[str]]) -> dict[int, int]:
-    """CUDA device ordinal -> TARGET_INFO_GPU id, where the export says so unambiguously."""
-    if not {"gpuId", "cudaId"} <= tables.get("TARGET_INFO_CUDA_DEVICE", set()):
-        return {}
-    pairs = set(src.execute("SELECT DISTINCT cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE"))
-    by_cuda: dict[int, set[int]] = {}
-    for cuda_id, gpu_id in pairs:
-        if cuda_id is not None and gpu_id is not None:
-            by_cuda.setdefault(int(cuda_id), set()).add(int(gpu_id))
-    return {c: next(iter(g)) for c, g in by_cuda.items() if len(g) == 1}
-
-
-def _hostname(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
-    if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
-        return None
-    row = src.execute(
-        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
-    ).fetchone()
-    return _text(row[0]) if row else None
-
-
-def _session_start_utc(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
-    if "utcTime" not in tables.get("TARGET_INFO_SESSION_START_TIME", set()):
-        return None
-    row = src.execute("SELECT utcTime FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-    return _text(row[0]) if row else None
-
-
-def _insert_devices(
-    con: duckdb.DuckDBPyConnection, gpus: dict[int, tuple], cuda_to_gpu: dict[int, int]
-) -> None:
-    active = [
-        r[0]
-        for r in con.execute(
-            """SELECT DISTINCT device_id FROM (
-                 SELECT device_id FROM kernels UNION ALL SELECT device_id FROM memcpys
-                 UNION ALL SELECT device_id FROM memsets) WHERE device_id IS NOT NULL
-               ORDER BY 1"""
-        ).fetchall()
-    ]
-    used: set[int] = set()
-    rows = []
-    for dev in active:
-        gid = cuda_to_gpu.get(dev, dev)
-        info = gpus.get(gid)
-        if info is None:
-            rows.append((dev, None, None, None, None))
-            continue
-        used.add(gid)
-        rows.append((dev, *info))
-    if rows:
-        con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?)", rows)
-    idle = sorted(set(gpus) - used)
-    if idle:
-        set_info(con, {"host_gpus_without_work": ", ".join(f"{i}: {gpus[i][0]}" for i in idle)})
