@@ -12,14 +12,12 @@ from tracelens.tracedb import TraceDB
 
 UNATTRIBUTED = "(no operator)"
 
-# Host ranges stand in for operators, except the profiler's step markers: a kernel launched
-# outside any operator is unattributed, as it is in a trace that has operator records.
-# Of ranges starting together the deepest is the innermost: keeping only it makes the
-# ASOF join below pick the innermost enclosing range rather than any of them.
+# Host ranges stand in for operators, except the profiler's step markers and the LLM
+# request/step annotations: a kernel launched outside any operator is unattributed, as it is
+# in a trace that has operator records.
 _RANGES_AS_OPS = """(
-    SELECT * FROM ranges WHERE device_id IS NULL AND name NOT LIKE 'ProfilerStep#%'
-    QUALIFY row_number() OVER (PARTITION BY pid, tid, start_ns
-                               ORDER BY depth DESC, end_ns, range_id) = 1
+    SELECT * FROM ranges
+    WHERE device_id IS NULL AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'llm.%'
 )"""
 
 _EXT_BY_OP = """
@@ -63,16 +61,27 @@ def build_kernel_attribution(db: TraceDB) -> None:
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
         ),
+        src AS (SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns FROM {source}),
+        -- The innermost enclosing operator, by one ASOF lookup per nesting depth: at each
+        -- depth only the latest operator started before the call can contain it (the latest
+        -- overall may be a finished sibling while its parent still encloses the call).
+        candidates AS (
+            SELECT x.krow, o.oid, o.name, o.depth
+            FROM (SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, d.depth
+                  FROM ka, (SELECT DISTINCT depth FROM src) d
+                  WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL) x
+            ASOF JOIN src o
+              ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
+             AND o.start_ns <= x.api_start
+            WHERE o.end_ns >= x.api_end
+        ),
         enclosing AS (
-            SELECT ka.krow, o.{id_col} AS op_id, o.name AS op_name, o.end_ns AS op_end
-            FROM (SELECT * FROM ka WHERE op_id IS NULL AND pid IS NOT NULL) ka
-            ASOF LEFT JOIN {source} o
-              ON o.pid = ka.pid AND o.tid = ka.tid AND o.start_ns <= ka.api_start
+            SELECT krow, arg_max(oid, depth) AS op_id, arg_max(name, depth) AS op_name
+            FROM candidates GROUP BY krow
         )
         SELECT ka.krow, ka.device_id, ka.kernel_name, ka.start_ns, ka.dur_ns,
-               coalesce(ka.op_id, CASE WHEN en.op_end >= ka.api_end THEN en.op_id END) AS op_id,
-               coalesce(ka.op_name, CASE WHEN en.op_end >= ka.api_end THEN en.op_name END,
-                        '{UNATTRIBUTED}') AS op_name
+               coalesce(ka.op_id, en.op_id) AS op_id,
+               coalesce(ka.op_name, en.op_name, '{UNATTRIBUTED}') AS op_name
         FROM ka LEFT JOIN enclosing en USING (krow)
         """
     )

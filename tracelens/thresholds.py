@@ -92,6 +92,29 @@ class Thresholds:
     # Steps: the slowest step is "slow" when it exceeds the median by this factor.
     steps_slow_factor: float = 1.25
 
+    # LLM: queueing is reported when it is at least this share of the summed TTFT ...
+    llm_queue_min_share_pct: float = 20.0
+    # LLM: ... and the mean queueing per request is at least this long (ns).
+    llm_queue_min_mean_ns: int = 1_000_000
+    # LLM: prefill stalls are reported when stalled decode gaps average at least this
+    # multiple of the unstalled median gap.
+    llm_stall_min_ratio: float = 1.5
+    # LLM: at least this many decode steps to fit the KV-cache growth trend.
+    llm_kv_min_steps: int = 8
+    # LLM: KV growth is reported when it costs at least this share of decode time ...
+    llm_kv_min_growth_pct: float = 10.0
+    # LLM: ... and the cache term explains at least this much more variance (R² points).
+    llm_kv_min_r2_gain: float = 0.1
+    # LLM: GPU idle in steps is reported when the GPU is busy less than this share of
+    # decode time ...
+    llm_decode_max_busy_pct: float = 60.0
+    # LLM: ... or of prefill time (prefill is normally compute-bound).
+    llm_prefill_max_busy_pct: float = 60.0
+    # LLM: decode is launch-bound when the median kernel is shorter than this (ns) ...
+    llm_short_kernel_ns: int = 20_000
+    # LLM: ... and a decode step runs at least this many kernels.
+    llm_launch_bound_min_kernels: int = 20
+
     @classmethod
     def with_overrides(cls, overrides: dict[str, str]) -> Thresholds:
         known = {f.name: f for f in fields(cls)}

@@ -1,0 +1,51 @@
+"""Kernel -> launching operator, with and without external ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest import load_trace
+from tracelens.attribution import UNATTRIBUTED, build_kernel_attribution
+from tracelens.synthetic import Scenario, write_chrome_trace
+from tracelens.tracedb import TraceDB
+
+US = 1_000
+
+
+def _attributed(sc: Scenario, tmp_path: Path) -> dict[str, str]:
+    path = write_chrome_trace(sc, tmp_path / "t.json")
+    loaded = load_trace(path)
+    try:
+        db = TraceDB(loaded.con)
+        build_kernel_attribution(db)
+        return dict(db.rows("SELECT kernel_name, op_name FROM kernel_ops"))
+    finally:
+        loaded.close()
+
+
+def test_external_ids_name_the_innermost_operator(tmp_path: Path) -> None:
+    sc = Scenario(name="ext")
+    outer = sc.op("aten::linear", 0, 100 * US)
+    inner = sc.op("aten::addmm", 10 * US, 50 * US)
+    sc.launch(inner, "gemm_a", 20 * US, 30 * US, 10 * US)
+    sc.launch(outer, "bias_b", 80 * US, 90 * US, 5 * US)
+    assert _attributed(sc, tmp_path) == {"gemm_a": "aten::addmm", "bias_b": "aten::linear"}
+
+
+def test_ranges_stand_in_for_operators_without_external_ids(tmp_path: Path) -> None:
+    # As in an Nsight export of a PyTorch run with emit_nvtx: operator names are NVTX ranges.
+    sc = Scenario(name="nvtx")
+    sc.range("ProfilerStep#0", 0, 300 * US)
+    sc.range("llm.decode[a,b]", 0, 300 * US)
+    sc.range("aten::linear", 10 * US, 100 * US)
+    sc.range("aten::addmm", 20 * US, 30 * US)
+    sc.launch(None, "gemm_a", 25 * US, 40 * US, 10 * US, api_dur_ns=2 * US)
+    # launched by aten::linear after its child aten::addmm finished
+    sc.launch(None, "bias_b", 80 * US, 90 * US, 5 * US, api_dur_ns=2 * US)
+    # launched inside the step and the LLM annotation, but outside any operator
+    sc.launch(None, "stray_c", 200 * US, 210 * US, 5 * US, api_dur_ns=2 * US)
+    assert _attributed(sc, tmp_path) == {
+        "gemm_a": "aten::addmm",
+        "bias_b": "aten::linear",
+        "stray_c": UNATTRIBUTED,
+    }
