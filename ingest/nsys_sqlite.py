@@ -217,6 +217,13 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[
     ).fetchone()[0]  # type: ignore[index]
     if dropped:
         notes.append(f"{dropped:,} NVTX ranges that never ended were skipped")
+    kept = con.execute(
+        """SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memcpys)
+                  + (SELECT count(*) FROM memsets) + (SELECT count(*) FROM api_calls)"""
+    ).fetchone()[0]  # type: ignore[index]
+    bad = counts[KERNEL] + counts[MEMCPY] + counts[MEMSET] + counts[RUNTIME] - kept
+    if bad:
+        notes.append(f"{bad:,} GPU activity or API rows without a valid end time were skipped")
     if not meta:
         notes.append("export has no version metadata (nsys 2020.x or older)")
     t0 = con.execute(

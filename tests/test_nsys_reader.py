@@ -438,3 +438,17 @@ def test_nvtx_text_with_bad_utf8_or_nul_is_read_not_refused(tmp_path: Path) -> N
         assert names == [("cafe \ufffd",), ("a\x00b",), ("aten::relu",)]
     finally:
         loaded.close()
+
+
+def test_rows_ending_before_they_start_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = _build(tmp_path / "neg.sqlite", "current")
+    db = sqlite3.connect(path)
+    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1 WHERE correlationId = 7")
+    db.commit()
+    db.close()
+    loaded = load_trace(path)
+    try:
+        assert rows(loaded.con, "SELECT correlation_id FROM kernels") == [(5,)]
+        assert "1 GPU activity or API rows without a valid end time were skipped" in loaded.notes
+    finally:
+        loaded.close()
