@@ -135,6 +135,14 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     status_code=HTTP_201_CREATED,
     request_max_body_size=None,
     summary="Upload a trace (multipart field 'file'; optional 'name', 'tags')",
+    description=(
+        "Body: multipart/form-data with the trace (.json, .json.gz, nsys .sqlite) in `file`, "
+        "optionally `name` and `tags` (comma-separated). Streams to disk. Answers 201 with "
+        "the new run (status `queued`), or 200 with `duplicate: true` and the existing run "
+        'when the same bytes were uploaded before. 400/413/415 with `{"error": ...}` for '
+        "unusable uploads; 401 without a valid token when tokens are configured; 429 when "
+        "rate limited."
+    ),
 )
 async def upload_run(
     request: Request[Any, Any, Any], svc: NamedDependency[Services]
