@@ -271,10 +271,13 @@ def main() -> None:
                     [sys.executable, __file__, *load, "--client", base, run_id, str(span)],
                     capture_output=True,
                     text=True,
-                    check=True,
                 )
             finally:
                 _stop_server(server, log)
+            if client.returncode != 0:
+                print(f"-- server processes: {processes}: the load client failed:")
+                print(client.stderr[-3000:])
+                continue
             _report(json.loads(client.stdout), args.clients, processes)
     print("targets: timeline p95 < 100 ms; run page p95 < 50 ms at 50 clients")
 
