@@ -133,8 +133,8 @@ def _build_tables(db: TraceDB) -> None:
         CREATE OR REPLACE TEMP TABLE _sync_gaps AS
         WITH act AS (
             SELECT device_id, start_ns, correlation_id FROM kernels
+            -- migrations too: busy time and the derived gaps count them
             UNION ALL SELECT device_id, start_ns, correlation_id FROM memcpys
-                      WHERE kind NOT LIKE 'UVM%'
             UNION ALL SELECT device_id, start_ns, correlation_id FROM memsets
         ),
         api AS (
