@@ -309,3 +309,22 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
         assert again["status"] == "ready"
         assert client.get(f"/api/runs/{run['id']}/timeline").status_code == 200
         assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == fids
+
+
+def test_llm_serving_trace_gets_the_latency_panel(tmp_path: Path) -> None:
+    from tracelens.units import fmt_ns
+
+    trace = Path(__file__).resolve().parent.parent / "sample_traces"
+    trace = trace / "serve_continuous_naive_cpu.pt.trace.json.gz"
+    if not trace.exists():
+        pytest.skip("sample_traces/ holds no serving trace")
+    with client_for(make_settings(tmp_path / "data")) as client:
+        run = wait_done(client, upload(client, trace).json()["id"])
+        assert run["status"] == "ready", run["error"]
+        llm = client.get(f"/api/runs/{run['id']}/report").json()["llm"]
+        page = client.get(f"/runs/{run['id']}", headers={"accept": "text/html"}).text
+        panel = page.split('data-section="llm"', 1)[1].split("</section>", 1)[0]
+        assert "<h2>LLM latency</h2>" in panel
+        for metric in ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns"):
+            assert fmt_ns(llm[metric]["p95"]) in panel, metric
+        assert f"{llm['output_tokens_per_s']:.1f}" in panel

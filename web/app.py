@@ -70,6 +70,7 @@ def _template_engine() -> JinjaTemplateEngine:
     env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):.1f}%"
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.globals["version"] = __version__
+    env.globals["dict"] = dict
     return JinjaTemplateEngine.from_environment(env)
 
 

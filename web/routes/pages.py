@@ -44,6 +44,7 @@ KNOWN_SECTIONS = frozenset(
         "top_kernels",
         "top_ops",
         "notes",
+        "llm",
     }
 )
 
