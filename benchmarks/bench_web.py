@@ -110,9 +110,9 @@ def _wrk(url: str, clients: int, seconds: float, cookie: str) -> dict[str, float
         value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
         return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
-    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p90 = ms(re.search(r"90%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p50 = ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p90 = ms(re.search(r"^\s+90%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     # wrk prints 50/75/90/99; p95 is interpolated between 90 and 99 (stated as such).
