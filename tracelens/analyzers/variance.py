@@ -22,14 +22,15 @@ ANALYZER = "variance"
 _GROUPS = {
     "kernel": (
         "(SELECT name, start_ns, end_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
-        " end_ns - start_ns AS self_ns FROM kernels)",
+        " end_ns - start_ns AS self_ns, false AS no_shapes FROM kernels)",
         "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
         " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
         " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'",
     ),
     "operator": (
         "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
-        " greatest(0, o.end_ns - o.start_ns - coalesce(c.child_ns, 0)) AS self_ns"
+        " greatest(0, o.end_ns - o.start_ns - coalesce(c.child_ns, 0)) AS self_ns,"
+        " o.input_shapes IS NULL AS no_shapes"
         " FROM cpu_ops o LEFT JOIN (SELECT parent_id, sum(end_ns - start_ns) AS child_ns"
         " FROM cpu_ops WHERE parent_id IS NOT NULL GROUP BY parent_id) c"
         " ON c.parent_id = o.op_id)",
@@ -52,7 +53,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         rows = db.dicts(
             f"""
             WITH x AS (
-                SELECT {key} AS k, name, start_ns, end_ns - start_ns AS d, self_ns,
+                SELECT {key} AS k, name, start_ns, end_ns - start_ns AS d, self_ns, no_shapes,
                        row_number() OVER (PARTITION BY {key} ORDER BY start_ns) AS seq
                 FROM {table} {in_window}
             ),
@@ -60,7 +61,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 SELECT k, any_value(name) AS name, count(*) AS n, avg(d) AS mean,
                        stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
                        quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
-                       quantile_cont(self_ns, 0.5) AS self_p50
+                       quantile_cont(self_ns, 0.5) AS self_p50,
+                       bool_and(no_shapes) AS no_shapes
                 FROM x GROUP BY k HAVING count(*) >= ?
             ),
             above AS (
@@ -88,6 +90,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             reported += 1
             cv = r["sd"] / r["mean"]
             warmup = r["slow"] > 0 and r["slow_early"] * 5 >= r["slow"] * 4
+            if r["no_shapes"] and not warmup:
+                # Without input shapes (record_shapes=False) one group mixes different work
+                # (a prefill and a decode call of the same op): spread is expected, not news.
+                continue
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM (SELECT {key} AS k, start_ns, end_ns FROM {table})
                     WHERE k = ? ORDER BY end_ns - start_ns DESC LIMIT 5""",
