@@ -107,6 +107,7 @@ class IngestWorker:
         if not published:  # deleted or re-queued meanwhile: what we built belongs to no one
             for p in (files.database(generation), files.report(generation)):
                 p.unlink(missing_ok=True)
+            self._remove_if_deleted(run_id, files)
             return
         files.remove_generations_before(generation)
         if self.on_published is not None:
@@ -154,3 +155,11 @@ class IngestWorker:
     def _fail(self, run_id: str, generation: int, error: str) -> None:
         with self.catalog.session() as s:
             catalog_runs.mark_failed(s, run_id, generation, redact(error))
+        self._remove_if_deleted(run_id, RunFiles(self.settings.runs_dir, run_id))
+
+    def _remove_if_deleted(self, run_id: str, files: RunFiles) -> None:
+        """A run deleted mid-ingest: drop whatever the ingest wrote after the delete."""
+        with self.catalog.session() as s:
+            gone = catalog_runs.get_run(s, run_id) is None
+        if gone:
+            files.remove()
