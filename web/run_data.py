@@ -57,29 +57,46 @@ class RunData:
         self._reports = _Lru(reports)
         self._dbs = _Lru(databases)
         self._memo = _Lru(reports * 2)
+        self._guard = threading.Lock()
+        self._locks: dict[tuple[Any, ...], threading.Lock] = {}
+
+    def _once(self, lru: _Lru, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """``lru[key]``, made by one thread: concurrent first requests (a cold process under
+        load) wait for it instead of all loading or rendering the same thing at once."""
+        cached = lru.get(key)
+        if cached is not None:
+            return cached
+        with self._guard:
+            lock = self._locks.setdefault((id(lru), *key), threading.Lock())
+        with lock:
+            cached = lru.get(key)
+            if cached is None:
+                cached = lru.put(key, make())
+        with self._guard:
+            self._locks.pop((id(lru), *key), None)
+        return cached
 
     def report(self, run_id: str, generation: int) -> dict[str, Any]:
-        key = (run_id, generation)
-        cached = self._reports.get(key)
-        if cached is None:
-            path = RunFiles(self.runs_dir, run_id).report(generation)
-            cached = self._reports.put(key, json.loads(path.read_text(encoding="utf-8")))
-        return cached
+        path = RunFiles(self.runs_dir, run_id).report(generation)
+        return self._once(
+            self._reports,
+            (run_id, generation),
+            lambda: json.loads(path.read_text(encoding="utf-8")),
+        )
 
     def database(self, run_id: str, generation: int) -> tuple[duckdb.DuckDBPyConnection, dict]:
         """A cursor on the run's trace database, and its timeline metadata."""
-        key = (run_id, generation)
-        cached = self._dbs.get(key)
-        if cached is None:
-            path = RunFiles(self.runs_dir, run_id).database(generation)
+        path = RunFiles(self.runs_dir, run_id).database(generation)
+
+        def open_database() -> tuple[duckdb.DuckDBPyConnection, dict]:
             con = duckdb.connect(str(path), read_only=True)
             try:
-                meta = timeline_meta(con)
+                return con, timeline_meta(con)
             except OutdatedTimelineError:
                 con.close()
                 raise
-            cached = self._dbs.put(key, (con, meta))
-        con, meta = cached
+
+        con, meta = self._once(self._dbs, (run_id, generation), open_database)
         return con.cursor(), meta
 
     def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
@@ -88,10 +105,7 @@ class RunData:
         For what is derived from a ready run's report alone (rendered pages, serialized
         findings): the key includes the ingest generation, so a re-ingest never serves stale.
         """
-        cached = self._memo.get(key)
-        if cached is None:
-            cached = self._memo.put(key, make())
-        return cached
+        return self._once(self._memo, key, make)
 
     def forget(self, run_id: str) -> None:
         """Drop cached data of a run (deleted or re-ingested)."""
