@@ -34,7 +34,7 @@ import duckdb
 import numpy as np
 
 # Bumped whenever the tl_* tables change shape or meaning.
-TIMELINE_VERSION = 2
+TIMELINE_VERSION = 3
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
 AGG_BUCKETS = 16384
@@ -58,7 +58,7 @@ SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
        'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
        start_ns, end_ns, 'Memcpy ' || kind, 'memcpy'
-FROM memcpys WHERE device_id IS NOT NULL AND kind NOT LIKE 'UVM%'
+FROM memcpys WHERE device_id IS NOT NULL  -- migrations too: they are busy time
 UNION ALL
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
