@@ -31,7 +31,7 @@ from ingest.json_event_splitter import (
     EventBlob,
 )
 from ingest.nesting import assign_nesting
-from ingest.schema import set_info
+from ingest.schema import active_device_ids, earliest_ns, set_info
 
 # Args fields we keep, in the order of the ``a`` list the routing SQL indexes (1-based).
 # Kineto spells a few keys differently across versions ("External id" / "external id")
@@ -347,14 +347,7 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
     assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-    t0 = con.execute(
-        """SELECT min(t) FROM (
-             SELECT min(start_ns) t FROM kernels
-             UNION ALL SELECT min(start_ns) FROM memcpys
-             UNION ALL SELECT min(start_ns) FROM cpu_ops
-             UNION ALL SELECT min(start_ns) FROM api_calls
-             UNION ALL SELECT min(start_ns) FROM ranges)"""
-    ).fetchone()[0]  # type: ignore[index]
+    t0 = earliest_ns(con)
     if stats.dropped_missing:
         stats.warnings.append(
             f"{_n(stats.dropped_missing, 'complete (X) event')} without ts or dur skipped"
@@ -395,15 +388,7 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
         for p in props:
             if isinstance(p, dict) and isinstance(p.get("id"), int):
                 by_id[p["id"]] = p
-    active = [
-        r[0]
-        for r in con.execute(
-            """SELECT DISTINCT device_id FROM (
-                 SELECT device_id FROM kernels UNION ALL SELECT device_id FROM memcpys
-                 UNION ALL SELECT device_id FROM memsets) WHERE device_id IS NOT NULL
-               ORDER BY 1"""
-        ).fetchall()
-    ]
+    active = active_device_ids(con)
     rows = []
     for dev in active:
         p = by_id.get(dev, {})

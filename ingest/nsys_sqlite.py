@@ -51,7 +51,7 @@ from ingest.nsys_target_info import (
     session_start_utc,
     target_gpus,
 )
-from ingest.schema import set_info
+from ingest.schema import earliest_ns, set_info
 from ingest.sqlite_columns import ColumnCountMismatch, Connect, copy_int_columns
 from ingest.sqlite_names import as_text, first_column
 
@@ -226,14 +226,7 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[
         notes.append(f"{bad:,} GPU activity or API rows without a valid end time were skipped")
     if not meta:
         notes.append("export has no version metadata (nsys 2020.x or older)")
-    t0 = con.execute(
-        """SELECT min(t) FROM (
-             SELECT min(start_ns) t FROM kernels
-             UNION ALL SELECT min(start_ns) FROM memcpys
-             UNION ALL SELECT min(start_ns) FROM memsets
-             UNION ALL SELECT min(start_ns) FROM api_calls
-             UNION ALL SELECT min(start_ns) FROM ranges)"""
-    ).fetchone()[0]  # type: ignore[index]
+    t0 = earliest_ns(con)
     set_info(
         con,
         {

@@ -12,7 +12,7 @@ import sqlite3
 
 import duckdb
 
-from ingest.schema import set_info
+from ingest.schema import active_device_ids, set_info
 from ingest.sqlite_names import as_text, first_column
 
 
@@ -117,15 +117,7 @@ def load_threads(
 def insert_devices(
     con: duckdb.DuckDBPyConnection, gpus: dict[int, tuple], cuda_to_gpu: dict[int, int]
 ) -> None:
-    active = [
-        r[0]
-        for r in con.execute(
-            """SELECT DISTINCT device_id FROM (
-                 SELECT device_id FROM kernels UNION ALL SELECT device_id FROM memcpys
-                 UNION ALL SELECT device_id FROM memsets) WHERE device_id IS NOT NULL
-               ORDER BY 1"""
-        ).fetchall()
-    ]
+    active = active_device_ids(con)
     used: set[int] = set()
     rows = []
     for dev in active:

@@ -171,3 +171,28 @@ def set_info(con: duckdb.DuckDBPyConnection, values: dict[str, object]) -> None:
     rows = [(k, str(v)) for k, v in values.items() if v is not None]
     if rows:
         con.executemany("INSERT OR REPLACE INTO trace_info VALUES (?, ?)", rows)
+
+
+def active_device_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Devices that ran GPU work: the only ones a reader lists in ``devices``."""
+    rows = con.execute(
+        """SELECT DISTINCT device_id FROM (
+             SELECT device_id FROM kernels UNION ALL SELECT device_id FROM memcpys
+             UNION ALL SELECT device_id FROM memsets) WHERE device_id IS NOT NULL
+           ORDER BY 1"""
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def earliest_ns(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The first timestamp of any activity, host or device: the trace's ``t0_ns`` fact."""
+    row = con.execute(
+        """SELECT min(t) FROM (
+             SELECT min(start_ns) t FROM kernels
+             UNION ALL SELECT min(start_ns) FROM memcpys
+             UNION ALL SELECT min(start_ns) FROM memsets
+             UNION ALL SELECT min(start_ns) FROM cpu_ops
+             UNION ALL SELECT min(start_ns) FROM api_calls
+             UNION ALL SELECT min(start_ns) FROM ranges)"""
+    ).fetchone()
+    return row[0] if row else None
