@@ -24,7 +24,7 @@ from tracelens.catalog import Catalog
 from tracelens.units import fmt_bytes, fmt_ns
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
-from web.routes import api_runs, api_timeline, pages
+from web.routes import api_runs, api_timeline, compare, pages
 from web.run_data import RunData
 from web.security import (
     AccessControl,
@@ -121,6 +121,7 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             *api_runs.ROUTES,
             *api_timeline.ROUTES,
             *pages.ROUTES,
+            *compare.ROUTES,
             health,
             create_static_files_router(path="/static", directories=[HERE / "static"]),
         ],
