@@ -1,0 +1,92 @@
+"""The compare view in headless Chromium: from the run list's form to the verdict, no errors.
+
+Runs the real ``tracelens serve`` on a free loopback port, as ``test_web_browser.py`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from web_helpers import serve_process
+
+from tracelens.synthetic import write_chrome_trace
+from tracelens.synthetic.planted_pair import decode_naive, decode_tuned
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serve_process(tmp_path_factory.mktemp("serve")) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def test_compare_two_uploaded_runs(server: str, browser: object, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    naive = write_chrome_trace(decode_naive(tokens=32), tmp_path / "naive.pt.trace.json.gz")
+    tuned = write_chrome_trace(decode_tuned(tokens=32), tmp_path / "tuned.pt.trace.json.gz")
+    context = browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 1300, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    ids = {}
+    for name, trace in (("naive", naive), ("tuned", tuned)):
+        page.goto(server + "/")
+        page.fill("#run-name", name)
+        page.set_input_files("#file-input", str(trace))
+        page.wait_for_url("**/runs/*", timeout=90_000)
+        page.wait_for_selector("#compare-link")
+        ids[name] = page.url.rstrip("/").rsplit("/", 1)[1]
+
+    page.goto(server + "/")
+    page.select_option("#compare-form select[name=base]", ids["naive"])
+    page.select_option("#compare-form select[name=cand]", ids["tuned"])
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_selector("#verdict")
+    assert page.get_attribute("#verdict", "data-status") == "faster"
+    assert page.inner_text("#verdict").startswith("FASTER:")
+    link = page.locator(f"a.finding-link[href^='/runs/{ids['naive']}/findings/']").first
+    page.screenshot(path=str(ARTIFACTS / "browser-compare.png"), full_page=True)
+
+    page.click("#copy-markdown")
+    page.wait_for_function(
+        "() => document.getElementById('copy-markdown').dataset.copied === 'yes'"
+    )
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert copied.startswith("# tracelens diff") and "FASTER" in copied
+
+    # A resolved finding links to its page in the baseline run.
+    link.click()
+    page.wait_for_url(f"**/runs/{ids['naive']}/findings/*")
+    assert page.locator("h1").count() == 1
+    assert not errors, errors
+    context.close()
