@@ -1,4 +1,4 @@
-// Finding page: copy the finding as Markdown (with its permalink) for a ticket.
+// Finding and compare pages: copy the Markdown shown (finding with permalink, or diff).
 "use strict";
 (function () {
   const button = document.getElementById("copy-markdown");
