@@ -36,6 +36,8 @@ class Thresholds:
     hot_top_n: int = 10
     # Hot: a kernel or operator below this share of GPU busy time is not reported.
     hot_min_share_pct: float = 5.0
+    # Hot: at most this many informational (no savings estimate) hot-operator findings.
+    hot_info_findings: int = 3
 
     # Variance: groups need at least this many instances to judge their spread.
     variance_min_count: int = 10

@@ -8,7 +8,7 @@ informational (impact 0) but still ranked by share in the report's ``top_ops``.
 
 from __future__ import annotations
 
-from tracelens.attribution import build_kernel_attribution
+from tracelens.attribution import UNATTRIBUTED, build_kernel_attribution
 from tracelens.findings import Finding, Severity, finding_id, severity_for
 from tracelens.kernel_kinds import classify
 from tracelens.thresholds import Thresholds
@@ -31,9 +31,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )
     cc = db.scalar("SELECT max(compute_capability) FROM devices")
     findings: list[Finding] = []
+    informational = 0
     for op in ops:
         share = 100.0 * op["ns"] / total
-        if share < t.hot_min_share_pct:
+        # Kernels no operator launched are listed in top_ops; as a "hot operator" they would
+        # name no code to change.
+        if share < t.hot_min_share_pct or op["op_name"] == UNATTRIBUTED:
             continue
         kernels = db.dicts(
             """SELECT kernel_name AS name, count(*) AS count, sum(dur_ns) AS total_ns,
@@ -47,6 +50,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if kind.key == "gemm_fp32" and cc is not None and _cc_below(cc, 7.0):
             fraction = 0.0  # no tensor cores before Volta
         impact = int(op["ns"] * fraction)
+        if not impact:
+            # Without a savings estimate a hot operator is context, not a problem: only the
+            # hottest few get a finding, the rest are in the report's top_ops table.
+            informational += 1
+            if informational > t.hot_info_findings:
+                continue
         pct = db.pct_of_window(impact)
         name = op["op_name"]
         findings.append(

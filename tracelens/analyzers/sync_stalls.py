@@ -44,7 +44,8 @@ _TITLES = {
     "scalar_read": "scalar reads (`.item()`, `float(t)`, `print(t)`)",
     "data_dependent_shape": "ops with data-dependent output shapes",
     "tensor_copy": "blocking tensor copies (`.cpu()`, `.to()` without `non_blocking`)",
-    "device_synchronize": "device synchronizes (`torch.cuda.synchronize()`)",
+    "device_synchronize": "device synchronizes (`cudaDeviceSynchronize`, "
+    "`torch.cuda.synchronize()`)",
     "stream_synchronize": "stream synchronizes",
     "event_synchronize": "event synchronizes",
     "sync_copy": "synchronous memory copies",
@@ -315,7 +316,8 @@ def _advice(pattern: str, where: str) -> str:
         )
     if pattern == "device_synchronize":
         return (
-            f"`torch.cuda.synchronize()` in {where} drains every stream. Drop it from the hot "
+            f"A device synchronize (`torch.cuda.synchronize()`, `cudaDeviceSynchronize`) in "
+            f"{where} drains every stream. Drop it from the hot "
             "loop (it is only needed for timing and before reading host copies); time with "
             "`torch.cuda.Event(enable_timing=True)` or the profiler instead."
         )
