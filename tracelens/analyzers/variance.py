@@ -26,6 +26,7 @@ _GROUPS = {
         "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
         " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
         " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'",
+        "name, grid_x, grid_y, grid_z, block_x, block_y, block_z",
     ),
     "operator": (
         "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
@@ -35,6 +36,7 @@ _GROUPS = {
         " FROM cpu_ops WHERE parent_id IS NOT NULL GROUP BY parent_id) c"
         " ON c.parent_id = o.op_id)",
         "name || coalesce(' ' || input_shapes, '')",
+        "name, input_shapes",
     ),
 }
 
@@ -46,35 +48,39 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # operator's host duration swings freely behind a full launch queue.
     windows = sum(d.window_ns for d in db.devices)
     host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
-    for kind, (table, key) in _GROUPS.items():
+    for kind, (table, key, cols) in _GROUPS.items():
+        # Rows are grouped by a hash of the grouping columns; the readable key is built
+        # only for the groups, not for millions of rows.
+        firsts = ", ".join(f"any_value({c}) AS {c}" for c in cols.split(", "))
         # Only what ran inside the analysed window: start-up (context creation, autotuning
         # before the first kernel) is not the steady state the user is tuning.
         in_window = f"WHERE start_ns >= {w_start} AND end_ns <= {w_end}" if db.devices else ""
         rows = db.dicts(
             f"""
             WITH x AS (
-                SELECT {key} AS k, name, start_ns, end_ns - start_ns AS d, self_ns, no_shapes,
-                       row_number() OVER (PARTITION BY {key} ORDER BY start_ns) AS seq
+                SELECT hash({cols}) AS h, {cols}, start_ns, end_ns - start_ns AS d, self_ns,
+                       no_shapes,
+                       row_number() OVER (PARTITION BY hash({cols}) ORDER BY start_ns) AS seq
                 FROM {table} {in_window}
             ),
             s AS (
-                SELECT k, any_value(name) AS name, count(*) AS n, avg(d) AS mean,
+                SELECT h, {firsts}, count(*) AS n, avg(d) AS mean,
                        stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
                        quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
                        quantile_cont(self_ns, 0.5) AS self_p50,
                        bool_and(no_shapes) AS no_shapes
-                FROM x GROUP BY k HAVING count(*) >= ?
+                FROM x GROUP BY h HAVING count(*) >= ?
             ),
             above AS (
-                SELECT x.k, sum(x.self_ns - s.self_p50) AS above,
+                SELECT x.h, sum(x.self_ns - s.self_p50) AS above,
                        count(*) FILTER (WHERE x.d > s.p95) AS slow,
                        count(*) FILTER (WHERE x.d > s.p95 AND x.seq <= greatest(3, s.n / 10))
                            AS slow_early
-                FROM x JOIN s USING (k) WHERE x.self_ns > s.self_p50 GROUP BY x.k
+                FROM x JOIN s USING (h) WHERE x.self_ns > s.self_p50 GROUP BY x.h
             )
-            SELECT s.*, coalesce(above.above, 0) AS above, coalesce(above.slow, 0) AS slow,
-                   coalesce(above.slow_early, 0) AS slow_early
-            FROM s LEFT JOIN above USING (k)
+            SELECT {key} AS k, s.*, coalesce(above.above, 0) AS above,
+                   coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
+            FROM s LEFT JOIN above USING (h)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
             ORDER BY above DESC
             """,
@@ -95,9 +101,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 # (a prefill and a decode call of the same op): spread is expected, not news.
                 continue
             slowest = db.dicts(
-                f"""SELECT start_ns, end_ns FROM (SELECT {key} AS k, start_ns, end_ns FROM {table})
-                    WHERE k = ? ORDER BY end_ns - start_ns DESC LIMIT 5""",
-                [r["k"]],
+                f"""SELECT start_ns, end_ns FROM {table} WHERE hash({cols}) = ?
+                    ORDER BY end_ns - start_ns DESC LIMIT 5""",
+                [r["h"]],
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
             basis = "Time its instances spent above the group's median duration"
