@@ -198,3 +198,24 @@ def test_bundled_sample(runner: CliRunner) -> None:
 def test_usage_error_exits_2(runner: CliRunner) -> None:
     assert runner.invoke(main, ["analyze"]).exit_code == 2
     assert runner.invoke(main, ["analyze", "x.json", "--format", "pdf"]).exit_code == 2
+
+
+def test_llm_section_in_every_format(runner: CliRunner, tmp_path: Path) -> None:
+    from tracelens.synthetic import Scenario, write_chrome_trace
+
+    sc = Scenario(name="llm")
+    sc.range("llm.request[a]", 0, 10_000_000)
+    sc.range("llm.prefill[a]", 1_000_000, 2_000_000)
+    sc.range("llm.decode[a]", 3_000_000, 1_000_000)
+    sc.range("llm.decode[a]", 5_000_000, 1_000_000)
+    path = write_chrome_trace(sc, tmp_path / "llm.json")
+    r = json.loads(runner.invoke(main, ["analyze", str(path), "--format", "json"]).output)
+    assert r["llm"]["requests"] == 1 and r["llm"]["output_tokens"] == 3
+    assert r["llm"]["ttft_ns"]["p50"] == 3_000_000
+    for fmt, marker in (
+        ("text", "LLM serving latency"),
+        ("markdown", "## LLM serving latency"),
+        ("html", "<h2>LLM serving latency</h2>"),
+    ):
+        out = runner.invoke(main, ["analyze", str(path), "--format", fmt]).output
+        assert marker in out, fmt

@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from tracelens.render.llm_section import render_llm_html
 from tracelens.units import fmt_bytes, fmt_ns
 
 _CSS = """
@@ -62,7 +63,9 @@ def render_html(report: dict[str, Any]) -> str:
         f"({fmt_bytes(m['h2d_pageable_bytes'])} pageable)</li>"
     )
     out += [f"<li>note: {escape(n)}</li>" for n in report.get("notes", [])]
-    out.append("</ul><h2>Findings</h2>")
+    out.append("</ul>")
+    out.append(render_llm_html(report))
+    out.append("<h2>Findings</h2>")
     for i, f in enumerate(report["findings"], 1):
         sev = escape(f["severity"])
         out.append(
