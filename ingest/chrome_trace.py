@@ -36,28 +36,32 @@ from ingest.schema import active_device_ids, earliest_ns, set_info
 # Args fields we keep, in the order of the ``a`` list the routing SQL indexes (1-based).
 # Kineto spells a few keys differently across versions ("External id" / "external id")
 # and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
-_ARG_KEYS = [
-    "External id",  # 1
-    "external id",  # 2
-    "correlation",  # 3
-    "device",  # 4
-    "stream",  # 5
-    "bytes",  # 6
-    "grid",  # 7
-    "block",  # 8
-    "registers per thread",  # 9
-    "shared memory",  # 10
-    "est. achieved occupancy %",  # 11
-    "Input Dims",  # 12
-    "Input type",  # 13
-    "name",  # 14
-    "Collective name",  # 15
-    "In msg nelems",  # 16
-    "Out msg nelems",  # 17
-    "dtype",  # 18
-    "Group size",  # 19
-    "cuda_sync_kind",  # 20
+_ARGS: list[tuple[str, str, str]] = [
+    # (key in args, staging column, type)
+    ("External id", "ext1", "BIGINT"),
+    ("external id", "ext2", "BIGINT"),
+    ("correlation", "corr", "BIGINT"),
+    ("device", "device", "INTEGER"),
+    ("stream", "stream", "BIGINT"),
+    ("bytes", "nbytes", "BIGINT"),
+    ("grid", "grid", "INTEGER[]"),
+    ("block", "block", "INTEGER[]"),
+    ("registers per thread", "regs", "INTEGER"),
+    ("shared memory", "smem", "BIGINT"),
+    ("est. achieved occupancy %", "occ", "DOUBLE"),
+    ("Input Dims", "in_dims", "VARCHAR"),
+    ("Input type", "in_types", "VARCHAR"),
+    ("name", "arg_name", "VARCHAR"),
+    ("Collective name", "coll", "VARCHAR"),
+    ("In msg nelems", "in_n", "BIGINT"),
+    ("Out msg nelems", "out_n", "BIGINT"),
+    ("dtype", "dtype", "VARCHAR"),
+    ("Group size", "gsize", "INTEGER"),
+    ("cuda_sync_kind", "sync_kind", "VARCHAR"),
 ]
+# Kineto spells a few keys differently across versions ("External id" / "external id")
+# and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
+_ARG_KEYS = [key for key, _, _ in _ARGS]
 
 _MAX_OBJECT = DEFAULT_MAX_EVENT_BYTES + 1024
 
@@ -90,17 +94,19 @@ def _stage_sql(variant: str) -> str:
     """
     if variant == "json":
         paths = [f'$."{k}"' for k in _ARG_KEYS]
-        args_expr = f"json_extract_string(args, {paths!r})"
+        source = f"json_extract_string(args, {paths!r})"
         args_type = "JSON"
+        raw = [f"a[{i}]" for i in range(1, len(_ARGS) + 1)]
     else:
         drop = "external id" if variant == "modern" else "External id"
-        keys = [k for k in _ARG_KEYS if k != drop]
-        args_type = _struct(keys)
-        args_expr = (
-            "["
-            + ", ".join("NULL::VARCHAR" if k == drop else f'args."{k}"' for k in _ARG_KEYS)
-            + "]"
-        )
+        args_type = _struct([k for k in _ARG_KEYS if k != drop])
+        source = "NULL"
+        raw = ["NULL" if key == drop else f'args."{key}"' for key in _ARG_KEYS]
+    # Each field is cast once here, so the routing queries read typed columns.
+    typed = ",\n               ".join(
+        f"{r} AS {col}" if typ == "VARCHAR" else f"TRY_CAST({r} AS {typ}) AS {col}"
+        for r, (_, col, typ) in zip(raw, _ARGS, strict=True)
+    )
     # pid/tid are numbers, or strings like "stream 7" (2021) or "Spans" (profiler rows).
     int_of = (
         "coalesce(TRY_CAST({c} AS BIGINT),"
@@ -112,9 +118,10 @@ def _stage_sql(variant: str) -> str:
                {int_of.format(c="pid")} AS pid, {int_of.format(c="tid")} AS tid,
                CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
                CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
-               {args_expr} AS a
-        FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(args_type)!r},
-                       maximum_object_size = {_MAX_OBJECT})
+               {typed}
+        FROM (SELECT *, {source} AS a
+              FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(args_type)!r},
+                             maximum_object_size = {_MAX_OBJECT}))
     """
 
 
@@ -137,18 +144,18 @@ _MEMORY_SQL = f"""
     WHERE ph = 'i' AND name = '[memory]' AND ts IS NOT NULL
 """
 
-_GPU_DEVICE = "coalesce(TRY_CAST(a[4] AS INTEGER), CAST(pid AS INTEGER))"
-_GPU_STREAM = "coalesce(TRY_CAST(a[5] AS BIGINT), tid)"
-_EXTERNAL_ID = "coalesce(TRY_CAST(a[1] AS BIGINT), TRY_CAST(a[2] AS BIGINT))"
+_GPU_DEVICE = "coalesce(device, CAST(pid AS INTEGER))"
+_GPU_STREAM = "coalesce(stream, tid)"
+_EXTERNAL_ID = "coalesce(ext1, ext2)"
 _VALID_X = "ph = 'X' AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND dur_ns >= 0"
 
 _ROUTE_SQL = [
     f"""
     INSERT INTO kernels
-    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, name, ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT),
-           g[1], g[2], g[3], b[1], b[2], b[3],
-           TRY_CAST(a[9] AS INTEGER), TRY_CAST(a[10] AS BIGINT), TRY_CAST(a[11] AS DOUBLE)
-    FROM (SELECT *, TRY_CAST(a[7] AS INTEGER[]) AS g, TRY_CAST(a[8] AS INTEGER[]) AS b FROM blob)
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, name, ts_ns, ts_ns + dur_ns, corr,
+           grid[1], grid[2], grid[3], block[1], block[2], block[3],
+           regs, smem, occ
+    FROM blob
     WHERE {_VALID_X} AND cat = 'kernel'
     """,
     f"""
@@ -157,28 +164,28 @@ _ROUTE_SQL = [
            coalesce(nullif(regexp_extract(name, 'Memcpy ([A-Za-z_]+)', 1), ''), 'Unknown'),
            coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+) *->', 1)), ''), 'unknown'),
            coalesce(nullif(lower(regexp_extract(name, '-> *([A-Za-z]+)\\)', 1)), ''), 'unknown'),
-           TRY_CAST(a[6] AS BIGINT), ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+           nbytes, ts_ns, ts_ns + dur_ns, corr
     FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memcpy', 'memcpy')
     """,
     f"""
     INSERT INTO memsets
-    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, TRY_CAST(a[6] AS BIGINT),
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, nbytes,
            coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+)\\)', 1)), ''), 'unknown'),
-           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+           ts_ns, ts_ns + dur_ns, corr
     FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memset', 'memset')
     """,
     f"""
     INSERT INTO api_calls
     SELECT pid, tid, regexp_replace(name, '_v[0-9]+$', ''),
            CASE WHEN cat = 'cuda_driver' THEN 'driver' ELSE 'runtime' END,
-           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT), {_EXTERNAL_ID}
+           ts_ns, ts_ns + dur_ns, corr, {_EXTERNAL_ID}
     FROM blob WHERE {_VALID_X} AND cat IN ('cuda_runtime', 'runtime', 'cuda_driver')
     """,
     f"""
     INSERT INTO cpu_ops
     SELECT nextval('op_seq'), pid, tid, name,
            CASE WHEN cat = 'operator' THEN 'cpu_op' ELSE cat END,
-           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, a[12], a[13]
+           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, in_dims, in_types
     FROM blob WHERE {_VALID_X} AND cat IN ('cpu_op', 'operator', 'python_function')
     """,
     f"""
@@ -190,29 +197,29 @@ _ROUTE_SQL = [
     """,
     f"""
     INSERT INTO syncs
-    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(a[20], name),
-           ts_ns, ts_ns + dur_ns, TRY_CAST(a[3] AS BIGINT)
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(sync_kind, name),
+           ts_ns, ts_ns + dur_ns, corr
     FROM blob WHERE {_VALID_X} AND cat = 'cuda_sync'
     """,
     f"""
     INSERT INTO comm_ops
     SELECT pid, tid, name,
-           coalesce(a[15], CASE WHEN name LIKE 'nccl:%' THEN substr(name, 6) END),
+           coalesce(coll, CASE WHEN name LIKE 'nccl:%' THEN substr(name, 6) END),
            ts_ns, ts_ns + dur_ns, {_EXTERNAL_ID},
-           coalesce(TRY_CAST(a[16] AS BIGINT),
-                    TRY_CAST(list_reduce(TRY_CAST(a[12] AS BIGINT[][])[1], lambda x, y: x * y)
+           coalesce(in_n,
+                    TRY_CAST(list_reduce(TRY_CAST(in_dims AS BIGINT[][])[1], lambda x, y: x * y)
                              AS BIGINT)),
-           TRY_CAST(a[17] AS BIGINT),
-           coalesce(a[18], TRY_CAST(a[13] AS VARCHAR[])[1]),
-           TRY_CAST(a[19] AS INTEGER)
+           out_n,
+           coalesce(dtype, TRY_CAST(in_types AS VARCHAR[])[1]),
+           gsize
     FROM blob
-    WHERE {_VALID_X} AND (a[15] IS NOT NULL OR name LIKE 'nccl:%')
+    WHERE {_VALID_X} AND (coll IS NOT NULL OR name LIKE 'nccl:%')
       AND cat IN ('cpu_op', 'operator', 'user_annotation')
     """,
     """
     INSERT INTO meta_names
-    SELECT pid, tid, name, a[14] FROM blob
-    WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND a[14] IS NOT NULL
+    SELECT pid, tid, name, arg_name FROM blob
+    WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND arg_name IS NOT NULL
     """,
     """
     INSERT INTO profiler_spans
