@@ -16,6 +16,7 @@ spellings (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``tid`
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -227,12 +228,24 @@ _ROUTE_SQL = [
     """,
 ]
 
-_COUNT_DROPPED = """
-SELECT count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
-       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0),
-       count(*)
-FROM blob
+# Per category (the phase for metadata rows, which have none): counts, and what is skipped.
+_CENSUS = """
+SELECT coalesce(cat, 'ph:' || ph), count(*),
+       count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
+       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0)
+FROM blob GROUP BY ALL
 """
+
+
+def _route_for(sql: str) -> frozenset[str]:
+    """The categories a routing query reads (from its ``cat`` filter), to skip idle ones."""
+    if "ph = 'M'" in sql:
+        return frozenset({"ph:M"})
+    found = re.findall(r"'([a-z_:]+)'", sql.split("WHERE", 1)[1]) if "WHERE" in sql else []
+    return frozenset(found)
+
+
+_ROUTES = [(_route_for(sql), sql) for sql in _ROUTE_SQL]
 
 
 @dataclass
@@ -322,12 +335,16 @@ def _load_blobs(
         note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
         if note not in stats.warnings:
             stats.warnings.append(note)
-    missing, negative, total = con.execute(_COUNT_DROPPED).fetchone()  # type: ignore[misc]
-    stats.events += total
-    stats.dropped_missing += missing
-    stats.dropped_negative += negative
-    for sql in _ROUTE_SQL:
-        con.execute(sql)
+    present = set()
+    for cat, total, missing, negative in con.execute(_CENSUS).fetchall():
+        present.add(cat)
+        stats.events += total
+        stats.dropped_missing += missing
+        stats.dropped_negative += negative
+    # Most blobs hold a handful of categories; a query per absent one is pure overhead.
+    for cats, sql in _ROUTES:
+        if cats & present:
+            con.execute(sql)
     if any(b.contains(b'"[memory]"') for b in blobs):
         con.execute(_MEMORY_SQL, [files])
 
