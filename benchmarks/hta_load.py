@@ -33,11 +33,15 @@ def main() -> None:
             print(f"idle breakdown failed: {exc}", file=sys.stderr)
         done = time.perf_counter()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({
-        "load_s": loaded - t0,
-        "idle_breakdown_s": done - loaded,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }))
+    print(
+        json.dumps(
+            {
+                "load_s": loaded - t0,
+                "idle_breakdown_s": done - loaded,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
