@@ -51,6 +51,26 @@ def test_same_sha256_is_the_same_run(catalog: Catalog) -> None:
     assert b.id == a.id and b.name == "first"
 
 
+def test_same_sha256_uploaded_concurrently_is_the_same_run(catalog: Catalog) -> None:
+    # The other request commits the same bytes between this one's lookup and its insert:
+    # the insert hits the unique constraint and must answer with the winner's run.
+    winner: list[R.Run] = []
+    with catalog.session() as s:
+        real_scalar = s.scalar
+
+        def lookup_then_lose_the_race(stmt, *args, **kwargs):  # type: ignore[no-untyped-def]
+            found = real_scalar(stmt, *args, **kwargs)
+            if not winner:
+                with catalog.session() as other:
+                    winner.append(R.create_run(other, _new("c" * 64, "winner"))[0])
+            return found
+
+        s.scalar = lookup_then_lose_the_race  # type: ignore[method-assign]
+        run, created = R.create_run(s, _new("c" * 64, "loser"))
+    assert not created
+    assert run.id == winner[0].id and run.name == "winner"
+
+
 def test_lifecycle_claim_ready_with_findings_and_generation_guard(catalog: Catalog) -> None:
     with catalog.session() as s:
         run, _ = R.create_run(s, _new("b" * 64))

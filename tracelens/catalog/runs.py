@@ -71,8 +71,10 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
         with s.begin_nested():
             s.add(run)
     except IntegrityError:
-        # A concurrent upload of the same bytes won the race: theirs is the run.
-        s.expunge(run)
+        # A concurrent upload of the same bytes won the race: theirs is the run. (The
+        # savepoint's rollback has already taken our pending row out of the session.)
+        if run in s:
+            s.expunge(run)
         existing = s.scalar(select(Run).where(Run.sha256 == new.sha256))
         if existing is None:
             raise
