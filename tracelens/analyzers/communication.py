@@ -112,6 +112,9 @@ def _bus_factor(collective: str, n: int | None) -> float | None:
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
+    # Most traces have no collective at all; skip merging every other kernel's intervals.
+    if not db.scalar(f"SELECT count(*) > 0 FROM (SELECT 1 FROM kernels WHERE {_COMM} LIMIT 1)"):
+        return findings
     for row in db.dicts(_OVERLAP):
         dev = int(row["device_id"])
         comm_ns, overlap_ns = int(row["comm_ns"]), int(row["overlap_ns"])
