@@ -219,3 +219,27 @@ def test_llm_section_in_every_format(runner: CliRunner, tmp_path: Path) -> None:
     ):
         out = runner.invoke(main, ["analyze", str(path), "--format", fmt]).output
         assert marker in out, fmt
+
+
+def test_web_commands_without_the_web_extra_fail_cleanly(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    import click
+
+    import tracelens.cli as cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "litestar" else real(name, *a)
+    )
+    monkeypatch.delitem(sys.modules, "web.cli", raising=False)
+    group = click.Group("tracelens")
+    monkeypatch.setattr(cli, "main", group)
+    cli._load_plugin_commands()
+    assert "unavailable" in (group.commands["serve"].help or "")
+    res = runner.invoke(group, ["serve"])
+    assert res.exit_code == 2
+    assert "install tracelens[web]" in res.output

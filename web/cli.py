@@ -6,10 +6,21 @@ without importing the web layer.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
 import click
+
+# Fail at import, not mid-command: the core CLI then lists these commands as unavailable
+# and says which extra to install, instead of a traceback from a lazy import.
+_MISSING = [
+    m
+    for m in ("litestar", "uvicorn", "sqlalchemy", "alembic", "jinja2")
+    if importlib.util.find_spec(m) is None
+]
+if _MISSING:
+    raise ImportError(f"{_MISSING[0]} is not installed", name=_MISSING[0])
 
 
 @click.command("serve")
