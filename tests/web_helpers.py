@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from litestar.testing import TestClient
 
 from tracelens.synthetic import training_steps
@@ -112,3 +113,32 @@ def serve_process(data_dir: Path, *extra: str) -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=15)
         log.close()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium keeps dialling out to update and sync
+# services, which an air-gapped test machine refuses.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium under Playwright; skips the test, saying why, where either is missing."""
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (install Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
