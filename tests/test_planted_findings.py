@@ -137,3 +137,16 @@ def test_ids_are_stable_across_reingest(planted_trace: tuple[Path, dict], tmp_pa
         a.close()
         b.close()
     assert ids_a == ids_b
+
+
+def test_reports_are_deterministic(planted_trace: tuple[Path, dict]) -> None:
+    # Re-ingesting the same file must give the same report, byte for byte: the web app
+    # compares them, and evidence lists with ties must not reorder between runs.
+    reports = []
+    for _ in range(3):
+        loaded = load_trace(planted_trace[0])
+        try:
+            reports.append(build_report(loaded))
+        finally:
+            loaded.close()
+    assert reports[0] == reports[1] == reports[2]

@@ -95,7 +95,7 @@ SELECT coalesce(collective, regexp_extract(name, 'ncclKernel_([A-Za-z]+)|nccl([A
        CAST(median(bytes) AS BIGINT) AS median_bytes, sum(bytes) AS total_bytes,
        max(group_size) AS group_size,
        median(bytes / nullif(end_ns - start_ns, 0)) AS median_algbw_gbps
-FROM m GROUP BY 1 ORDER BY kernel_ns DESC
+FROM m GROUP BY 1 ORDER BY kernel_ns DESC, 1
 """
 
 
@@ -145,7 +145,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
         longest = db.dicts(
             f"""SELECT start_ns, end_ns FROM kernels WHERE device_id = ? AND {_COMM}
-                ORDER BY end_ns - start_ns DESC LIMIT 5""",
+                ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
             [dev],
         )
         pct = db.pct_of_window(exposed)

@@ -38,7 +38,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     loaders = db.dicts(
         f"""SELECT name, count(*) AS calls, sum(end_ns - start_ns) AS ns,
                    CAST(median(end_ns - start_ns) AS BIGINT) AS median_ns
-            FROM ({_LOADER_ROWS}) GROUP BY name ORDER BY ns DESC"""
+            FROM ({_LOADER_ROWS}) GROUP BY name ORDER BY ns DESC, name"""
     )
     if not loaders:
         return []
@@ -60,7 +60,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             continue
         longest = db.dicts(
             """SELECT start_ns, end_ns FROM gaps WHERE device_id = ? AND cause = 'data_loading'
-               ORDER BY end_ns - start_ns DESC LIMIT 5""",
+               ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
             [dev.device_id],
         )
         pct = db.pct_of_window(idle_ns)

@@ -107,11 +107,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     sites = db.dicts(
         """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
                   sum(bytes) AS bytes, sum(dur_ns) AS ns
-           FROM h2d GROUP BY 1 ORDER BY ns DESC LIMIT 5"""
+           FROM h2d GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5"""
     )
     repeated = db.dicts(
         """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d
-           GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC LIMIT 5""",
+           GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC, bytes LIMIT 5""",
         [t.h2d_repeat_min_count],
     )
     base_evidence = {"totals": totals, "call_sites": sites, "repeated_sizes": repeated}
@@ -123,7 +123,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         impact = max(0, int(pns - pinned_ns))
         longest = db.dicts(
             "SELECT start_ns, end_ns FROM h2d WHERE src_mem = 'pageable' "
-            "ORDER BY dur_ns DESC LIMIT 5"
+            "ORDER BY dur_ns DESC, start_ns LIMIT 5"
         )
         pct = db.pct_of_window(impact)
         findings.append(
@@ -160,7 +160,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     exposed = int(tot["exposed_ns"] or 0)
     if exposed > 0 and db.pct_of_window(exposed) >= t.severity_low_pct:
         longest = db.dicts(
-            "SELECT start_ns, end_ns, exposed_ns FROM h2d ORDER BY exposed_ns DESC LIMIT 5"
+            "SELECT start_ns, end_ns, exposed_ns FROM h2d "
+            "ORDER BY exposed_ns DESC, start_ns LIMIT 5"
         )
         pct = db.pct_of_window(exposed)
         findings.append(

@@ -26,7 +26,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ops = db.dicts(
         """SELECT op_name, sum(dur_ns) AS ns, count(*) AS kernels,
                   count(DISTINCT op_id) AS op_calls
-           FROM kernel_ops GROUP BY op_name ORDER BY ns DESC LIMIT ?""",
+           FROM kernel_ops GROUP BY op_name ORDER BY ns DESC, op_name LIMIT ?""",
         [t.hot_top_n],
     )
     cc = db.scalar("SELECT max(compute_capability) FROM devices")
@@ -42,7 +42,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             """SELECT kernel_name AS name, count(*) AS count, sum(dur_ns) AS total_ns,
                       CAST(avg(dur_ns) AS BIGINT) AS mean_ns
                FROM kernel_ops WHERE op_name = ? GROUP BY kernel_name
-               ORDER BY total_ns DESC LIMIT 5""",
+               ORDER BY total_ns DESC, name LIMIT 5""",
             [op["op_name"]],
         )
         kind = classify(kernels[0]["name"]) if kernels else classify("")

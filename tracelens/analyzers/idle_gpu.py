@@ -81,7 +81,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     for dev in db.devices:
         by_cause = db.dicts(
             """SELECT cause, count(*) AS n, sum(end_ns - start_ns) AS ns FROM gaps
-               WHERE device_id = ? GROUP BY cause ORDER BY ns DESC""",
+               WHERE device_id = ? GROUP BY cause ORDER BY ns DESC, cause""",
             [dev.device_id],
         )
         idle_by_cause = {r["cause"]: int(r["ns"]) for r in by_cause}
@@ -92,13 +92,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 continue
             longest = db.dicts(
                 """SELECT start_ns, end_ns, end_ns - start_ns AS duration_ns, detail FROM gaps
-                   WHERE device_id = ? AND cause = ? ORDER BY duration_ns DESC LIMIT ?""",
+                   WHERE device_id = ? AND cause = ? ORDER BY duration_ns DESC, start_ns LIMIT ?""",
                 [dev.device_id, cause, t.idle_top_gaps],
             )
             details = db.dicts(
                 """SELECT detail, count(*) AS n, sum(end_ns - start_ns) AS ns FROM gaps
                    WHERE device_id = ? AND cause = ? AND detail IS NOT NULL
-                   GROUP BY detail ORDER BY ns DESC LIMIT 5""",
+                   GROUP BY detail ORDER BY ns DESC, detail LIMIT 5""",
                 [dev.device_id, cause],
             )
             impact_pct = db.pct_of_window(ns)

@@ -99,7 +99,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             f"""SELECT min(start_ns) AS start_ns, max(end_ns) AS end_ns, count(*) AS gaps,
                        sum(end_ns - start_ns) AS ns
                 FROM gaps WHERE device_id = ? AND cause = 'launch_overhead'
-                GROUP BY (start_ns - ?) // {_BUCKET_NS} ORDER BY ns DESC LIMIT 5""",
+                GROUP BY (start_ns - ?) // {_BUCKET_NS} ORDER BY ns DESC, start_ns LIMIT 5""",
             [dev.device_id, t0],
         )
         impact = int(gap_ns)

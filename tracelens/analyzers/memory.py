@@ -162,7 +162,7 @@ def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
                    max(a.end_ns) AS last_ns
             FROM api_calls a JOIN steps s ON a.start_ns >= s.start_ns AND a.end_ns <= s.end_ns
             WHERE a.name IN ({names})
-            GROUP BY a.name ORDER BY ns DESC"""
+            GROUP BY a.name ORDER BY ns DESC, a.name"""
     )
     calls = sum(int(r["calls"]) for r in rows)
     if calls < t.memory_min_churn_calls:

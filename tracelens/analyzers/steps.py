@@ -181,7 +181,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                   CAST(coalesce(a.avg_ns, 0) AS BIGINT) AS typical_ns,
                   CAST(coalesce(p.ns, 0) - coalesce(a.avg_ns, 0) AS BIGINT) AS delta_ns
            FROM (SELECT * FROM per WHERE step = ?) p FULL JOIN avg_other a USING (kernel)
-           ORDER BY delta_ns DESC LIMIT 5""",
+           ORDER BY delta_ns DESC, slowest_ns DESC, kernel LIMIT 5""",
         [max(1, len(steps) - 1), slowest["step"], slowest["step"]],
     )
     slow_factor = slowest["dur_ns"] / median if median else 1.0

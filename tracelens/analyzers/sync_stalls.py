@@ -212,13 +212,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                FROM _sync_calls2 c LEFT JOIN _sync_gaps s USING (call_id)
                WHERE c.pattern = ? AND c.site = ?
                GROUP BY c.call_id, c.name, c.start_ns, c.end_ns
-               ORDER BY idle_ns DESC, c.end_ns - c.start_ns DESC LIMIT ?""",
+               ORDER BY idle_ns DESC, c.end_ns - c.start_ns DESC, c.start_ns LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
         gap_ranges = db.dicts(
             """SELECT s.device_id, s.start_ns, s.end_ns FROM _sync_gaps s
                JOIN _sync_calls2 c USING (call_id) WHERE c.pattern = ? AND c.site = ?
-               ORDER BY s.end_ns - s.start_ns DESC LIMIT ?""",
+               ORDER BY s.end_ns - s.start_ns DESC, s.start_ns LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
         devices = [

@@ -82,7 +82,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                    coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
             FROM s LEFT JOIN above USING (h)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
-            ORDER BY above DESC
+            ORDER BY above DESC, k
             """,
             [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],
         )
@@ -102,7 +102,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 continue
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM {table} WHERE hash({cols}) = ?
-                    ORDER BY end_ns - start_ns DESC LIMIT 5""",
+                    ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
                 [r["h"]],
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
