@@ -22,36 +22,19 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ingest.nsys_enums import COPY_KINDS, MEMORY_KINDS
 from tracelens.synthetic.nsys_layouts import EXPORT_META, LAYOUTS, column_names
 from tracelens.synthetic.scenario import Scenario
 
 SESSION_OFFSET_NS = 300_000_000
 VM_BITS = 1 << 48
 
-_COPY_KIND_CODES = {
-    "Unknown": 0,
-    "HtoD": 1,
-    "DtoH": 2,
-    "HtoA": 3,
-    "AtoH": 4,
-    "AtoA": 5,
-    "AtoD": 6,
-    "DtoA": 7,
-    "DtoD": 8,
-    "HtoH": 9,
-    "PtoP": 10,
-    "UVM_HtoD": 11,
-    "UVM_DtoH": 12,
-    "UVM_DtoD": 13,
-}
-_MEM_KIND_CODES = {
-    "pageable": 0,
-    "pinned": 1,
-    "device": 2,
-    "array": 3,
-    "managed": 4,
-    "unknown": 7,
-}
+# The inverse of the reader's CUPTI tables (which the corpus exports check): one source of
+# truth for the codes. Memory kinds map back to their first (non-static) code.
+_COPY_KIND_CODES = {kind: code for code, kind in COPY_KINDS.items()}
+_MEM_KIND_CODES: dict[str, int] = {}
+for _code, _kind in sorted(MEMORY_KINDS.items()):
+    _MEM_KIND_CODES.setdefault(_kind, _code)
 # Blocking API -> CUPTI synchronization type it records.
 _SYNC_TYPE_OF_API = {
     "cudaEventSynchronize": 1,
