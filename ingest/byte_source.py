@@ -6,23 +6,20 @@ instead of filling memory or disk, so decompression is incremental and bounded.
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ingest.errors import TraceInputError
+from ingest.limits import IngestLimits
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_CHUNK = 32 * 1024 * 1024
-# Real traces reach a few GB uncompressed; beyond this we refuse rather than exhaust disk.
-DEFAULT_MAX_DECOMPRESSED = 16 * 1024**3
 
 
 def max_decompressed_bytes() -> int:
-    """The decompressed-size cap: ``TRACELENS_MAX_DECOMPRESSED_BYTES`` or 16 GiB."""
-    raw = os.environ.get("TRACELENS_MAX_DECOMPRESSED_BYTES")
-    return int(raw) if raw and raw.isdigit() else DEFAULT_MAX_DECOMPRESSED
+    """The decompressed-size cap (``TRACELENS_MAX_DECOMPRESSED_BYTES``, else from the machine)."""
+    return IngestLimits.from_env().max_decompressed
 
 
 def is_gzip(path: Path) -> bool:

@@ -261,8 +261,13 @@ def read_chrome_trace(
     path: Path,
     chunks: Iterable[bytes],
     on_progress: Callable[[int], None] | None = None,
+    max_events: int | None = None,
 ) -> ChromeReadStats:
-    """Load the Chrome trace whose decompressed bytes are ``chunks`` into ``con``."""
+    """Load the Chrome trace whose decompressed bytes are ``chunks`` into ``con``.
+
+    More than ``max_events`` events stop the read with an error (a small gzip of tiny
+    events must not become an unbounded database).
+    """
     con.execute("CREATE TEMP SEQUENCE op_seq START 1")
     con.execute("CREATE TEMP SEQUENCE range_seq START 1")
     con.execute(
@@ -276,6 +281,12 @@ def read_chrome_trace(
 
         def parse(blobs: list[EventBlob]) -> None:
             _load_blobs(con, blobs, tmp, stats)
+            if max_events is not None and stats.events > max_events:
+                raise TraceInputError(
+                    path,
+                    f"holds more than {max_events:,} events (the limit; set "
+                    "TRACELENS_MAX_EVENTS to raise it)",
+                )
             if on_progress is not None:
                 on_progress(blobs[-1].source_offset + blobs[-1].size)
 

@@ -410,6 +410,18 @@ class EventArraySplitter:
                 f"{self.max_event_bytes:,} bytes (or the file is not well-formed JSON)",
             )
 
+    @property
+    def head(self) -> bytes:
+        """The bytes before the event array (from offset 0): the top of the metadata."""
+        return bytes(self._head)
+
+    @property
+    def tail(self) -> tuple[int, bytes] | None:
+        """(offset, bytes) after the event array closes; None when too long to keep."""
+        if self._tail_truncated:
+            return None
+        return self.result.total_bytes - len(self._tail), bytes(self._tail)
+
     def _keep_head(self, data: bytes) -> None:
         if len(self._head) + len(data) > MAX_METADATA_BYTES:
             raise TraceInputError(

@@ -22,6 +22,7 @@ from ingest.byte_source import head_bytes, iter_bytes
 from ingest.chrome_trace import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.errors import TraceInputError
+from ingest.limits import IngestLimits
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -126,8 +127,14 @@ def load_trace(
     db_path: str | Path | None = None,
     rank: int | None = None,
     on_progress: ProgressFn | None = None,
+    limits: IngestLimits | None = None,
 ) -> LoadedTrace:
-    """Ingest ``path`` (file or profiler output folder) into a DuckDB database."""
+    """Ingest ``path`` (file or profiler output folder) into a DuckDB database.
+
+    ``limits`` bound its memory, events and decompressed size (default: from the
+    environment and the machine, for one ingest at a time).
+    """
+    limits = limits or IngestLimits.from_env()
     src, notes = resolve_input(Path(path), rank)
     fmt = detect_format(src)
     size = src.stat().st_size
@@ -142,6 +149,7 @@ def load_trace(
     else:
         con = duckdb.connect(":memory:")
     try:
+        limits.configure(con, target)
         create_schema(con)
         if fmt == "torch_chrome":
             seen = 0
@@ -153,8 +161,8 @@ def load_trace(
                 if on_progress is not None:
                     on_progress(seen, size)
 
-            chunks = iter_bytes(src, on_raw=on_raw)
-            stats = read_chrome_trace(con, src, chunks)
+            chunks = iter_bytes(src, on_raw=on_raw, max_decompressed=limits.max_decompressed)
+            stats = read_chrome_trace(con, src, chunks, max_events=limits.max_events)
             notes.extend(stats.warnings)
         else:
             from ingest.nsys_sqlite import read_nsys_sqlite
@@ -162,7 +170,7 @@ def load_trace(
             with src.open("rb") as f:
                 for block in iter(lambda: f.read(8 * 1024 * 1024), b""):
                     digest.update(block)
-            notes.extend(read_nsys_sqlite(con, src))
+            notes.extend(read_nsys_sqlite(con, src, max_events=limits.max_events))
             if on_progress is not None:
                 on_progress(size, size)
         derive_gaps(con)
@@ -196,6 +204,7 @@ def load_trace(
         os.replace(tmp_db, target)
         _remove_db_files(Path(str(tmp_db)))
         con = duckdb.connect(str(target))
+        limits.configure(con, target)
     return LoadedTrace(
         con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
     )

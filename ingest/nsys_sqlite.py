@@ -114,13 +114,15 @@ _STAGING_COLUMNS = {
 }  # fmt: skip
 
 
-def read_nsys_sqlite(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
+def read_nsys_sqlite(
+    con: duckdb.DuckDBPyConnection, path: Path, max_events: int | None = None
+) -> list[str]:
     """Load the nsys export at ``path`` into ``con``; returns notes for the user."""
     path = Path(path)
     _check_not_truncated(path)
     connect = functools.partial(_open_read_only, path)
     try:
-        return _read(con, path, connect)
+        return _read(con, path, connect, max_events)
     except (sqlite3.DatabaseError, ColumnCountMismatch) as exc:
         raise TraceInputError(
             path, f"damaged or unreadable SQLite file ({str(exc).splitlines()[0]})"
@@ -166,7 +168,25 @@ def _check_not_truncated(path: Path) -> None:
         )
 
 
-def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[str]:
+def _check_event_count(
+    src: sqlite3.Connection, tables: dict[str, list[str]], path: Path, max_events: int
+) -> None:
+    """Refuse an export with more activity rows than the limit before reading any."""
+    total = 0
+    for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, NVTX):
+        if table in tables:
+            total += src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    if total > max_events:
+        raise TraceInputError(
+            path,
+            f"holds {total:,} events, more than the limit of {max_events:,} "
+            "(set TRACELENS_MAX_EVENTS to raise it)",
+        )
+
+
+def _read(
+    con: duckdb.DuckDBPyConnection, path: Path, connect: Connect, max_events: int | None
+) -> list[str]:
     src = connect()
     try:
         tables = _table_columns(src)
@@ -176,6 +196,8 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, connect: Connect) -> list[
                 "SQLite database but not an Nsight Systems export (none of its tables: "
                 "StringIds, CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS, TARGET_INFO_*)",
             )
+        if max_events is not None:
+            _check_event_count(src, tables, path, max_events)
         meta = export_meta(src, tables)
         _load_strings(src, con, tables)
         con.execute(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from tracelens.redaction import REDACTED, is_secret_key, redact, redact_text
+from ingest.redaction import REDACTED, is_secret_key, redact, redact_text
 
 HF = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2"
 

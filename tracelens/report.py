@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ingest import LoadedTrace
+from ingest.redaction import redact
 from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.llm.section import llm_section
 from tracelens.metrics import device_summaries, top_kernels, top_ops, trace_metrics
-from tracelens.redaction import redact
 from tracelens.thresholds import Thresholds
 from tracelens.tracedb import TraceDB
 

@@ -9,17 +9,21 @@ next start re-queues it (or fails it after repeated interruptions), never shows 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from ingest import TraceInputError, load_trace
-from tracelens.catalog import Catalog
+from ingest import TraceInputError, detect_format, load_trace
+from ingest.limits import IngestLimits
+from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
+from ingest.redaction import redact
+from tracelens.catalog import Catalog, Run
 from tracelens.catalog import runs as catalog_runs
-from tracelens.redaction import redact
 from tracelens.report import build_report_from_db
 from tracelens.timeline import build_timeline_tables
 from tracelens.tracedb import TraceDB
@@ -46,12 +50,18 @@ class IngestWorker:
         self._pool = ThreadPoolExecutor(
             max_workers=settings.ingest_workers, thread_name_prefix="tracelens-ingest"
         )
+        # Each concurrent ingest gets its share of the machine's memory.
+        self.limits = dataclasses.replace(
+            IngestLimits.from_env(concurrent=settings.ingest_workers),
+            max_decompressed=settings.max_decompressed_bytes,
+        )
         self._lock = threading.Lock()
         self._pending: dict[str, Future[None]] = {}
 
     def start(self) -> None:
         """Re-queue runs a previous process left mid-ingest, and queue every queued run."""
         with self.catalog.session() as s:
+            catalog_runs.requeue_unredacted(s, REDACTION_VERSION)
             queued = catalog_runs.recover_interrupted(s)
         for run_id in queued:
             self.submit(run_id)
@@ -88,7 +98,9 @@ class IngestWorker:
         label = run.original_filename
         try:
             files.remove_partials()
-            report = self._build(files, generation, run.source_file, label, run_id)
+            if run.source_redaction < REDACTION_VERSION:
+                self._redact_original(files.source(run.source_file), run_id)
+            report = self._build(files, generation, run, label)
         except TraceInputError as exc:
             self._fail(run_id, generation, f"{label}: {exc.problem}")
             return
@@ -113,9 +125,14 @@ class IngestWorker:
         if self.on_published is not None:
             self.on_published(run_id)
 
-    def _build(
-        self, files: RunFiles, generation: int, source_file: str, label: str, run_id: str
-    ) -> dict[str, Any]:
+    def _redact_original(self, path: Path, run_id: str) -> None:
+        """An original kept before redaction (or under older rules): redact it first."""
+        redact_in_place(path, detect_format(path), self.settings.max_decompressed_bytes)
+        with self.catalog.session() as s:
+            catalog_runs.set_source_redaction(s, run_id, REDACTION_VERSION)
+
+    def _build(self, files: RunFiles, generation: int, run: Run, label: str) -> dict[str, Any]:
+        run_id = run.id
         last = [0.0]
 
         def progress(done: int, total: int) -> None:
@@ -125,7 +142,10 @@ class IngestWorker:
                 self._progress(run_id, generation, _READ_SHARE * done / total)
 
         loaded = load_trace(
-            files.source(source_file), db_path=files.database(generation), on_progress=progress
+            files.source(run.source_file),
+            db_path=files.database(generation),
+            on_progress=progress,
+            limits=self.limits,
         )
         try:
             self._progress(run_id, generation, _READ_SHARE)
@@ -134,7 +154,8 @@ class IngestWorker:
                 source={
                     "path": label,
                     "format": loaded.format,
-                    "sha256": loaded.sha256,
+                    # the upload's hash (what de-duplication compares), not the kept copy's
+                    "sha256": run.sha256,
                     "size_bytes": loaded.size_bytes,
                 },
                 notes=loaded.notes,

@@ -23,6 +23,9 @@ from web.storage import RunFiles
 T = TypeVar("T")
 
 
+READER_MEMORY_LIMIT = "512MiB"
+
+
 class _Lru:
     def __init__(self, size: int) -> None:
         self.size = size
@@ -89,7 +92,12 @@ class RunData:
         path = RunFiles(self.runs_dir, run_id).database(generation)
 
         def open_database() -> tuple[duckdb.DuckDBPyConnection, dict]:
+            # Read-only, but a wide timeline query still sorts and aggregates: each open
+            # database gets a bounded share so a few cached runs cannot grow the process.
+            # (SET, not a connect-time config: every connection to one file in a process
+            # must be opened with the same configuration.)
             con = duckdb.connect(str(path), read_only=True)
+            con.execute(f"SET memory_limit = '{READER_MEMORY_LIMIT}'")
             try:
                 return con, timeline_meta(con)
             except OutdatedTimelineError:

@@ -116,6 +116,19 @@ class AccessControl:
         if not self.token_valid(token):
             raise NotAuthorizedException("unknown API token")
 
+    def check_read(self, connection: ASGIConnection[Any, Any, Any, Any]) -> None:
+        """Reads of kept originals: a valid token once the service has tokens."""
+        if not self.tokens_required(fresh=True):
+            return
+        auth = connection.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise NotAuthorizedException(
+                "the kept original needs an API token: send 'Authorization: Bearer <token>'"
+            )
+        if not self.token_valid(token.strip()):
+            raise NotAuthorizedException("unknown API token")
+
     def guard(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         self.check(connection)
 

@@ -6,7 +6,9 @@ Environment variables:
 - ``TRACELENS_DATABASE_URL``: catalog SQLAlchemy URL; a SQLite file in the data directory.
 - ``TRACELENS_API_TOKENS``: comma-separated tokens required to upload and delete.
 - ``TRACELENS_REDIS_URL``: keep upload rate-limit counters in Redis (shared by processes).
-- ``TRACELENS_MAX_UPLOAD_BYTES`` (2 GiB), ``TRACELENS_MAX_DECOMPRESSED_BYTES`` (16 GiB).
+- ``TRACELENS_MAX_UPLOAD_BYTES`` (2 GiB), ``TRACELENS_MAX_DECOMPRESSED_BYTES`` (half the
+  machine's memory, between 2 and 16 GiB); ``TRACELENS_MEMORY_LIMIT``,
+  ``TRACELENS_MAX_EVENTS`` and ``TRACELENS_TEMP_DIR`` bound each ingest (``ingest.limits``).
 - ``TRACELENS_UPLOAD_RATE``: uploads per client per minute (60).
 - ``TRACELENS_INGEST_WORKERS``: traces ingested at once (2).
 - ``TRACELENS_SECRET_KEY``: CSRF signing key; generated once into the data directory.
@@ -21,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.limits import default_max_decompressed
 from tracelens.catalog import default_database_url
 
 GIB = 1024**3
@@ -43,7 +46,7 @@ class Settings:
     # Prefix of this service's keys in Redis (several services may share one server).
     redis_namespace: str = "tracelens"
     max_upload_bytes: int = 2 * GIB
-    max_decompressed_bytes: int = 16 * GIB
+    max_decompressed_bytes: int = field(default_factory=default_max_decompressed)
     uploads_per_minute: int = 60
     ingest_workers: int = 2
     secret_key: str = field(default="", repr=False)
@@ -66,7 +69,9 @@ class Settings:
             "redis_url": os.environ.get("TRACELENS_REDIS_URL") or None,
             "redis_namespace": os.environ.get("TRACELENS_REDIS_NAMESPACE") or "tracelens",
             "max_upload_bytes": _int_env("TRACELENS_MAX_UPLOAD_BYTES", 2 * GIB),
-            "max_decompressed_bytes": _int_env("TRACELENS_MAX_DECOMPRESSED_BYTES", 16 * GIB),
+            "max_decompressed_bytes": _int_env(
+                "TRACELENS_MAX_DECOMPRESSED_BYTES", default_max_decompressed()
+            ),
             "uploads_per_minute": _int_env("TRACELENS_UPLOAD_RATE", 60),
             "ingest_workers": max(1, _int_env("TRACELENS_INGEST_WORKERS", 2)),
             "secret_key": os.environ.get("TRACELENS_SECRET_KEY") or _stored_secret(home),

@@ -25,7 +25,7 @@ from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMul
 from ingest import TraceInputError, detect_format
 from ingest.byte_source import GZIP_MAGIC
 from ingest.loader import NSYS_REPORT_SUFFIXES
-from tracelens.redaction import redact_text
+from ingest.redaction import redact_text
 
 FIELD_LIMIT = 4096
 # Written to disk in blocks this size, off the event loop.
@@ -49,6 +49,7 @@ class ReceivedUpload:
     sha256: str
     size_bytes: int
     extension: str
+    format: str
     fields: dict[str, str] = field(default_factory=dict)
 
 
@@ -240,6 +241,7 @@ async def receive_upload(
         sha256=sink.digest.hexdigest(),
         size_bytes=sink.size,
         extension=ext,
+        format=fmt,
         fields=fields,
     )
 

@@ -50,6 +50,8 @@ class Run(Base):
     original_filename: Mapped[str] = mapped_column(String(255))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     source_file: Mapped[str] = mapped_column(String(64))
+    # Version of the redaction applied to the kept original (0: none, an older upload).
+    source_redaction: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     progress: Mapped[float] = mapped_column(Float, default=0.0)

@@ -49,6 +49,7 @@ class NewRun:
     original_filename: str
     size_bytes: int
     source_file: str
+    source_redaction: int = 0
 
 
 def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
@@ -64,6 +65,7 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
         original_filename=new.original_filename,
         size_bytes=new.size_bytes,
         source_file=new.source_file,
+        source_redaction=new.source_redaction,
         status=RunStatus.QUEUED,
         facts={},
     )
@@ -229,6 +231,28 @@ def requeue(s: Session, run_id: str) -> bool:
         .values(status=RunStatus.QUEUED, attempts=0, progress=0.0, updated_at=utcnow())
     )
     return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def set_source_redaction(s: Session, run_id: str, version: int) -> None:
+    s.execute(
+        update(Run).where(Run.id == run_id).values(source_redaction=version, updated_at=utcnow())
+    )
+
+
+def requeue_unredacted(s: Session, version: int) -> list[str]:
+    """Queue every finished run whose kept original predates redaction ``version``: the
+    ingest redacts the original first and rebuilds everything stored from it."""
+    ids = list(
+        s.scalars(
+            select(Run.id).where(
+                Run.source_redaction < version,
+                Run.status.in_([RunStatus.READY, RunStatus.FAILED]),
+            )
+        ).all()
+    )
+    for run_id in ids:
+        requeue(s, run_id)
+    return ids
 
 
 def recover_interrupted(s: Session, max_attempts: int = MAX_ATTEMPTS) -> list[str]:

@@ -16,9 +16,11 @@ from litestar.response import File
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 from sqlalchemy import select
 
+from ingest import TraceInputError
+from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
+from ingest.redaction import redact_text
 from tracelens.catalog import Run, RunStatus
 from tracelens.catalog import runs as catalog_runs
-from tracelens.redaction import redact_text
 from tracelens.render.markdown import finding_markdown
 from tracelens.timeline import OutdatedTimelineError
 from web.services import Services
@@ -105,6 +107,16 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     if existing is not None:
         up.path.unlink(missing_ok=True)
         return existing, False
+    # Only the redacted file is ever kept: the upload's own bytes never reach runs/ (the
+    # sha256 above stays the upload's, so the same file uploaded again is recognised).
+    try:
+        redact_in_place(up.path, up.format, svc.settings.max_decompressed_bytes)
+    except TraceInputError as exc:
+        up.path.unlink(missing_ok=True)
+        raise ClientException(f"{up.filename}: {exc.problem}") from None
+    except BaseException:
+        up.path.unlink(missing_ok=True)
+        raise
     run_id = catalog_runs.new_run_id()
     files = RunFiles(svc.settings.runs_dir, run_id)
     files.dir.mkdir(parents=True)
@@ -120,6 +132,7 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
         original_filename=up.filename,
         size_bytes=up.size_bytes,
         source_file=source_file,
+        source_redaction=REDACTION_VERSION,
     )
     with svc.catalog.session() as s:
         run, created = catalog_runs.create_run(s, new)
@@ -309,9 +322,25 @@ def get_finding_markdown(
     return finding_markdown(f, permalink=permalink(svc, request, run_id, finding_id))
 
 
-@get("/api/runs/{run_id:str}/source", summary="The original uploaded file", sync_to_thread=True)
-def get_source(svc: NamedDependency[Services], run_id: FromPath[str]) -> File:
+@get(
+    "/api/runs/{run_id:str}/source",
+    summary="The uploaded file as kept: secrets redacted, re-ingestable",
+    description=(
+        "The kept copy of the upload, with every secret-looking value rewritten to "
+        "`[REDACTED]` at upload time. Needs `Authorization: Bearer <token>` when the "
+        "service has API tokens."
+    ),
+    sync_to_thread=True,
+)
+def get_source(
+    request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+) -> File:
+    svc.access.check_read(request)
     run = load_run(svc, run_id)
+    if run.source_redaction < REDACTION_VERSION:
+        raise ConflictException(
+            f"the original of run {run_id} is being redacted; try again once it is ready"
+        )
     path = RunFiles(svc.settings.runs_dir, run.id).source(run.source_file)
     if not path.exists():
         raise NotFoundException(f"the original file of run {run_id} is gone")

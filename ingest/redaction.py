@@ -45,8 +45,9 @@ _PAIR = re.compile(
 _NUMBER = re.compile(r"[0-9.,+\-]+")
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^/\s@]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
+# No \b before: "sgemm_ghp_..." has no word boundary between "_" and "g".
 _KNOWN_TOKENS = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}"
+    r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}"
     r"|sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9\-]{10,}"
     r"|glpat-[A-Za-z0-9_\-]{20,})\b"
 )
@@ -63,8 +64,14 @@ def _pair_sub(m: re.Match[str]) -> str:
     else:
         key, sep, value = m.group("key"), m.group("sep"), m.group("value")
     bare = value.strip("\"'")
-    # Counts and durations ("time per output token: 20 ms") are not secrets.
-    if bare.startswith(REDACTED[:-1]) or not bare or _NUMBER.fullmatch(bare):
+    # Counts and durations ("time per output token: 20 ms") are not secrets, nor is a
+    # package pin ("tiktoken==0.9.0", "SecretStorage>=3.3": the value starts a comparator).
+    if (
+        bare.startswith(REDACTED[:-1])
+        or not bare
+        or _NUMBER.fullmatch(bare)
+        or (sep.strip() == "=" and bare[:1] in "=<>~!")
+    ):
         return m.group(0)
     quote = value[0] if value[:1] in ("'", '"') else ""
     return f"{key}{sep}{quote}{REDACTED}{quote}"

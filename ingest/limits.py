@@ -1,0 +1,116 @@
+"""What one ingest may use: memory, events and decompressed bytes, sized from the machine.
+
+A small gzip can inflate to gigabytes of tiny events. Reading them is streamed, but DuckDB
+would by default let each database grow its buffer pool to 80 % of the machine's memory
+(per database, so two concurrent ingests could ask for 160 %). Every connection tracelens
+opens is given a ``memory_limit`` (its share of the machine, or of the container's cgroup
+limit, divided by the ingests running at once) and a temporary directory to spill to, so
+joins and sorts that do not fit go to disk instead of growing the process. The number of
+events and the decompressed size are capped too, with an error that says which limit and
+how to raise it.
+
+Environment variables (all optional):
+
+- ``TRACELENS_MEMORY_LIMIT``: bytes (or ``4GB``-style) one ingest's database may use.
+- ``TRACELENS_MAX_EVENTS``: events per trace (default 40 million: a 2 GB Kineto trace
+  holds about 8 million).
+- ``TRACELENS_MAX_DECOMPRESSED_BYTES``: decompressed size of a trace (default half the
+  machine's memory, between 2 and 16 GiB).
+- ``TRACELENS_TEMP_DIR``: where DuckDB spills (default: beside the database, or the
+  system's temporary directory for in-memory databases).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+GIB = 1024**3
+MIB = 1024**2
+DEFAULT_MAX_EVENTS = 40_000_000
+# The share of the machine's memory all concurrent ingests together may give to DuckDB; the
+# rest is the process itself (Python, the read buffers) and the rest of the machine.
+_DUCKDB_SHARE = 0.4
+_MIN_MEMORY = 256 * MIB
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": MIB,
+    "gib": GIB,
+}
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or the cgroup's memory limit when a container sets a lower one."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and 0 < int(raw) < total:
+            total = int(raw)
+    return total
+
+
+def parse_bytes(raw: str, name: str) -> int:
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", raw)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{name} must be a size such as 2147483648 or 2GB, got {raw!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _env_bytes(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    return parse_bytes(raw, name) if raw else None
+
+
+def default_max_decompressed() -> int:
+    return min(16 * GIB, max(2 * GIB, machine_memory_bytes() // 2))
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    memory_bytes: int
+    max_events: int
+    max_decompressed: int
+    temp_dir: Path | None = None
+
+    @classmethod
+    def from_env(cls, concurrent: int = 1) -> IngestLimits:
+        """The limits for one of ``concurrent`` ingests running at once on this machine."""
+        memory = _env_bytes("TRACELENS_MEMORY_LIMIT") or int(
+            machine_memory_bytes() * _DUCKDB_SHARE / max(1, concurrent)
+        )
+        raw_events = os.environ.get("TRACELENS_MAX_EVENTS", "").strip()
+        if raw_events and not raw_events.isdigit():
+            raise ValueError(f"TRACELENS_MAX_EVENTS must be a whole number, got {raw_events!r}")
+        temp = os.environ.get("TRACELENS_TEMP_DIR", "").strip()
+        return cls(
+            memory_bytes=max(_MIN_MEMORY, memory),
+            max_events=int(raw_events) if raw_events else DEFAULT_MAX_EVENTS,
+            max_decompressed=_env_bytes("TRACELENS_MAX_DECOMPRESSED_BYTES")
+            or default_max_decompressed(),
+            temp_dir=Path(temp) if temp else None,
+        )
+
+    def spill_dir(self, db_path: Path | None) -> Path:
+        if self.temp_dir is not None:
+            return self.temp_dir
+        if db_path is not None:
+            return db_path.parent / f".{db_path.name}.tmp"
+        return Path(tempfile.gettempdir()) / f"tracelens-spill-{os.getpid()}"
+
+    def configure(self, con: duckdb.DuckDBPyConnection, db_path: Path | None) -> None:
+        """Bound ``con``'s memory and let it spill under ``spill_dir``."""
+        con.execute(f"SET memory_limit = '{self.memory_bytes // MIB}MiB'")
+        con.execute(f"SET temp_directory = '{self.spill_dir(db_path)}'")

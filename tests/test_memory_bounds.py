@@ -1,0 +1,130 @@
+"""Memory stays bounded whatever the input: a small gzip of millions of tiny events.
+
+Before the limits, a 4 MB gzip inflating to 100 MB of tiny events (1 M) took the CLI to 1.4 GB
+and a 20 MB one (500 MB, 4.8 M events) to 19.8 GB: DuckDB's buffer pool may grow to 80 %
+of the machine per database. Now every connection has a memory limit and spills to disk,
+and the event count is capped with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from web_helpers import client_for, make_settings, upload, wait_done, write_planted
+
+from ingest.limits import IngestLimits, parse_bytes
+
+
+def _tiny_event_bomb(path: Path, inflated_bytes: int) -> int:
+    """A gzip of ``inflated_bytes`` of tiny kernel/launch/operator events; returns events."""
+    events = []
+    for i in range(3000):
+        events.append(
+            f'{{"ph":"X","cat":"kernel","name":"k{i % 7}","pid":0,"tid":7,"ts":{i * 2},'
+            f'"dur":1,"args":{{"correlation":{i},"stream":7,"device":0}}}}'
+        )
+        events.append(
+            f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,'
+            f'"ts":{i * 2},"dur":1,"args":{{"correlation":{i}}}}}'
+        )
+        events.append(
+            f'{{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{i * 2},'
+            '"dur":1,"args":{}}'
+        )
+    block = (",\n".join(events) + ",\n").encode()
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    written = 0
+    with path.open("wb") as f:
+        f.write(comp.compress(b'{"traceEvents":[\n'))
+        while written < inflated_bytes:
+            f.write(comp.compress(block))
+            written += len(block)
+        f.write(comp.compress(b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}'))
+        f.write(comp.flush())
+    return (written // len(block)) * len(events)
+
+
+_MEASURE = """
+import resource, sys
+from tracelens.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("PEAK_RSS_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _analyze(path: Path, env: dict[str, str], *args: str) -> tuple[int, str, float]:
+    full = {**os.environ, **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, "analyze", "-q", str(path), *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=600,
+    )
+    peak = float(proc.stderr.rsplit("PEAK_RSS_MB", 1)[1].split()[0])
+    return proc.returncode, proc.stdout + proc.stderr, peak
+
+
+def test_a_small_gzip_of_millions_of_events_finishes_under_the_memory_limit(
+    tmp_path: Path,
+) -> None:
+    bomb = tmp_path / "tiny-events.json.gz"
+    n = _tiny_event_bomb(bomb, 100 * 1024 * 1024)
+    assert n > 900_000 and bomb.stat().st_size < 8 * 1024 * 1024
+    code, out, peak = _analyze(
+        bomb, {"TRACELENS_MEMORY_LIMIT": "256MB"}, "--format", "json", "-o", str(tmp_path / "r")
+    )
+    assert code == 0, out
+    report = json.loads((tmp_path / "r").read_text())
+    assert report["metrics"]["kernel_count"] == n // 3
+    # Unbounded, this input peaked at 1.4 GB; the process around DuckDB stays small.
+    assert peak < 800, f"peak RSS {peak:.0f} MB"
+
+
+def test_more_events_than_the_limit_is_a_one_line_error(tmp_path: Path) -> None:
+    bomb = tmp_path / "tiny-events.json.gz"
+    _tiny_event_bomb(bomb, 8 * 1024 * 1024)
+    code, out, _ = _analyze(bomb, {"TRACELENS_MAX_EVENTS": "50000"})
+    assert code == 2
+    lines = [line for line in out.splitlines() if not line.startswith("PEAK_RSS_MB")]
+    assert lines == [
+        f"tracelens: error: {bomb}: holds more than 50,000 events (the limit; set "
+        "TRACELENS_MAX_EVENTS to raise it)"
+    ], out
+
+
+def test_an_upload_past_the_event_limit_fails_cleanly(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TRACELENS_MAX_EVENTS", "100")
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    with client_for(make_settings(tmp_path / "data")) as client:
+        run = wait_done(client, upload(client, trace).json()["id"])
+    assert run["status"] == "failed"
+    assert (
+        run["error"] == "p.pt.trace.json.gz: holds more than 100 events (the limit; set "
+        "TRACELENS_MAX_EVENTS to raise it)"
+    )
+
+
+def test_limits_are_shared_between_concurrent_ingests_and_configurable(monkeypatch) -> None:
+    monkeypatch.delenv("TRACELENS_MEMORY_LIMIT", raising=False)
+    one, four = IngestLimits.from_env(1), IngestLimits.from_env(4)
+    assert four.memory_bytes * 4 <= one.memory_bytes + 4
+    monkeypatch.setenv("TRACELENS_MEMORY_LIMIT", "3GB")
+    assert IngestLimits.from_env(4).memory_bytes == 3_000_000_000
+    assert parse_bytes("512MiB", "x") == 512 * 1024 * 1024
+    monkeypatch.setenv("TRACELENS_MEMORY_LIMIT", "lots")
+    try:
+        IngestLimits.from_env()
+    except ValueError as exc:
+        assert "TRACELENS_MEMORY_LIMIT" in str(exc)
+    else:
+        raise AssertionError("an unparsable limit must be refused")
