@@ -56,7 +56,7 @@ def _child(path: str, mode: str) -> None:
 def _ensure_trace(cache: Path, events: int) -> Path:
     path = cache / f"synthetic_{events}.pt.trace.json"
     if not path.exists():
-        from tracelens.synthetic.large_trace import write_large_trace
+        from tracelens.testing.large_trace import write_large_trace
 
         print(f"writing {path} ({events:,} events)...", flush=True)
         tmp = path.with_suffix(".partial")

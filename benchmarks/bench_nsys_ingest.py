@@ -25,11 +25,11 @@ from pathlib import Path
 import duckdb
 
 from ingest.derive_gaps import derive_gaps
-from ingest.nsys_sqlite import read_nsys_sqlite
+from ingest.nsys.reader import read_nsys_sqlite
 from ingest.schema import create_schema
+from tracelens.core.tracedb import TraceDB
 from tracelens.report import build_report_from_db
-from tracelens.synthetic.nsys_writer import create_tables, global_pid, global_tid
-from tracelens.tracedb import TraceDB
+from tracelens.testing.nsys_writer import create_tables, global_pid, global_tid
 
 PID = TID = 4242
 LAUNCH_EVERY_NS = 2_000

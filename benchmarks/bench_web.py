@@ -51,7 +51,7 @@ def _summary(ms: list[float]) -> dict[str, float]:
 
 
 def _trace(events: int) -> Path:
-    from tracelens.synthetic.large_trace import write_large_trace
+    from tracelens.testing.large_trace import write_large_trace
 
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"large-{events}.pt.trace.json.gz"

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from ingest.byte_source import head_bytes, iter_bytes
-from ingest.chrome_trace import read_chrome_trace
+from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.errors import TraceInputError
 from ingest.limits import IngestLimits
@@ -165,7 +165,7 @@ def load_trace(
             stats = read_chrome_trace(con, src, chunks, max_events=limits.max_events)
             notes.extend(stats.warnings)
         else:
-            from ingest.nsys_sqlite import read_nsys_sqlite
+            from ingest.nsys.reader import read_nsys_sqlite
 
             with src.open("rb") as f:
                 for block in iter(lambda: f.read(8 * 1024 * 1024), b""):

@@ -40,8 +40,8 @@ from typing import IO
 import duckdb
 
 from ingest.byte_source import is_gzip, iter_bytes
+from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter, EventBlob
 from ingest.errors import TraceInputError
-from ingest.json_event_splitter import BlobParseError, EventArraySplitter, EventBlob
 from ingest.redaction import REDACTED, is_secret_key, redact_text
 
 # Bumped whenever the rules change: kept originals redacted under an older version are

@@ -33,7 +33,7 @@ def corpus() -> Path:
 
 @pytest.fixture(scope="session")
 def planted_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from tracelens.synthetic import training_steps, write_chrome_trace
+    from tracelens.testing import training_steps, write_chrome_trace
 
     sc = training_steps()
     path = tmp_path_factory.mktemp("planted") / "planted.pt.trace.json.gz"
@@ -72,8 +72,8 @@ def postgres_url() -> Iterator[str]:
 def scenario_db(tmp_path_factory: pytest.TempPathFactory):
     """Load a synthetic Scenario through the Chrome writer and the real ingest: a TraceDB."""
     from ingest import load_trace
-    from tracelens.synthetic import write_chrome_trace
-    from tracelens.tracedb import TraceDB
+    from tracelens.core.tracedb import TraceDB
+    from tracelens.testing import write_chrome_trace
 
     opened = []
 

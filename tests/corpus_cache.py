@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 from ingest import load_trace
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 
 @cache

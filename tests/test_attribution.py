@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest import load_trace
-from tracelens.attribution import UNATTRIBUTED, build_kernel_attribution
-from tracelens.synthetic import Scenario, write_chrome_trace
-from tracelens.tracedb import TraceDB
+from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
+from tracelens.core.tracedb import TraceDB
+from tracelens.testing import Scenario, write_chrome_trace
 
 US = 1_000
 

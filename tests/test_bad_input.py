@@ -14,7 +14,7 @@ import pytest
 
 from ingest import TraceInputError, load_trace
 from tracelens.report import build_report
-from tracelens.synthetic import training_steps, write_chrome_trace
+from tracelens.testing import training_steps, write_chrome_trace
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from tracelens.catalog import ApiToken, Catalog, RunStatus, default_database_url
-from tracelens.catalog import runs as R
-from tracelens.catalog.tokens import create_token, has_tokens, token_known
+from web.catalog import ApiToken, Catalog, RunStatus, default_database_url
+from web.catalog import runs as R
+from web.catalog.tokens import create_token, has_tokens, token_known
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -201,7 +201,7 @@ def test_usage_error_exits_2(runner: CliRunner) -> None:
 
 
 def test_llm_section_in_every_format(runner: CliRunner, tmp_path: Path) -> None:
-    from tracelens.synthetic import Scenario, write_chrome_trace
+    from tracelens.testing import Scenario, write_chrome_trace
 
     sc = Scenario(name="llm")
     sc.range("llm.request[a]", 0, 10_000_000)

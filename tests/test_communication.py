@@ -8,10 +8,10 @@ import pytest
 from corpus_cache import corpus_db
 
 from tracelens.analyzers import communication
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_device import exposed_allreduce
-from tracelens.synthetic.planted_host import uneven_steps
-from tracelens.thresholds import Thresholds
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.testing.planted_device import exposed_allreduce
+from tracelens.testing.planted_host import uneven_steps
 
 
 def test_planted_exposed_allreduce(scenario_db) -> None:

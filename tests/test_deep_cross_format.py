@@ -8,12 +8,12 @@ import pytest
 
 from ingest import load_trace
 from tracelens.analyzers import launch_overhead, steps, sync_stalls
-from tracelens.synthetic import write_chrome_trace
-from tracelens.synthetic.nsys_writer import write_nsys_sqlite
-from tracelens.synthetic.planted_host import launch_bound, uneven_steps
-from tracelens.synthetic.planted_host import sync_stalls as planted_sync_stalls
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.testing import write_chrome_trace
+from tracelens.testing.nsys_writer import write_nsys_sqlite
+from tracelens.testing.planted_host import launch_bound, uneven_steps
+from tracelens.testing.planted_host import sync_stalls as planted_sync_stalls
 
 CASES = {
     "launch": (launch_bound, launch_overhead),

@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from ingest import load_trace
 from tracelens.cli import main
-from tracelens.diff import build_diff
-from tracelens.findings import finding_id
-from tracelens.render.diff import render_diff_markdown, render_diff_text
+from tracelens.core.findings import finding_id
 from tracelens.report import build_report
-from tracelens.synthetic import write_chrome_trace
-from tracelens.synthetic.planted_pair import decode_naive, decode_tuned
+from tracelens.report.diff import build_diff
+from tracelens.report.render.diff import render_diff_markdown, render_diff_text
+from tracelens.testing import write_chrome_trace
+from tracelens.testing.planted_pair import decode_naive, decode_tuned
 
 
 def _report(path: Path) -> dict:

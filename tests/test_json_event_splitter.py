@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter, EventBlob
 from ingest.errors import TraceInputError
-from ingest.json_event_splitter import BlobParseError, EventArraySplitter, EventBlob
 
 
 def _split(text: bytes, chunk: int, speculative: bool, parts: int = 2) -> tuple[list, dict]:

@@ -189,7 +189,7 @@ def test_originals_kept_before_redaction_are_redacted_on_start(tmp_path: Path) -
     """An upgrade: a run stored by an older tracelens kept its upload unredacted."""
     from sqlalchemy import update
 
-    from tracelens.catalog import Catalog, Run
+    from web.catalog import Catalog, Run
 
     secret = "hf_" + "OldUploadOldUpload12345"
     trace = write_planted(tmp_path / "old.pt.trace.json.gz", host=f"h HF_TOKEN={secret}")

@@ -9,10 +9,10 @@ from corpus_cache import corpus_db
 
 from ingest import load_trace
 from tracelens.analyzers import launch_overhead
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_host import launch_bound
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.testing.planted_host import launch_bound
 
 
 def test_planted_launch_bound_loop(scenario_db) -> None:

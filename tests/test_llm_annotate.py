@@ -43,8 +43,8 @@ def test_overlapping_request_spans_land_in_the_trace(tmp_path: Path) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from ingest import load_trace
+    from tracelens.core.tracedb import TraceDB
     from tracelens.llm.section import llm_section
-    from tracelens.tracedb import TraceDB
 
     assert "torch" in annotate.backends()
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -8,13 +8,13 @@ import pytest
 
 from ingest import load_trace
 from tracelens.analyzers import llm_latency
-from tracelens.findings import finding_id
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
 from tracelens.llm.analysis import analyze_llm
-from tracelens.synthetic import Scenario, write_chrome_trace
-from tracelens.synthetic.nsys_writer import write_nsys_sqlite
-from tracelens.synthetic.planted_llm import kv_growth_decode, static_launch_bound
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
+from tracelens.testing import Scenario, write_chrome_trace
+from tracelens.testing.nsys_writer import write_nsys_sqlite
+from tracelens.testing.planted_llm import kv_growth_decode, static_launch_bound
 
 US = 1_000
 MS = 1_000_000

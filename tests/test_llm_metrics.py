@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from ingest import load_trace
+from tracelens.core.tracedb import TraceDB
 from tracelens.llm.section import llm_section
 from tracelens.report import build_report
-from tracelens.synthetic import Scenario, write_chrome_trace
-from tracelens.synthetic.nsys_writer import write_nsys_sqlite
-from tracelens.tracedb import TraceDB
+from tracelens.testing import Scenario, write_chrome_trace
+from tracelens.testing.nsys_writer import write_nsys_sqlite
 
 US = 1_000
 MS = 1_000_000

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingest import load_trace
-from tracelens.findings import finding_id
+from tracelens.core.findings import finding_id
 from tracelens.report import build_report
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"

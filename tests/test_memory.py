@@ -7,9 +7,9 @@ from pathlib import Path
 from corpus_cache import corpus_db
 
 from tracelens.analyzers import memory
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_device import memory_pressure
-from tracelens.thresholds import Thresholds
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.testing.planted_device import memory_pressure
 
 
 def test_planted_memory_pressure(scenario_db) -> None:

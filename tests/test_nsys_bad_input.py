@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ingest import TraceInputError, load_trace
-from tracelens.synthetic import training_steps
-from tracelens.synthetic.nsys_writer import write_nsys_sqlite
+from tracelens.testing import training_steps
+from tracelens.testing.nsys_writer import write_nsys_sqlite
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from ingest import load_trace
 from tracelens.cli import main
+from tracelens.core.tracedb import TraceDB
 from tracelens.report import build_report
-from tracelens.tracedb import TraceDB
 
 pytestmark = pytest.mark.corpus
 

@@ -9,8 +9,8 @@ import pytest
 
 from ingest import load_trace
 from tracelens.report import build_report
-from tracelens.synthetic import training_steps, write_chrome_trace
-from tracelens.synthetic.nsys_writer import write_nsys_sqlite
+from tracelens.testing import training_steps, write_chrome_trace
+from tracelens.testing.nsys_writer import write_nsys_sqlite
 
 FORMATS = ("chrome", "nsys-current", "nsys-legacy")
 
@@ -127,7 +127,7 @@ def _findings(path: Path) -> list[dict]:
 @pytest.mark.parametrize("target", sorted(SCENARIOS))
 def test_every_planted_scenario_agrees_across_formats(tmp_path: Path, target: str) -> None:
     module, fn = target.split(".")
-    sc = getattr(importlib.import_module(f"tracelens.synthetic.{module}"), fn)()
+    sc = getattr(importlib.import_module(f"tracelens.testing.{module}"), fn)()
     chrome = _findings(write_chrome_trace(sc, tmp_path / f"{fn}.pt.trace.json"))
     ref = {f["id"]: f for f in chrome if not _only_from_profiler_data(f)}
     assert ref

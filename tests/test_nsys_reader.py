@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from ingest import load_trace
-from ingest.sqlite_columns import copy_int_columns
+from ingest.nsys.sqlite_columns import copy_int_columns
 from tracelens.cli import main
-from tracelens.synthetic.nsys_writer import create_tables, global_pid, global_tid, insert_rows
+from tracelens.testing.nsys_writer import create_tables, global_pid, global_tid, insert_rows
 
 PID, TID = 100, 101
 G = global_tid(PID, TID)

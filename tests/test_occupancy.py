@@ -7,14 +7,14 @@ from pathlib import Path
 from corpus_cache import corpus_db
 
 from tracelens.analyzers import occupancy
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_device import (
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.testing.planted_device import (
     LOW_OCC_KERNEL,
     SMALL_GRID_KERNEL,
     occupancy_problems,
 )
-from tracelens.synthetic.planted_host import uneven_steps
-from tracelens.thresholds import Thresholds
+from tracelens.testing.planted_host import uneven_steps
 
 
 def test_planted_occupancy_problems(scenario_db) -> None:

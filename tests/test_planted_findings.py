@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ingest import load_trace
-from tracelens.findings import finding_id
+from tracelens.core.findings import finding_id
 from tracelens.report import build_report
 
 
@@ -125,7 +125,7 @@ def test_ranking_is_by_impact(report: dict) -> None:
 
 
 def test_ids_are_stable_across_reingest(planted_trace: tuple[Path, dict], tmp_path: Path) -> None:
-    from tracelens.synthetic import training_steps, write_chrome_trace
+    from tracelens.testing import training_steps, write_chrome_trace
 
     other = write_chrome_trace(training_steps(steps=7), tmp_path / "seven.json")
     a = load_trace(planted_trace[0])

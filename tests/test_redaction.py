@@ -41,8 +41,8 @@ def test_redact_text_hides_assignments_urls_bearer_and_known_formats() -> None:
 
 def test_cli_json_output_never_shows_metadata_secrets(tmp_path: Path) -> None:
     from tracelens.cli import main
-    from tracelens.synthetic import training_steps
-    from tracelens.synthetic.chrome_writer import header_for, iter_events, write_events
+    from tracelens.testing import training_steps
+    from tracelens.testing.chrome_writer import header_for, iter_events, write_events
 
     sc = training_steps()
     header = header_for(sc)

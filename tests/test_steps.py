@@ -8,10 +8,10 @@ from corpus_cache import corpus_db
 
 from ingest import load_trace
 from tracelens.analyzers import steps
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_host import uneven_steps
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.testing.planted_host import uneven_steps
 
 
 def test_planted_slow_step_and_what_differed(scenario_db) -> None:

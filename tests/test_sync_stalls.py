@@ -8,10 +8,10 @@ from corpus_cache import corpus_db
 
 from ingest import load_trace
 from tracelens.analyzers import sync_stalls
-from tracelens.findings import finding_id
-from tracelens.synthetic.planted_host import sync_stalls as planted_sync_stalls
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
+from tracelens.core.findings import finding_id
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.testing.planted_host import sync_stalls as planted_sync_stalls
 
 
 def test_planted_sync_patterns_attributed_to_their_code(scenario_db) -> None:

@@ -8,8 +8,8 @@ import duckdb
 import pytest
 
 from ingest import load_trace
-from tracelens import timeline
-from tracelens.timeline import build_timeline_tables, timeline_meta, timeline_window
+from web import timeline_store as timeline
+from web.timeline_store import build_timeline_tables, timeline_meta, timeline_window
 
 
 @pytest.fixture(scope="module")

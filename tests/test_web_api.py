@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
-from tracelens.catalog import Catalog, RunStatus
-from tracelens.catalog import runs as catalog_runs
 from tracelens.cli import main as cli_main
+from web.catalog import Catalog, RunStatus
+from web.catalog import runs as catalog_runs
 
 
 @pytest.fixture
@@ -269,7 +269,7 @@ def test_optional_report_sections_get_a_panel_on_the_run_page(
     tmp_path: Path, planted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Sections added by analyzers (the LLM latency panel) are shown without page changes."""
-    from tracelens import report as report_module
+    from tracelens.report import build as report_module
 
     def llm_latency(db):  # a section computed from the trace database, as real ones are
         n = db.scalar("SELECT count(*) FROM kernels")
@@ -312,7 +312,7 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
 
 
 def test_llm_serving_trace_gets_the_latency_panel(tmp_path: Path) -> None:
-    from tracelens.units import fmt_ns
+    from tracelens.core.units import fmt_ns
 
     trace = Path(__file__).resolve().parent.parent / "sample_traces"
     trace = trace / "serve_continuous_naive_cpu.pt.trace.json.gz"

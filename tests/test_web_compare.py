@@ -11,9 +11,9 @@ import pytest
 from litestar.testing import TestClient
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
-from tracelens.findings import finding_id
-from tracelens.synthetic import training_steps, write_chrome_trace
-from tracelens.synthetic.planted_pair import decode_naive, decode_tuned
+from tracelens.core.findings import finding_id
+from tracelens.testing import training_steps, write_chrome_trace
+from tracelens.testing.planted_pair import decode_naive, decode_tuned
 
 EVIL = "<script>alert('k')</script>_gemm"
 
@@ -58,7 +58,7 @@ def test_naive_to_tuned_is_faster_and_resolves_findings(
     r = _compare(client, base=ids["naive"], cand=ids["tuned"], max_regression=5)
     assert r.status_code == 200, r.text
     d = r.json()
-    assert d["schema"] == "tracelens.diff/1"
+    assert d["schema"] == "tracelens.report.diff/1"
     assert d["runs"] == {"baseline": ids["naive"], "candidate": ids["tuned"]}
     v = d["verdict"]
     assert v["status"] == "faster" and v["change_pct"] < 0 and not v["regression"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from web_helpers import ARTIFACTS, chromium, serve_process
 
-from tracelens.synthetic import write_chrome_trace
-from tracelens.synthetic.planted_pair import decode_naive, decode_tuned
+from tracelens.testing import write_chrome_trace
+from tracelens.testing.planted_pair import decode_naive, decode_tuned
 
 pytestmark = pytest.mark.browser
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
-from tracelens.catalog import Catalog
-from tracelens.catalog.tokens import create_token
+from web.catalog import Catalog
+from web.catalog.tokens import create_token
 from web.uploads import clean_filename
 
 HTML = {"accept": "text/html"}

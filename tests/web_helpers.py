@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from tracelens.synthetic import training_steps
-from tracelens.synthetic.chrome_writer import header_for, iter_events, write_events
+from tracelens.testing import training_steps
+from tracelens.testing.chrome_writer import header_for, iter_events, write_events
 from web.app import create_app
 from web.settings import Settings
 

@@ -20,8 +20,8 @@ from litestar.template.config import TemplateConfig
 from markupsafe import Markup
 
 from tracelens import __version__
-from tracelens.catalog import Catalog
-from tracelens.units import fmt_bytes, fmt_ns
+from tracelens.core.units import fmt_bytes, fmt_ns
+from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
 from web.routes import api_runs, api_timeline, compare, pages

@@ -93,7 +93,7 @@ _data_dir_option = click.option(
 
 
 def _catalog(data_dir: Path | None):  # type: ignore[no-untyped-def]
-    from tracelens.catalog import Catalog
+    from web.catalog import Catalog
     from web.settings import Settings
 
     return Catalog(Settings.from_env(data_dir).database_url)
@@ -106,7 +106,7 @@ def create_api_token(name: str, data_dir: Path | None) -> None:
     """Create a token called NAME and print it (once: only its hash is stored)."""
     from sqlalchemy.exc import IntegrityError
 
-    from tracelens.catalog.tokens import create_token
+    from web.catalog.tokens import create_token
 
     catalog = _catalog(data_dir)
     try:
@@ -121,7 +121,7 @@ def create_api_token(name: str, data_dir: Path | None) -> None:
 @_data_dir_option
 def list_api_tokens(data_dir: Path | None) -> None:
     """List token names and when they were created."""
-    from tracelens.catalog.tokens import list_tokens
+    from web.catalog.tokens import list_tokens
 
     with _catalog(data_dir).session() as s:
         for name, created in list_tokens(s):
@@ -133,7 +133,7 @@ def list_api_tokens(data_dir: Path | None) -> None:
 @_data_dir_option
 def revoke_api_token(name: str, data_dir: Path | None) -> None:
     """Delete the token called NAME."""
-    from tracelens.catalog.tokens import revoke_token
+    from web.catalog.tokens import revoke_token
 
     with _catalog(data_dir).session() as s:
         if not revoke_token(s, name):

@@ -22,13 +22,13 @@ from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
-from tracelens.catalog import Catalog, Run
-from tracelens.catalog import runs as catalog_runs
+from tracelens.core.tracedb import TraceDB
 from tracelens.report import build_report_from_db
-from tracelens.timeline import build_timeline_tables
-from tracelens.tracedb import TraceDB
+from web.catalog import Catalog, Run
+from web.catalog import runs as catalog_runs
 from web.settings import Settings
 from web.storage import RunFiles, write_json_atomic
+from web.timeline_store import build_timeline_tables
 
 log = logging.getLogger("tracelens.web.ingest")
 

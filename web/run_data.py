@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from tracelens.timeline import OutdatedTimelineError, timeline_meta
 from web.storage import RunFiles
+from web.timeline_store import OutdatedTimelineError, timeline_meta
 
 T = TypeVar("T")
 

@@ -26,8 +26,8 @@ from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.stores.registry import StoreRegistry
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracelens.catalog import Catalog
-from tracelens.catalog.tokens import has_tokens, token_known
+from web.catalog import Catalog
+from web.catalog.tokens import has_tokens, token_known
 from web.settings import Settings
 
 CSP = (

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from litestar.plugins.jinja import JinjaTemplateEngine
 
-from tracelens.catalog import Catalog
+from web.catalog import Catalog
 from web.ingest_worker import IngestWorker
 from web.run_data import RunData
 from web.security import AccessControl

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest.limits import default_max_decompressed
-from tracelens.catalog import default_database_url
+from web.catalog import default_database_url
 
 GIB = 1024**3
 

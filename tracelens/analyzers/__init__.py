@@ -22,10 +22,10 @@ from tracelens.analyzers import (
     sync_stalls,
     variance,
 )
-from tracelens.findings import Finding, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.core.findings import Finding, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZERS: list[ModuleType] = [
     idle_gpu,

@@ -15,10 +15,10 @@ all-gather/reduce-scatter, as nccl-tests report it).
 
 from __future__ import annotations
 
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_bytes, fmt_ns
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_bytes, fmt_ns
 
 ANALYZER = "communication"
 

@@ -14,10 +14,10 @@ under that cause; this finding names the loader and its configuration).
 from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "data_loading"
 

@@ -5,10 +5,10 @@ Unified-memory migrations (``UVM_*`` kinds) are counted apart and never as expli
 
 from __future__ import annotations
 
-from tracelens.findings import Finding, Severity, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_bytes, fmt_gbps, fmt_ns
+from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
 
 ANALYZER = "h2d_transfers"
 

@@ -8,12 +8,12 @@ informational (impact 0) but still ranked by share in the report's ``top_ops``.
 
 from __future__ import annotations
 
-from tracelens.attribution import UNATTRIBUTED, build_kernel_attribution
-from tracelens.findings import Finding, Severity, finding_id, severity_for
-from tracelens.kernel_kinds import classify
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
+from tracelens.core.findings import Finding, Severity, finding_id, severity_for
+from tracelens.core.kernel_kinds import classify
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "hot_ops"
 

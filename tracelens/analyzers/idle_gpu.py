@@ -6,10 +6,10 @@ judged), with the longest gaps of that cause and what the host was doing during 
 
 from __future__ import annotations
 
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "idle_gpu"
 

@@ -13,11 +13,11 @@ code to fuse or capture in a CUDA graph, and does not add new time of its own.
 
 from __future__ import annotations
 
-from tracelens.attribution import build_kernel_attribution
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "launch_overhead"
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 from tracelens.llm.analysis import LlmAnalysis, analyze_llm
 from tracelens.llm.llm_thresholds import llm_threshold
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
 
 ANALYZER = "llm_latency"
 

@@ -15,10 +15,10 @@ fragmentation findings cost no time; they carry risk, so they are not ranked by 
 
 from __future__ import annotations
 
-from tracelens.findings import Finding, Severity, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_bytes, fmt_ns
+from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_bytes, fmt_ns
 
 ANALYZER = "memory"
 

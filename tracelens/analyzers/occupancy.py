@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 
 from tracelens.analyzers import hot_ops
-from tracelens.attribution import build_kernel_attribution
-from tracelens.findings import Finding, Severity, finding_id, severity_for
-from tracelens.kernel_kinds import KINDS, classify
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.core.findings import Finding, Severity, finding_id, severity_for
+from tracelens.core.kernel_kinds import KINDS, classify
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "occupancy"
 _FP32_CONV = re.compile(r"(?i)scudnn|implicit_convolve_sgemm|fp32_conv|conv.*_f32")

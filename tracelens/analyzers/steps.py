@@ -14,10 +14,10 @@ give back if every step took the typical time.
 from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
-from tracelens.findings import Finding, Severity, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "steps"
 # At most this many per-step rows go into the evidence.

@@ -20,10 +20,10 @@ evidence, not impact: a blocked host does not by itself cost GPU time.
 from __future__ import annotations
 
 from ingest.derive_gaps import SYNC_CALLS, SYNC_TOLERANCE_NS
-from tracelens.findings import Finding, TimeRange, finding_id, severity_for
-from tracelens.thresholds import Thresholds
-from tracelens.tracedb import TraceDB
-from tracelens.units import fmt_ns
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 ANALYZER = "sync_stalls"
 

@@ -10,6 +10,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracelens.core.tracedb import TraceDB
 from tracelens.llm.annotations import parse_annotations
 from tracelens.llm.kv_growth import kv_growth
 from tracelens.llm.latency_metrics import latency_summary, per_request
@@ -17,7 +18,6 @@ from tracelens.llm.llm_thresholds import DEFAULTS
 from tracelens.llm.prefill_stalls import prefill_stalls
 from tracelens.llm.queueing import queueing
 from tracelens.llm.step_profile import early_step_warnings, step_profile
-from tracelens.tracedb import TraceDB
 
 
 @dataclass

@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from tracelens.annotate import NVTX_DOMAIN
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 # A well-formed name; group 1 is the kind, group 2 the comma-separated request ids.
 NAME_PATTERN = r"^llm\.(request|prefill|decode)\[([^\[\]]*)\]$"

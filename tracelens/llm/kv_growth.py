@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 STEPS_SQL = """
 SELECT s.step_id, s.end_ns - s.start_ns AS dur_ns, s.n_requests,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 PERCENTILES = (50, 90, 95, 99)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from tracelens.thresholds import Thresholds
+from tracelens.core.thresholds import Thresholds
 
 DEFAULTS: dict[str, float] = {
     f.name: float(f.default)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 STALL_SQL = """
 CREATE OR REPLACE TEMP TABLE llm_itl_stalls AS

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 
 def queueing(db: TraceDB, top: int = 5) -> dict[str, Any]:

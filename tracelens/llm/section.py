@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracelens.core.tracedb import TraceDB
 from tracelens.llm.analysis import analyze_llm
 from tracelens.llm.latency_metrics import summarize
-from tracelens.tracedb import TraceDB
 
 
 def llm_section(db: TraceDB) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.tracedb import TraceDB
+from tracelens.core.tracedb import TraceDB
 
 STEP_GPU_SQL = """
 CREATE OR REPLACE TEMP TABLE llm_step_gpu AS

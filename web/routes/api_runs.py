@@ -19,12 +19,12 @@ from sqlalchemy import select
 from ingest import TraceInputError
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact_text
-from tracelens.catalog import Run, RunStatus
-from tracelens.catalog import runs as catalog_runs
-from tracelens.render.markdown import finding_markdown
-from tracelens.timeline import OutdatedTimelineError
+from tracelens.report.render.markdown import finding_markdown
+from web.catalog import Run, RunStatus
+from web.catalog import runs as catalog_runs
 from web.services import Services
 from web.storage import RunFiles
+from web.timeline_store import OutdatedTimelineError
 from web.uploads import ReceivedUpload, receive_upload
 
 NAME_MAX = 200

@@ -8,9 +8,9 @@ from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import FromPath, Parameter
 
-from tracelens.timeline import MAX_WIDTH_PX, timeline_window
 from web.routes.api_runs import load_ready_run, open_run_database
 from web.services import Services
+from web.timeline_store import MAX_WIDTH_PX, timeline_window
 
 
 @get(

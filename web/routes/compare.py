@@ -1,6 +1,6 @@
 """Compare two runs: the diff as JSON (``/api/compare``) and as a page (``/compare``).
 
-Both show :func:`tracelens.diff.build_diff` of the two runs' stored reports, the content of
+Both show :func:`tracelens.report.diff.build_diff` of the two runs' stored reports, the content of
 ``tracelens diff``. The stored reports list only their top kernels and operators, so the
 diff carries a note saying a name missing on one side may lie below that report's cut-off.
 """
@@ -16,10 +16,10 @@ from litestar.exceptions import ValidationException
 from litestar.params import FromQuery
 from litestar.response import Template
 
-from tracelens.catalog import RunStatus
-from tracelens.catalog import runs as catalog_runs
-from tracelens.diff import build_diff
-from tracelens.render.diff import _delta, _value, render_diff_markdown
+from tracelens.report.diff import build_diff
+from tracelens.report.render.diff import _delta, _value, render_diff_markdown
+from web.catalog import RunStatus
+from web.catalog import runs as catalog_runs
 from web.routes.api_runs import load_ready_run, run_json
 from web.services import Services
 

@@ -12,10 +12,10 @@ from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
 
-from tracelens.catalog import Run, RunStatus
-from tracelens.catalog import runs as catalog_runs
-from tracelens.findings import Severity
-from tracelens.render.markdown import finding_markdown
+from tracelens.core.findings import Severity
+from tracelens.report.render.markdown import finding_markdown
+from web.catalog import Run, RunStatus
+from web.catalog import runs as catalog_runs
 from web.routes.api_runs import (
     ConflictException,
     find_finding,

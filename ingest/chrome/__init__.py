@@ -1,0 +1,1 @@
+"""The PyTorch profiler (Kineto) Chrome-trace reader: splitter and DuckDB routing."""

@@ -1,0 +1,441 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON -> the canonical tables.
+
+The file is streamed: :mod:`ingest.chrome.event_splitter` cuts the event array into blobs
+of whole events, DuckDB's JSON reader parses each blob with an explicit column list (so
+unknown keys cost nothing and ``args`` is touched once), and SQL routes each event to its
+table. Timestamps are read as DECIMAL so ``round(ts * 1000)`` is exact for the
+nanosecond decimals newer profilers write.
+
+Understood categories: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``,
+``cuda_driver``, ``cuda_sync``, ``cpu_op``, ``python_function``, ``user_annotation``,
+``gpu_user_annotation``, ``[memory]`` instants, process/thread names, and the 2021
+spellings (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``tid`` like
+``"stream 7"``, lower-case ``"external id"``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from ingest.chrome.event_splitter import (
+    DEFAULT_MAX_EVENT_BYTES,
+    BlobParseError,
+    EventArraySplitter,
+    EventBlob,
+)
+from ingest.errors import TraceInputError
+from ingest.nesting import assign_nesting
+from ingest.schema import active_device_ids, earliest_ns, set_info
+
+# Args fields we keep, in the order of the ``a`` list the routing SQL indexes (1-based).
+# Kineto spells a few keys differently across versions ("External id" / "external id")
+# and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
+_ARGS: list[tuple[str, str, str]] = [
+    # (key in args, staging column, type)
+    ("External id", "ext1", "BIGINT"),
+    ("external id", "ext2", "BIGINT"),
+    ("correlation", "corr", "BIGINT"),
+    ("device", "device", "INTEGER"),
+    ("stream", "stream", "BIGINT"),
+    ("bytes", "nbytes", "BIGINT"),
+    ("grid", "grid", "INTEGER[]"),
+    ("block", "block", "INTEGER[]"),
+    ("registers per thread", "regs", "INTEGER"),
+    ("shared memory", "smem", "BIGINT"),
+    ("est. achieved occupancy %", "occ", "DOUBLE"),
+    ("Input Dims", "in_dims", "VARCHAR"),
+    ("Input type", "in_types", "VARCHAR"),
+    ("name", "arg_name", "VARCHAR"),
+    ("Collective name", "coll", "VARCHAR"),
+    ("In msg nelems", "in_n", "BIGINT"),
+    ("Out msg nelems", "out_n", "BIGINT"),
+    ("dtype", "dtype", "VARCHAR"),
+    ("Group size", "gsize", "INTEGER"),
+    ("cuda_sync_kind", "sync_kind", "VARCHAR"),
+]
+# Kineto spells a few keys differently across versions ("External id" / "external id")
+# and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
+_ARG_KEYS = [key for key, _, _ in _ARGS]
+
+_MAX_OBJECT = DEFAULT_MAX_EVENT_BYTES + 1024
+
+
+def _columns(args_type: str) -> dict[str, str]:
+    return {
+        "ph": "VARCHAR",
+        "cat": "VARCHAR",
+        "name": "VARCHAR",
+        "pid": "VARCHAR",
+        "tid": "VARCHAR",
+        "ts": "DECIMAL(38,6)",
+        "dur": "DECIMAL(38,6)",
+        "args": args_type,
+    }
+
+
+def _struct(keys: list[str]) -> str:
+    return "STRUCT(" + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")"
+
+
+def _stage_sql(variant: str) -> str:
+    """Staging query for one blob.
+
+    DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
+    into them, which is several times faster than keeping ``args`` as JSON text and
+    extracting paths. A STRUCT cannot declare two keys that differ only in case, so the
+    modern and the 2021 spelling of the external id each get their variant; a blob holding
+    both falls back to JSON paths.
+    """
+    if variant == "json":
+        paths = [f'$."{k}"' for k in _ARG_KEYS]
+        source = f"json_extract_string(args, {paths!r})"
+        args_type = "JSON"
+        raw = [f"a[{i}]" for i in range(1, len(_ARGS) + 1)]
+    else:
+        drop = "external id" if variant == "modern" else "External id"
+        args_type = _struct([k for k in _ARG_KEYS if k != drop])
+        source = "NULL"
+        raw = ["NULL" if key == drop else f'args."{key}"' for key in _ARG_KEYS]
+    # Each field is cast once here, so the routing queries read typed columns.
+    typed = ",\n               ".join(
+        f"{r} AS {col}" if typ == "VARCHAR" else f"TRY_CAST({r} AS {typ}) AS {col}"
+        for r, (_, col, typ) in zip(raw, _ARGS, strict=True)
+    )
+    # pid/tid are numbers, or strings like "stream 7" (2021) or "Spans" (profiler rows).
+    int_of = (
+        "coalesce(TRY_CAST({c} AS BIGINT),"
+        " TRY_CAST(regexp_extract({c}, '(-?[0-9]+)\\s*$', 1) AS BIGINT))"
+    )
+    return f"""
+        CREATE OR REPLACE TEMP TABLE blob AS
+        SELECT ph, lower(cat) AS cat, name,
+               {int_of.format(c="pid")} AS pid, {int_of.format(c="tid")} AS tid,
+               CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
+               CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
+               {typed}
+        FROM (SELECT *, {source} AS a
+              FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(args_type)!r},
+                             maximum_object_size = {_MAX_OBJECT}))
+    """
+
+
+_STAGE_SQL = {v: _stage_sql(v) for v in ("modern", "legacy", "json")}
+
+# The profiler's allocator events ("[memory]" instants) carry "Bytes", which a STRUCT
+# cannot hold beside the copies' "bytes": they get their own pass, only in blobs that
+# have them.
+_MEMORY_KEYS = ["Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"]
+_MEMORY_SQL = f"""
+    INSERT INTO memory_events
+    SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
+           CASE WHEN TRY_CAST(args."Device Type" AS INTEGER) = 1
+                THEN TRY_CAST(args."Device Id" AS INTEGER) ELSE -1 END,
+           CAST(round(ts * 1000) AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
+           TRY_CAST(args."Total Allocated" AS BIGINT), TRY_CAST(args."Total Reserved" AS BIGINT),
+           TRY_CAST(args."Addr" AS BIGINT)
+    FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(_struct(_MEMORY_KEYS))!r},
+                   maximum_object_size = {_MAX_OBJECT})
+    WHERE ph = 'i' AND name = '[memory]' AND ts IS NOT NULL
+"""
+
+_GPU_DEVICE = "coalesce(device, CAST(pid AS INTEGER))"
+_GPU_STREAM = "coalesce(stream, tid)"
+_EXTERNAL_ID = "coalesce(ext1, ext2)"
+_VALID_X = "ph = 'X' AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL AND dur_ns >= 0"
+
+_ROUTE_SQL = [
+    f"""
+    INSERT INTO kernels
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, name, ts_ns, ts_ns + dur_ns, corr,
+           grid[1], grid[2], grid[3], block[1], block[2], block[3],
+           regs, smem, occ
+    FROM blob
+    WHERE {_VALID_X} AND cat = 'kernel'
+    """,
+    f"""
+    INSERT INTO memcpys
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM},
+           coalesce(nullif(regexp_extract(name, 'Memcpy ([A-Za-z_]+)', 1), ''), 'Unknown'),
+           coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+) *->', 1)), ''), 'unknown'),
+           coalesce(nullif(lower(regexp_extract(name, '-> *([A-Za-z]+)\\)', 1)), ''), 'unknown'),
+           nbytes, ts_ns, ts_ns + dur_ns, corr
+    FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memcpy', 'memcpy')
+    """,
+    f"""
+    INSERT INTO memsets
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, nbytes,
+           coalesce(nullif(lower(regexp_extract(name, '\\(([A-Za-z]+)\\)', 1)), ''), 'unknown'),
+           ts_ns, ts_ns + dur_ns, corr
+    FROM blob WHERE {_VALID_X} AND cat IN ('gpu_memset', 'memset')
+    """,
+    f"""
+    INSERT INTO api_calls
+    SELECT pid, tid, regexp_replace(name, '_v[0-9]+$', ''),
+           CASE WHEN cat = 'cuda_driver' THEN 'driver' ELSE 'runtime' END,
+           ts_ns, ts_ns + dur_ns, corr, {_EXTERNAL_ID}
+    FROM blob WHERE {_VALID_X} AND cat IN ('cuda_runtime', 'runtime', 'cuda_driver')
+    """,
+    f"""
+    INSERT INTO cpu_ops
+    SELECT nextval('op_seq'), pid, tid, name,
+           CASE WHEN cat = 'operator' THEN 'cpu_op' ELSE cat END,
+           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, in_dims, in_types
+    FROM blob WHERE {_VALID_X} AND cat IN ('cpu_op', 'operator', 'python_function')
+    """,
+    f"""
+    INSERT INTO ranges
+    SELECT nextval('range_seq'), pid, tid,
+           CASE WHEN cat = 'gpu_user_annotation' THEN {_GPU_DEVICE} END,
+           name, cat, ts_ns, ts_ns + dur_ns, NULL, NULL
+    FROM blob WHERE {_VALID_X} AND cat IN ('user_annotation', 'gpu_user_annotation')
+    """,
+    f"""
+    INSERT INTO syncs
+    SELECT {_GPU_DEVICE}, {_GPU_STREAM}, NULL, NULL, coalesce(sync_kind, name),
+           ts_ns, ts_ns + dur_ns, corr
+    FROM blob WHERE {_VALID_X} AND cat = 'cuda_sync'
+    """,
+    f"""
+    INSERT INTO comm_ops
+    SELECT pid, tid, name,
+           coalesce(coll, CASE WHEN name LIKE 'nccl:%' THEN substr(name, 6) END),
+           ts_ns, ts_ns + dur_ns, {_EXTERNAL_ID},
+           coalesce(in_n,
+                    TRY_CAST(list_reduce(TRY_CAST(in_dims AS BIGINT[][])[1], lambda x, y: x * y)
+                             AS BIGINT)),
+           out_n,
+           coalesce(dtype, TRY_CAST(in_types AS VARCHAR[])[1]),
+           gsize
+    FROM blob
+    WHERE {_VALID_X} AND (coll IS NOT NULL OR name LIKE 'nccl:%')
+      AND cat IN ('cpu_op', 'operator', 'user_annotation')
+    """,
+    """
+    INSERT INTO meta_names
+    SELECT pid, tid, name, arg_name FROM blob
+    WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND arg_name IS NOT NULL
+    """,
+    """
+    INSERT INTO profiler_spans
+    SELECT ts_ns, ts_ns + dur_ns FROM blob WHERE cat = 'trace' AND ph = 'X' AND ts_ns IS NOT NULL
+    """,
+]
+
+# Per category (the phase for metadata rows, which have none): counts, and what is skipped.
+_CENSUS = """
+SELECT coalesce(cat, 'ph:' || ph), count(*),
+       count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
+       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0)
+FROM blob GROUP BY ALL
+"""
+
+
+def _route_for(sql: str) -> frozenset[str]:
+    """The categories a routing query reads (from its ``cat`` filter), to skip idle ones."""
+    if "ph = 'M'" in sql:
+        return frozenset({"ph:M"})
+    found = re.findall(r"'([a-z_:]+)'", sql.split("WHERE", 1)[1]) if "WHERE" in sql else []
+    return frozenset(found)
+
+
+_ROUTES = [(_route_for(sql), sql) for sql in _ROUTE_SQL]
+
+
+@dataclass
+class ChromeReadStats:
+    events: int = 0
+    dropped_missing: int = 0
+    dropped_negative: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_chrome_trace(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    chunks: Iterable[bytes],
+    on_progress: Callable[[int], None] | None = None,
+    max_events: int | None = None,
+) -> ChromeReadStats:
+    """Load the Chrome trace whose decompressed bytes are ``chunks`` into ``con``.
+
+    More than ``max_events`` events stop the read with an error (a small gzip of tiny
+    events must not become an unbounded database).
+    """
+    con.execute("CREATE TEMP SEQUENCE op_seq START 1")
+    con.execute("CREATE TEMP SEQUENCE range_seq START 1")
+    con.execute(
+        "CREATE TEMP TABLE meta_names (pid BIGINT, tid BIGINT, kind VARCHAR, value VARCHAR)"
+    )
+    con.execute("CREATE TEMP TABLE profiler_spans (start_ns BIGINT, end_ns BIGINT)")
+    stats = ChromeReadStats()
+    threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
+    splitter = EventArraySplitter(path, parts=max(1, threads))
+    with tempfile.TemporaryDirectory(prefix="tracelens-") as tmp:
+
+        def parse(blobs: list[EventBlob]) -> None:
+            _load_blobs(con, blobs, tmp, stats)
+            if max_events is not None and stats.events > max_events:
+                raise TraceInputError(
+                    path,
+                    f"holds more than {max_events:,} events (the limit; set "
+                    "TRACELENS_MAX_EVENTS to raise it)",
+                )
+            if on_progress is not None:
+                on_progress(blobs[-1].source_offset + blobs[-1].size)
+
+        try:
+            splitter.split(chunks, parse)
+        except BlobParseError as exc:
+            raise TraceInputError(path, str(exc)) from None
+    meta = splitter.result.metadata
+    _finish(con, path, meta, stats)
+    return stats
+
+
+def _variant(blobs: list[EventBlob]) -> str:
+    modern = any(b.contains(b'"External id"') for b in blobs)
+    legacy = any(b.contains(b'"external id"') for b in blobs)
+    if modern and legacy:
+        return "json"
+    return "legacy" if legacy else "modern"
+
+
+def _stage(
+    con: duckdb.DuckDBPyConnection,
+    blobs: list[EventBlob],
+    tmp: str,
+    variant: str,
+    repair_utf8: bool = False,
+) -> list[str]:
+    files = []
+    for i, blob in enumerate(blobs):
+        name = os.path.join(tmp, f"events-{i}.json")
+        with open(name, "wb") as f:
+            if repair_utf8:
+                f.write(blob.data.decode("utf-8", "replace").encode("utf-8"))
+            else:
+                blob.write(f)
+        files.append(name)
+    # Several files in one scan: DuckDB parses them on parallel threads.
+    con.execute(_STAGE_SQL[variant], [files])
+    return files
+
+
+def _load_blobs(
+    con: duckdb.DuckDBPyConnection, blobs: list[EventBlob], tmp: str, stats: ChromeReadStats
+) -> None:
+    """Parse blobs and route their events; BlobParseError when one is not valid JSON."""
+    variant = _variant(blobs)
+    try:
+        files = _stage(con, blobs, tmp, variant)
+    except duckdb.Error as exc:
+        if "utf-8" not in str(exc).lower() and "unicode" not in str(exc).lower():
+            raise BlobParseError(_describe_json_error(exc, blobs)) from None
+        # Tolerant reading: undecodable bytes become U+FFFD, as a browser would show them.
+        try:
+            files = _stage(con, blobs, tmp, variant, repair_utf8=True)
+        except duckdb.Error as exc2:
+            raise BlobParseError(_describe_json_error(exc2, blobs)) from None
+        note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
+        if note not in stats.warnings:
+            stats.warnings.append(note)
+    present = set()
+    for cat, total, missing, negative in con.execute(_CENSUS).fetchall():
+        present.add(cat)
+        stats.events += total
+        stats.dropped_missing += missing
+        stats.dropped_negative += negative
+    # Most blobs hold a handful of categories; a query per absent one is pure overhead.
+    for cats, sql in _ROUTES:
+        if cats & present:
+            con.execute(sql)
+    if any(b.contains(b'"[memory]"') for b in blobs):
+        con.execute(_MEMORY_SQL, [files])
+
+
+def _describe_json_error(exc: duckdb.Error, blobs: list[EventBlob]) -> str:
+    text = str(exc).splitlines()[0]
+    text = text.replace("Invalid Input Error: ", "").replace("Conversion Error: ", "")
+    # DuckDB names our temporary file; point at the user's file instead.
+    text = text.split(' in file "')[0] if ' in file "' in text else text
+    return f"malformed event in traceEvents after byte {blobs[0].source_offset:,}: {text}"
+
+
+def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
+    con.execute(
+        """
+        INSERT INTO threads
+        SELECT pid, tid,
+               max(value) FILTER (WHERE kind = 'process_name'),
+               max(value) FILTER (WHERE kind = 'thread_name')
+        FROM meta_names GROUP BY pid, tid
+        """
+    )
+    _insert_devices(con, meta)
+    assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
+    assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    t0 = earliest_ns(con)
+    if stats.dropped_missing:
+        stats.warnings.append(
+            f"{_n(stats.dropped_missing, 'complete (X) event')} without ts or dur skipped"
+        )
+    if stats.dropped_negative:
+        stats.warnings.append(
+            f"{_n(stats.dropped_negative, 'event')} with a negative duration skipped"
+        )
+    set_info(
+        con,
+        {
+            "format": "torch_chrome",
+            "format_version": meta.get("schemaVersion"),
+            "tool": "PyTorch profiler (Kineto)",
+            "rank": dist.get("rank"),
+            "world_size": dist.get("world_size"),
+            "distributed_backend": dist.get("backend"),
+            "host": meta.get("host_name") or meta.get("hostname"),
+            "trace_name": meta.get("traceName"),
+            "base_time_ns": meta.get("baseTimeNanoseconds"),
+            "t0_ns": t0,
+            "event_count": stats.events,
+            "warnings": "\n".join(stats.warnings) if stats.warnings else None,
+        },
+    )
+    con.execute("DROP TABLE IF EXISTS blob")
+    con.execute("DROP TABLE meta_names")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
+    props = meta.get("deviceProperties")
+    by_id: dict[int, dict] = {}
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict) and isinstance(p.get("id"), int):
+                by_id[p["id"]] = p
+    active = active_device_ids(con)
+    rows = []
+    for dev in active:
+        p = by_id.get(dev, {})
+        cc = (
+            f"{p['computeMajor']}.{p['computeMinor']}"
+            if "computeMajor" in p and "computeMinor" in p
+            else None
+        )
+        rows.append((dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc))
+    if rows:
+        con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?)", rows)
+    idle = sorted(set(by_id) - set(active))
+    if idle:
+        names = ", ".join(f"{i}: {by_id[i].get('name')}" for i in idle)
+        set_info(con, {"host_gpus_without_work": names})

@@ -1,0 +1,166 @@
+"""``tracelens analyze PATH``: ingest a trace, run every analyzer, print the report.
+
+Exit codes: 0 ok, 1 a finding at or above ``--fail-on``, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from ingest import TraceInputError, load_trace
+from tracelens.cli.options import EXIT_GATE, fail, parse_thresholds
+from tracelens.core.findings import Severity
+from tracelens.report import build_report
+from tracelens.report.render.markdown import render_markdown
+from tracelens.report.render.text import render_text
+
+# Below this size ingest is quick enough that a progress bar would only flicker.
+PROGRESS_MIN_BYTES = 20 * 1024 * 1024
+
+
+def sample_trace_path() -> Path:
+    return Path(str(resources.files("tracelens") / "samples" / "planted_training.pt.trace.json.gz"))
+
+
+@click.command("analyze")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice([s.label for s in Severity]),
+    default=None,
+    help="Exit 1 when a finding has this severity or higher (for CI).",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Rows in the top kernels/operators tables.",
+)
+@click.option(
+    "--max-findings",
+    type=click.IntRange(1),
+    default=None,
+    help="Show at most this many findings (text/markdown).",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Keep the trace database in this DuckDB file (default: in memory).",
+)
+@click.option(
+    "--rank",
+    type=int,
+    default=None,
+    help="For a profiler output folder: analyze this rank's trace.",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a threshold (repeatable); `tracelens thresholds` lists them.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the report to this file instead of standard output.",
+)
+@click.option("--sample", is_flag=True, help="Analyze the bundled sample trace.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def analyze(
+    path: Path | None,
+    fmt: str,
+    fail_on: str | None,
+    top: int,
+    max_findings: int | None,
+    db_path: Path | None,
+    rank: int | None,
+    thresholds: tuple[str, ...],
+    output: Path | None,
+    sample: bool,
+    quiet: bool,
+) -> None:
+    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite."""
+    if sample:
+        path = sample_trace_path()
+    if path is None:
+        raise click.UsageError("give a trace PATH (or --sample)")
+    t = parse_thresholds(thresholds)
+    err = Console(stderr=True)
+    size = path.stat().st_size if path.is_file() else 0
+    show_progress = not quiet and err.is_terminal and size >= PROGRESS_MIN_BYTES
+    try:
+        if show_progress:
+            with Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=err,
+                transient=True,
+            ) as progress:
+                task = progress.add_task(f"ingesting {path.name}", total=size)
+                loaded = load_trace(
+                    path,
+                    db_path=db_path,
+                    rank=rank,
+                    on_progress=lambda done, total: progress.update(
+                        task, completed=done, total=total
+                    ),
+                )
+        else:
+            loaded = load_trace(path, db_path=db_path, rank=rank)
+    except TraceInputError as exc:
+        fail(str(exc))
+    try:
+        report = build_report(loaded, t, top)
+    finally:
+        loaded.close()
+    _emit(report, fmt, output, max_findings)
+    if fail_on is not None:
+        floor = Severity.parse(fail_on)
+        if any(Severity.parse(f["severity"]) >= floor for f in report["findings"]):
+            sys.exit(EXIT_GATE)
+
+
+def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: int | None) -> None:
+    if fmt == "json":
+        text = json.dumps(report, indent=2, default=str) + "\n"
+    elif fmt == "markdown":
+        text = render_markdown(report, max_findings)
+    elif fmt == "html":
+        from tracelens.report.render.html import render_html
+
+        text = render_html(report)
+    else:
+        if output is None:
+            render_text(report, Console(), max_findings)
+            return
+        with output.open("w", encoding="utf-8") as f:
+            render_text(report, Console(file=f, width=120), max_findings)
+        return
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")

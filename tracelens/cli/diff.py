@@ -1,0 +1,111 @@
+"""``tracelens diff BASELINE CANDIDATE``: what changed between two runs, with a CI verdict.
+
+Exit codes: 0 ok, 1 regression above ``--max-regression``, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ingest import LoadedTrace, TraceInputError, load_trace
+from tracelens.cli.options import EXIT_GATE, EXIT_OK, fail, parse_thresholds
+from tracelens.core.thresholds import Thresholds
+from tracelens.report import build_report
+from tracelens.report.diff import build_diff
+from tracelens.report.render.diff import render_diff_markdown, render_diff_text
+
+# Both reports list every kernel and operator, so a name missing on one side is truly absent.
+_ALL_ROWS = 1_000_000
+
+
+def _load(path: Path, rank: int | None) -> LoadedTrace:
+    try:
+        return load_trace(path, rank=rank)
+    except TraceInputError as exc:
+        fail(str(exc))
+
+
+def _reports(
+    baseline: Path, candidate: Path, thresholds: Thresholds, rank: int | None
+) -> tuple[dict, dict]:
+    # Both inputs are ingested before either is analyzed, so a bad second file fails fast.
+    a = _load(baseline, rank)
+    try:
+        b = _load(candidate, rank)
+    except SystemExit:
+        a.close()
+        raise
+    try:
+        return build_report(a, thresholds, _ALL_ROWS), build_report(b, thresholds, _ALL_ROWS)
+    finally:
+        a.close()
+        b.close()
+
+
+@click.command("diff")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--max-regression",
+    "max_regression",
+    type=float,
+    default=None,
+    metavar="PCT",
+    help="Exit 1 when the headline time (median step, else request latency, else wall time) "
+    "grows by more than PCT percent.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=15,
+    show_default=True,
+    help="Kernel and operator rows to list (largest changes first).",
+)
+@click.option("--rank", type=int, default=None, help="For profiler output folders: this rank.")
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override an analyzer threshold (repeatable), for both runs.",
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to this file."
+)
+def diff(
+    baseline: Path,
+    candidate: Path,
+    fmt: str,
+    max_regression: float | None,
+    top: int,
+    rank: int | None,
+    thresholds: tuple[str, ...],
+    output: Path | None,
+) -> None:
+    """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
+    t = parse_thresholds(thresholds)
+    report_a, report_b = _reports(baseline, candidate, t, rank)
+    d = build_diff(report_a, report_b, max_regression, top)
+    if fmt == "json":
+        text = json.dumps(d, indent=2, default=str) + "\n"
+    elif fmt == "markdown":
+        text = render_diff_markdown(d)
+    else:
+        text = render_diff_text(d)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+    sys.exit(EXIT_GATE if d["verdict"]["regression"] else EXIT_OK)

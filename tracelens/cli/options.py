@@ -1,0 +1,36 @@
+"""What every ``tracelens`` command shares: exit codes, threshold options, failing cleanly.
+
+Exit codes everywhere: 0 ok, 1 a CI gate tripped (``--fail-on``, ``--max-regression``),
+2 unusable input or usage, with one line on stderr naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from tracelens.core.thresholds import Thresholds
+
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
+    """``--threshold NAME=VALUE`` options as a :class:`Thresholds`."""
+    overrides: dict[str, str] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--threshold")
+        overrides[name.strip()] = raw.strip()
+    try:
+        return Thresholds.with_overrides(overrides)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--threshold") from None
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr and exit 2."""
+    click.echo(f"tracelens: error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)

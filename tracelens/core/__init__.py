@@ -1,0 +1,1 @@
+"""The core model: trace database access, findings, thresholds, units, kernel kinds."""

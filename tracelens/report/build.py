@@ -1,0 +1,100 @@
+"""The report: everything ``tracelens analyze`` says about a trace, as one JSON-able dict.
+
+The shape is the documented, stable JSON output (``docs/json-schema.md``); the text,
+Markdown and HTML renderers and the web app all read this dict and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ingest import LoadedTrace
+from ingest.redaction import redact
+from tracelens import __version__
+from tracelens.analyzers import run_all
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.llm.section import llm_section
+from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
+
+REPORT_SCHEMA = "tracelens.report/1"
+
+# Optional report sections: name -> function returning a dict, or None when not applicable.
+SectionFn = Callable[[TraceDB], dict[str, Any] | None]
+SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
+
+_INFO_KEYS = (
+    "format_version",
+    "tool",
+    "tool_version",
+    "host",
+    "rank",
+    "world_size",
+    "distributed_backend",
+    "event_count",
+    "t0_ns",
+    "warnings",
+)
+
+
+def build_report(
+    loaded: LoadedTrace, thresholds: Thresholds | None = None, top: int = 10
+) -> dict[str, Any]:
+    db = TraceDB(loaded.con)
+    return build_report_from_db(
+        db,
+        source={
+            "path": str(loaded.path),
+            "format": loaded.format,
+            "sha256": loaded.sha256,
+            "size_bytes": loaded.size_bytes,
+        },
+        thresholds=thresholds,
+        top=top,
+        notes=loaded.notes,
+    )
+
+
+def build_report_from_db(
+    db: TraceDB,
+    source: dict[str, Any],
+    thresholds: Thresholds | None = None,
+    top: int = 10,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    t = thresholds or Thresholds()
+    findings = run_all(db, t)
+    info = db.info
+    trace: dict[str, Any] = {}
+    for key in _INFO_KEYS:
+        if key in info:
+            v: Any = info[key]
+            if key in ("rank", "world_size", "event_count", "t0_ns"):
+                v = int(v)
+            trace[key] = v
+    trace["t0_ns"] = db.t0_ns
+    report: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "tracelens_version": __version__,
+        "source": source,
+        "trace": trace,
+        "devices": device_summaries(db),
+        "metrics": trace_metrics(db),
+        "findings": [f.to_dict() for f in findings],
+        "top_kernels": top_kernels(db, top),
+        "top_ops": top_ops(db, top),
+        "notes": list(notes or []),
+    }
+    if not db.devices:
+        report["notes"].append("no GPU work recorded in this trace")
+    for name, fn in SECTIONS.items():
+        section = fn(db)
+        if section is not None:
+            report[name] = section
+            # A section's warnings (e.g. malformed annotations) are notes on the whole report.
+            report["notes"].extend(f"{name}: {w}" for w in section.get("warnings", []))
+    # Trace metadata (host, job names, log lines, paths) can carry credentials; every
+    # output (CLI, catalog, web) is built from this dict, so hiding them here hides them
+    # everywhere.
+    return redact(report)

@@ -1,0 +1,71 @@
+"""Headline numbers of a trace: counts, bytes, busy time, top kernels and operators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.core.tracedb import TraceDB
+
+
+def trace_metrics(db: TraceDB) -> dict[str, Any]:
+    r = db.dicts(
+        """SELECT
+             (SELECT count(*) FROM kernels) AS kernel_count,
+             (SELECT count(*) FROM memcpys WHERE kind NOT LIKE 'UVM%') AS memcpy_count,
+             (SELECT count(*) FROM memcpys WHERE kind LIKE 'UVM%') AS uvm_migration_count,
+             (SELECT count(*) FROM memsets) AS memset_count,
+             (SELECT coalesce(sum(bytes), 0) FROM memcpys WHERE kind = 'HtoD') AS h2d_bytes,
+             (SELECT coalesce(sum(bytes), 0) FROM memcpys
+                WHERE kind = 'HtoD' AND src_mem = 'pageable') AS h2d_pageable_bytes,
+             (SELECT coalesce(sum(end_ns - start_ns), 0) FROM memcpys WHERE kind = 'HtoD')
+                AS h2d_time_ns,
+             (SELECT coalesce(sum(bytes), 0) FROM memcpys WHERE kind = 'DtoH') AS dtoh_bytes"""
+    )[0]
+    windows = sum(d.window_ns for d in db.devices)
+    busy = sum(d.busy_ns for d in db.devices)
+    metrics = {k: int(v) for k, v in r.items()}
+    metrics["gpu_busy_pct"] = round(100.0 * busy / windows, 3) if windows else None
+    metrics["window_ns"] = db.window_ns
+    return metrics
+
+
+def device_summaries(db: TraceDB) -> list[dict[str, Any]]:
+    return [
+        {
+            "device_id": d.device_id,
+            "name": d.name,
+            "window_ns": d.window_ns,
+            "busy_ns": d.busy_ns,
+            "busy_pct": round(d.busy_pct, 3),
+            "idle_pct": round(d.idle_pct, 3),
+        }
+        for d in db.devices
+    ]
+
+
+_STATS = """count(*) AS count, sum(d) AS total_ns, CAST(round(avg(d)) AS BIGINT) AS mean_ns,
+            CAST(round(quantile_cont(d, 0.5)) AS BIGINT) AS p50_ns,
+            CAST(round(quantile_cont(d, 0.95)) AS BIGINT) AS p95_ns, max(d) AS max_ns"""
+
+
+def top_kernels(db: TraceDB, n: int) -> list[dict[str, Any]]:
+    return db.dicts(
+        f"""SELECT name, {_STATS} FROM (SELECT name, end_ns - start_ns AS d FROM kernels)
+            GROUP BY name ORDER BY total_ns DESC, name LIMIT ?""",
+        [n],
+    )
+
+
+def top_ops(db: TraceDB, n: int) -> list[dict[str, Any]]:
+    """Operators by the GPU time of the kernels they launched (per call: sum of its kernels)."""
+    if not db.scalar("SELECT count(*) FROM kernels"):
+        return []
+    build_kernel_attribution(db)
+    return db.dicts(
+        f"""SELECT name, {_STATS} FROM (
+                SELECT op_name AS name, sum(dur_ns) AS d FROM kernel_ops
+                GROUP BY op_name, coalesce(op_id, krow))
+            GROUP BY name ORDER BY total_ns DESC, name LIMIT ?""",
+        [n],
+    )

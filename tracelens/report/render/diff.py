@@ -1,0 +1,140 @@
+"""Text and Markdown renderings of a diff (the dict of :func:`tracelens.report.diff.build_diff`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.core.units import fmt_bytes, fmt_ns
+
+
+def _value(v: float | int | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "ns":
+        return fmt_ns(v)
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "pct":
+        return f"{v:.2f}%"
+    if unit == "rate":
+        return f"{v:,.1f}"
+    return f"{v:,}"
+
+
+def _delta(row: dict[str, Any]) -> str:
+    if row["delta"] is None:
+        return "n/a"
+    sign = "+" if row["delta"] > 0 else ""
+    d = _value(row["delta"], row["unit"]) if row["unit"] != "pct" else f"{row['delta']:.2f} pt"
+    pct = f" ({row['delta_pct']:+.1f}%)" if row["delta_pct"] is not None else ""
+    return f"{sign}{d}{pct}"
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
+    lines = []
+    for r in rows:
+        pct = f" ({r['delta_pct']:+.1f}%)" if r["delta_pct"] is not None else ""
+        sign = "+" if r["delta_ns"] > 0 else ""
+        cells = (
+            _short(r["name"]),
+            r["status"],
+            f"{r['baseline_count']:,} / {fmt_ns(r['baseline_ns'])}",
+            f"{r['candidate_count']:,} / {fmt_ns(r['candidate_ns'])}",
+            f"{sign}{fmt_ns(r['delta_ns'])}{pct}",
+        )
+        if fmt == "md":
+            lines.append(
+                "| `" + cells[0].replace("|", "\\|") + "` | " + " | ".join(cells[1:]) + " |"
+            )
+        else:
+            lines.append(f"  {cells[0]:<72} {cells[1]:<8} {cells[2]:>20} {cells[3]:>20} {cells[4]}")
+    return lines
+
+
+def _finding_lines(f: dict[str, Any], md: bool) -> list[str]:
+    out = []
+    bullet = "- " if md else "  "
+    for key, label in (("appeared", "new"), ("resolved", "resolved")):
+        for x in f[key]:
+            out.append(
+                f"{bullet}{label}: [{x['severity']}] {x['title']} ({fmt_ns(x['impact_ns'])})"
+            )
+    for x in f["changed"]:
+        sign = "+" if x["delta_ns"] > 0 else ""
+        out.append(
+            f"{bullet}changed: [{x['baseline_severity']} -> {x['severity']}] {x['title']} "
+            f"({fmt_ns(x['baseline_impact_ns'])} -> {fmt_ns(x['impact_ns'])}, "
+            f"{sign}{fmt_ns(x['delta_ns'])})"
+        )
+    return out
+
+
+def render_diff_text(d: dict[str, Any]) -> str:
+    lines = [
+        f"baseline:  {d['baseline']['path']}",
+        f"candidate: {d['candidate']['path']}",
+        "",
+        d["verdict"]["line"],
+    ]
+    if d["empty"]:
+        lines += ["", "No differences."]
+        return "\n".join(lines) + "\n"
+    lines += ["", "Metrics"]
+    for r in d["metrics"]:
+        mark = "" if r["changed"] else "  (same)"
+        lines.append(
+            f"  {r['label']:<28} {_value(r['baseline'], r['unit']):>14} "
+            f"{_value(r['candidate'], r['unit']):>14}  {_delta(r)}{mark}"
+        )
+    for key, title in (("kernels", "Kernels"), ("operators", "Operators")):
+        if d[key]:
+            lines += ["", f"{title} (count / total time; largest changes first)"]
+            lines += _table_lines(d[key], "text")
+    f = d["findings"]
+    lines += ["", f"Findings ({f['unchanged_count']} unchanged)"]
+    lines += _finding_lines(f, md=False) or ["  no findings appeared, resolved or changed"]
+    return "\n".join(lines) + "\n"
+
+
+def render_diff_markdown(d: dict[str, Any]) -> str:
+    lines = [
+        "# tracelens diff",
+        "",
+        f"**{d['verdict']['line']}**",
+        "",
+        f"- baseline: `{d['baseline']['path']}`",
+        f"- candidate: `{d['candidate']['path']}`",
+    ]
+    if d["empty"]:
+        lines += ["", "No differences."]
+        return "\n".join(lines) + "\n"
+    lines += [
+        "",
+        "## Metrics",
+        "",
+        "| metric | baseline | candidate | change |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in d["metrics"]:
+        lines.append(
+            f"| {r['label']} | {_value(r['baseline'], r['unit'])} | "
+            f"{_value(r['candidate'], r['unit'])} | {_delta(r)} |"
+        )
+    for key, title in (("kernels", "Kernels"), ("operators", "Operators")):
+        if d[key]:
+            lines += [
+                "",
+                f"## {title}",
+                "",
+                "| name | status | baseline (count / time) | candidate | change |",
+                "|---|---|---:|---:|---:|",
+            ]
+            lines += _table_lines(d[key], "md")
+    f = d["findings"]
+    lines += ["", f"## Findings ({f['unchanged_count']} unchanged)", ""]
+    lines += _finding_lines(f, md=True) or ["No findings appeared, resolved or changed."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,115 @@
+"""The LLM latency section of the text and Markdown reports (present when annotated)."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tracelens.core.units import fmt_ns
+
+_METRICS = (
+    ("TTFT", "ttft_ns"),
+    ("TPOT", "tpot_ns"),
+    ("ITL", "itl_ns"),
+    ("end-to-end", "e2e_ns"),
+)
+_COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
+
+
+def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    out = [(label, llm[key]) for label, key in _METRICS]
+    breakdown = llm.get("ttft_breakdown") or {}
+    if "queue_ns" in breakdown:
+        out.append(("TTFT: queueing", breakdown["queue_ns"]))
+        out.append(("TTFT: prefill", breakdown["prefill_ns"]))
+    return out
+
+
+def _cell(col: str, s: dict[str, Any]) -> str:
+    v = s.get(col)
+    if col == "count":
+        return f"{v or 0:,}"
+    return fmt_ns(v)
+
+
+def _rate(v: float | None, unit: str) -> str:
+    return "-" if v is None else f"{v:,.2f} {unit}"
+
+
+def _headline(llm: dict[str, Any]) -> str:
+    if not llm["span_ns"]:
+        return (
+            f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens "
+            "(no token times: throughput unknown)"
+        )
+    return (
+        f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens over "
+        f"{fmt_ns(llm['span_ns'])}: {_rate(llm['output_tokens_per_s'], 'tokens/s')}, "
+        f"{_rate(llm['requests_per_s'], 'requests/s')}"
+    )
+
+
+def _steps_line(llm: dict[str, Any]) -> list[str]:
+    lines = []
+    for kind in ("prefill", "decode"):
+        st = llm["steps"][kind]
+        if not st["steps"]:
+            continue
+        busy = st["gpu_busy_pct"]
+        gpu = "GPU busy -" if busy is None else f"GPU busy {busy:.1f}%"
+        lines.append(
+            f"{kind}: {st['steps']:,} steps, {fmt_ns(st['total_ns'])}, mean batch "
+            f"{st['mean_batch']:.2f}, {gpu}"
+        )
+    return lines
+
+
+def render_llm_text(report: dict[str, Any], console: Console) -> None:
+    llm = report.get("llm")
+    if not llm:
+        return
+    t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
+    t.add_column("metric")
+    for c in _COLS:
+        t.add_column(c, justify="right", no_wrap=True)
+    for label, s in _rows(llm):
+        t.add_row(label, *(_cell(c, s) for c in _COLS))
+    console.print(t)
+    for line in _steps_line(llm):
+        console.print(f"  {line}")
+
+
+def render_llm_markdown(report: dict[str, Any]) -> list[str]:
+    llm = report.get("llm")
+    if not llm:
+        return []
+    out = ["## LLM serving latency", "", _headline(llm), ""]
+    out.append("| metric | " + " | ".join(_COLS) + " |")
+    out.append("|---|" + "---|" * len(_COLS))
+    for label, s in _rows(llm):
+        out.append(f"| {label} | " + " | ".join(_cell(c, s) for c in _COLS) + " |")
+    out.append("")
+    out += [f"- {line}" for line in _steps_line(llm)]
+    out.append("")
+    return out
+
+
+def render_llm_html(report: dict[str, Any]) -> str:
+    llm = report.get("llm")
+    if not llm:
+        return ""
+    head = "".join(f"<th>{c}</th>" for c in ("metric", *_COLS))
+    rows = "".join(
+        f"<tr><td>{escape(label)}</td>"
+        + "".join(f'<td class="num">{escape(_cell(c, st))}</td>' for c in _COLS)
+        + "</tr>"
+        for label, st in _rows(llm)
+    )
+    steps = "".join(f"<li>{escape(line)}</li>" for line in _steps_line(llm))
+    return (
+        f"<h2>LLM serving latency</h2><p>{escape(_headline(llm))}</p>"
+        f"<table><tr>{head}</tr>{rows}</table><ul>{steps}</ul>"
+    )

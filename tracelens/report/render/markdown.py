@@ -1,0 +1,116 @@
+"""Markdown: ready to paste into a performance-review ticket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.render.llm_section import render_llm_markdown
+
+
+def _cell(v: Any) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for key, value in evidence.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            cols = list(value[0].keys())
+            lines.append(f"- **{key}**:")
+            lines.append("")
+            lines.append("  | " + " | ".join(cols) + " |")
+            lines.append("  | " + " | ".join("---" for _ in cols) + " |")
+            for row in value[:10]:
+                lines.append("  | " + " | ".join(_cell(row.get(c, "")) for c in cols) + " |")
+            lines.append("")
+        elif isinstance(value, dict):
+            inner = ", ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+            lines.append(f"- **{key}**: {inner}")
+        elif isinstance(value, list):
+            lines.append(f"- **{key}**: {', '.join(_cell(v) for v in value) or '-'}")
+        else:
+            lines.append(f"- **{key}**: {_cell(value)}")
+    return lines
+
+
+def finding_markdown(f: dict[str, Any], permalink: str | None = None, heading: str = "###") -> str:
+    out = [f"{heading} [{f['severity'].upper()}] {f['title']}", ""]
+    out.append(
+        f"**Impact:** {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.2f}% of the analysed window)"
+        f" — {f['impact_basis']}"
+    )
+    out += ["", f["summary"], "", "**Evidence**", ""]
+    out += _evidence_lines(f["evidence"])
+    out += ["", f"**What to do:** {f['advice']}", ""]
+    meta = f"`{f['analyzer']}` · finding `{f['id']}`"
+    if permalink:
+        meta += f" · [permalink]({permalink})"
+    out += [f"<sub>{meta}</sub>", ""]
+    return "\n".join(out)
+
+
+def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> str:
+    src = report["source"]
+    m = report["metrics"]
+    out = [f"# tracelens report: `{src['path']}`", ""]
+    out.append(f"- format: `{src['format']}`, sha256 `{src['sha256'][:16]}…`")
+    tr = report.get("trace", {})
+    if "rank" in tr:
+        out.append(f"- rank {tr['rank']} of {tr.get('world_size', '?')}")
+    for d in report["devices"]:
+        out.append(
+            f"- GPU {d['device_id']} ({d['name'] or 'unknown'}): busy {d['busy_pct']:.2f}% of "
+            f"{fmt_ns(d['window_ns'])}"
+        )
+    out.append(
+        f"- {m['kernel_count']:,} kernels, {m['memcpy_count']:,} copies, {m['memset_count']:,} "
+        f"memsets; HtoD {fmt_bytes(m['h2d_bytes'])} ({fmt_bytes(m['h2d_pageable_bytes'])} "
+        f"pageable) in {fmt_ns(m['h2d_time_ns'])}; DtoH {fmt_bytes(m['dtoh_bytes'])}"
+    )
+    for note in report.get("notes", []):
+        out.append(f"- note: {note}")
+    out.append("")
+    out += render_llm_markdown(report)
+    out += ["## Findings", ""]
+    findings = report["findings"][:max_findings] if max_findings else report["findings"]
+    if not findings:
+        out += ["No findings.", ""]
+    out += ["| # | severity | impact | finding |", "|---|---|---|---|"]
+    for i, f in enumerate(findings, 1):
+        out.append(
+            f"| {i} | {f['severity']} | {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.1f}%) | "
+            f"{_cell(f['title'])} |"
+        )
+    out.append("")
+    for f in findings:
+        out.append(finding_markdown(f))
+    if report.get("top_kernels"):
+        out += [
+            "## Top kernels",
+            "",
+            "| kernel | count | total | mean | p50 | p95 | max |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for k in report["top_kernels"]:
+            out.append(
+                f"| `{_cell(k['name'])[:120]}` | {k['count']:,} | {fmt_ns(k['total_ns'])} | "
+                f"{fmt_ns(k['mean_ns'])} | {fmt_ns(k['p50_ns'])} | {fmt_ns(k['p95_ns'])} | "
+                f"{fmt_ns(k['max_ns'])} |"
+            )
+        out.append("")
+    if report.get("top_ops"):
+        out += [
+            "## Top operators (GPU time launched)",
+            "",
+            "| operator | calls | total | mean | p50 | p95 | max |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for k in report["top_ops"]:
+            out.append(
+                f"| `{_cell(k['name'])}` | {k['count']:,} | {fmt_ns(k['total_ns'])} | "
+                f"{fmt_ns(k['mean_ns'])} | {fmt_ns(k['p50_ns'])} | {fmt_ns(k['p95_ns'])} | "
+                f"{fmt_ns(k['max_ns'])} |"
+            )
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,106 @@
+"""Terminal report with rich: header facts, ranked findings, hot kernels and operators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.render.llm_section import render_llm_text
+
+SEVERITY_STYLE = {
+    "critical": "bold white on red",
+    "high": "bold red",
+    "medium": "yellow",
+    "low": "cyan",
+    "info": "dim",
+}
+
+
+def render_text(report: dict[str, Any], console: Console, max_findings: int | None = None) -> None:
+    src, m, tr = report["source"], report["metrics"], report.get("trace", {})
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("trace", Text(src["path"]))
+    fmt = src["format"] + (f" (schema {tr['format_version']})" if tr.get("format_version") else "")
+    head.add_row("format", fmt)
+    if "rank" in tr:
+        head.add_row("rank", f"{tr['rank']} of {tr.get('world_size', '?')}")
+    for d in report["devices"]:
+        head.add_row(
+            f"GPU {d['device_id']}",
+            f"{d['name'] or 'unknown'}: busy {d['busy_pct']:.2f}% of {fmt_ns(d['window_ns'])}",
+        )
+    head.add_row(
+        "activity",
+        f"{m['kernel_count']:,} kernels · {m['memcpy_count']:,} copies · "
+        f"{m['memset_count']:,} memsets",
+    )
+    head.add_row(
+        "transfers",
+        f"HtoD {fmt_bytes(m['h2d_bytes'])} ({fmt_bytes(m['h2d_pageable_bytes'])} pageable) in "
+        f"{fmt_ns(m['h2d_time_ns'])} · DtoH {fmt_bytes(m['dtoh_bytes'])}",
+    )
+    for note in report.get("notes", []):
+        head.add_row("note", Text(note, style="yellow"))
+    console.print(Panel(head, title=f"tracelens {report['tracelens_version']}", expand=False))
+    render_llm_text(report, console)
+
+    findings = report["findings"][:max_findings] if max_findings else report["findings"]
+    if not findings:
+        console.print("[green]No findings.[/green]")
+    else:
+        table = Table(title="Findings, ranked by the time they would give back", expand=True)
+        table.add_column("#", justify="right")
+        table.add_column("severity")
+        table.add_column("impact", justify="right", no_wrap=True)
+        table.add_column("finding", ratio=1)
+        for i, f in enumerate(findings, 1):
+            table.add_row(
+                str(i),
+                Text(f["severity"], style=SEVERITY_STYLE[f["severity"]]),
+                f"{fmt_ns(f['impact_ns'])}\n{f['impact_pct']:.1f}%",
+                Text(f["title"]),
+            )
+        console.print(table)
+        for i, f in enumerate(findings, 1):
+            body = Group(
+                Text(f["summary"]),
+                Text(f"Impact: {fmt_ns(f['impact_ns'])} — {f['impact_basis']}", style="dim"),
+                Markdown("**What to do:** " + f["advice"]),
+            )
+            console.print(
+                Panel(
+                    body,
+                    title=Text(f"{i}. {f['title']}"),
+                    subtitle=f"{f['analyzer']} · {f['id']}",
+                    border_style=SEVERITY_STYLE[f["severity"]].replace("bold ", ""),
+                )
+            )
+    for title, rows in (
+        ("Top kernels", report.get("top_kernels")),
+        ("Top operators (GPU time launched)", report.get("top_ops")),
+    ):
+        if not rows:
+            continue
+        t = Table(title=title, expand=True)
+        t.add_column("name", ratio=1, overflow="ellipsis", no_wrap=True)
+        for col in ("count", "total", "mean", "p50", "p95", "max"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in rows:
+            t.add_row(
+                Text(r["name"]),
+                f"{r['count']:,}",
+                fmt_ns(r["total_ns"]),
+                fmt_ns(r["mean_ns"]),
+                fmt_ns(r["p50_ns"]),
+                fmt_ns(r["p95_ns"]),
+                fmt_ns(r["max_ns"]),
+            )
+        console.print(t)

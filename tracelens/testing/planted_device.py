@@ -1,0 +1,119 @@
+"""Planted device-side problems: memory pressure, exposed communication, poor occupancy."""
+
+from __future__ import annotations
+
+from tracelens.testing.planted_host import BF16_GEMM, US
+from tracelens.testing.scenario import Scenario
+
+GIB = 1024**3
+
+
+def memory_pressure(steps: int = 4) -> Scenario:
+    """An 80 GB A100 whose allocator reserves 76 GiB while 40 GiB is allocated.
+
+    Each 10 ms step (one 8 ms GEMM) allocates 30 GiB on top of 10 GiB of weights, peaking at
+    40 GiB allocated; reserved grows to 76 GiB (95% of 80 GiB) on the second step's
+    allocation and stays. Every step also calls ``cudaFree`` (200 us) and ``cudaMalloc``
+    (50 us) three times each: 6 calls, 750 us of host time per step.
+    """
+    sc = Scenario(name="planted_memory_pressure")
+    cap = sc.devices[0].total_memory_bytes
+    sc.memory(0, 10 * GIB, 10 * GIB, 12 * GIB)
+    for k in range(steps):
+        s = k * 10_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 10_000 * US)
+        mm = sc.op("aten::mm", s + 100 * US, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 110 * US, s + 200 * US, 8_000 * US)
+        reserved = 40 * GIB if k == 0 else 76 * GIB
+        sc.memory(s + 120 * US, 30 * GIB, 40 * GIB, reserved)
+        sc.memory(s + 9_000 * US, -30 * GIB, 10 * GIB, reserved)
+        for i in range(3):
+            sc.api("cudaFree", s + 9_100 * US + i * 260 * US, 200 * US)
+            sc.api("cudaMalloc", s + 9_300 * US + i * 260 * US, 50 * US)
+    sc.expected = {
+        "device_memory_bytes": cap,
+        "peak_allocated_bytes": 40 * GIB,
+        "peak_reserved_bytes": 76 * GIB,
+        "allocated_at_reserved_peak_bytes": 40 * GIB,
+        "churn_calls": steps * 6,
+        "churn_ns": steps * 3 * (200 + 50) * US,
+    }
+    return sc
+
+
+NCCL_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def exposed_allreduce(steps: int = 5) -> Scenario:
+    """Rank 0 of 4: each 6 ms step runs a 4 ms GEMM (stream 7) and a 2 ms all-reduce of
+    25,000,000 floats (100 MB, stream 20) starting 1 ms before the GEMM ends: 1 ms of each
+    all-reduce overlaps compute, 1 ms is exposed. Algorithm bandwidth 100 MB / 2 ms = 50 GB/s,
+    bus bandwidth 50 x 2(4-1)/4 = 75 GB/s.
+    """
+    sc = Scenario(name="planted_exposed_allreduce", rank=0, world_size=4)
+    for k in range(steps):
+        s = k * 6_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 6_000 * US)
+        mm = sc.op("aten::mm", s, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 5 * US, s + 100 * US, 4_000 * US)
+        sc.collective(
+            "allreduce",
+            s + 50 * US,
+            30 * US,
+            25_000_000,
+            NCCL_ALLREDUCE,
+            gpu_start_ns=s + 3_100 * US,
+            gpu_dur_ns=2_000 * US,
+            group_size=4,
+        )
+    sc.expected = {
+        "comm_ns": steps * 2_000 * US,
+        "overlapped_ns": steps * 1_000 * US,
+        "exposed_ns": steps * 1_000 * US,
+        "collective": "allreduce",
+        "count": steps,
+        "median_bytes": 100_000_000,
+        "algbw_gbps": 50.0,
+        "busbw_gbps": 75.0,
+    }
+    return sc
+
+
+SMALL_GRID_KERNEL = "void splitk_reduce_small_kernel<float>(float*, float const*, int)"
+LOW_OCC_KERNEL = "void my_layer_norm_kernel<float>(float*, float const*, int)"
+FP32_GEMM = "ampere_sgemm_128x64_tn"
+
+
+def occupancy_problems(steps: int = 10) -> Scenario:
+    """On a 108-SM A100, each 10 ms step runs back to back:
+
+    - a 1,000 us kernel with a 16-block grid (92 of 108 SMs idle),
+    - a 1,000 us kernel at 12.5% estimated occupancy (grid large enough),
+    - a 4,000 us FP32 GEMM from ``aten::mm`` (43% of kernel time: hot_ops claims it),
+    - a 300 us FP32 GEMM from ``aten::bmm`` (3.2%, below hot_ops' 5% bar: unclaimed),
+    - a 3,000 us bf16 GEMM (tensor cores already).
+    """
+    sc = Scenario(name="planted_occupancy")
+    plan = [
+        ("my_op::small", SMALL_GRID_KERNEL, 1_000, {"grid": (16, 1, 1)}),
+        ("my_op::norm", LOW_OCC_KERNEL, 1_000, {"est_occupancy_pct": 12.5}),
+        ("aten::mm", FP32_GEMM, 4_000, {"grid": (32, 64, 1)}),
+        ("aten::bmm", FP32_GEMM, 300, {"grid": (32, 64, 1)}),
+        ("aten::linear", BF16_GEMM, 3_000, {"grid": (32, 64, 1)}),
+    ]
+    for k in range(steps):
+        s = k * 10_000 * US
+        gpu = s + 100 * US
+        for i, (op_name, kernel, dur, kw) in enumerate(plan):
+            op = sc.op(op_name, s + i * 20 * US, 10 * US)
+            sc.launch(op, kernel, s + i * 20 * US + 2 * US, gpu, dur * US, **kw)
+            gpu += dur * US
+    sc.expected = {
+        "sm_count": 108,
+        "small_grid_idle_ns": round(steps * 1_000 * US * (108 - 16) / 108),
+        "low_occupancy_pct": 12.5,
+        "fp32_ns": steps * 4_300 * US,
+        "claimed_by_hot_ops": ["aten::mm"],
+        "fp32_impact_ns": steps * 300 * US // 2,
+    }
+    return sc
