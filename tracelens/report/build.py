@@ -15,6 +15,7 @@ from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
 from tracelens.llm.section import llm_section
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 
@@ -81,6 +82,7 @@ def build_report_from_db(
         "trace": trace,
         "devices": device_summaries(db),
         "metrics": trace_metrics(db),
+        "workload": workload_of(db).to_dict(),
         "findings": [f.to_dict() for f in findings],
         "top_kernels": top_kernels(db, top),
         "top_ops": top_ops(db, top),

@@ -14,6 +14,7 @@ from litestar.utils.scope.state import ScopeState
 
 from tracelens.core.findings import Severity
 from tracelens.report.render.markdown import finding_markdown
+from tracelens.report.render.workload import workload_line
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
 from web.routes.api_runs import (
@@ -41,6 +42,7 @@ KNOWN_SECTIONS = frozenset(
         "devices",
         "metrics",
         "findings",
+        "workload",
         "top_kernels",
         "top_ops",
         "notes",
@@ -132,6 +134,7 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
         cur, meta = open_run_database(svc, run)
         cur.close()
         context["report"] = report
+        context["workload_text"] = workload_line(report)
         context["extra_sections"] = [
             (key, section_title(key), value)
             for key, value in report.items()

@@ -7,6 +7,7 @@ from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.llm_section import render_llm_html
+from tracelens.report.render.workload import workload_line
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2330}
@@ -52,6 +53,8 @@ def render_html(report: dict[str, Any]) -> str:
         f"<p class=muted>{escape(src['format'])} · sha256 {escape(src['sha256'][:16])}… · "
         f"tracelens {escape(report['tracelens_version'])}</p><ul>",
     ]
+    if (line := workload_line(report)) is not None:
+        out.append(f"<li>workload: {escape(line)}</li>")
     for d in report["devices"]:
         out.append(
             f"<li>GPU {d['device_id']} ({escape(str(d['name'] or 'unknown'))}): busy "

@@ -6,6 +6,7 @@ from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.llm_section import render_llm_markdown
+from tracelens.report.render.workload import workload_line
 
 
 def _cell(v: Any) -> str:
@@ -58,6 +59,8 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
     tr = report.get("trace", {})
     if "rank" in tr:
         out.append(f"- rank {tr['rank']} of {tr.get('world_size', '?')}")
+    if (line := workload_line(report)) is not None:
+        out.append(f"- workload: {_cell(line)}")
     for d in report["devices"]:
         out.append(
             f"- GPU {d['device_id']} ({d['name'] or 'unknown'}): busy {d['busy_pct']:.2f}% of "

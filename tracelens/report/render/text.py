@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.llm_section import render_llm_text
+from tracelens.report.render.workload import workload_line
 
 SEVERITY_STYLE = {
     "critical": "bold white on red",
@@ -32,6 +33,8 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
     head.add_row("format", fmt)
     if "rank" in tr:
         head.add_row("rank", f"{tr['rank']} of {tr.get('world_size', '?')}")
+    if (line := workload_line(report)) is not None:
+        head.add_row("workload", Text(line))
     for d in report["devices"]:
         head.add_row(
             f"GPU {d['device_id']}",

@@ -1,0 +1,257 @@
+"""What was recorded: the kind of workload, its framework, its GPU, what is already done.
+
+Advice has to fit the workload: no optimizer advice for inference, no TF32 on a V100, no
+PyTorch API for a CUDA C or OpenMP program, no "use FlashAttention" where attention
+already is FlashAttention, no "add torch.compile" where the code is compiled, ROCm terms on
+AMD GPUs. Every analyzer reads :func:`workload_of` (computed once per trace database from
+the canonical tables) and the report shows it as its ``workload`` section.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracelens.core.gpu_specs import GpuSpec, lookup
+from tracelens.core.tracedb import TraceDB
+
+TRAINING, INFERENCE, SERVING, COMPUTE, UNKNOWN = (
+    "training",
+    "inference",
+    "serving",
+    "compute",  # a GPU program without a framework (CUDA C, HIP, OpenMP offload)
+    "unknown",
+)
+
+# vLLM's `execute_{T}_context_{C}(...)_generation_{G}(...)` and SGLang's `step[MODE ...]`.
+ENGINE_STEP_SQL = (
+    "(regexp_matches(name, '^execute_[0-9]+_context_[0-9]+') "
+    "OR regexp_matches(name, '^step\\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)'))"
+)
+_BACKWARD_SQL = (
+    "(name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE '%Backward0' "
+    "OR name LIKE '%Backward1' OR regexp_matches(name, '^aten::[a-z_0-9]+_backward$'))"
+)
+_OPTIMIZER_SQL = "(name LIKE 'Optimizer.step#%' OR name LIKE 'Optimizer.zero_grad#%')"
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    vendor: str | None  # "nvidia" | "amd" | None when the trace does not say
+    name: str | None
+    arch: str | None
+    compute_capability: str | None
+    tensor_dtypes: tuple[str, ...]
+    spec: GpuSpec | None = field(default=None, compare=False)
+    assumed: str | None = None
+
+    def has_tensor(self, dtype: str) -> bool:
+        return dtype in self.tensor_dtypes
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str  # training | inference | serving | compute | unknown
+    kind_basis: str
+    framework: str  # pytorch | tensorrt | jax | openmp_offload | cuda | hip | unknown
+    framework_basis: str
+    gpu: GpuInfo
+    torch_compile: bool
+    cuda_graphs: bool
+    attention: str | None  # flash | efficient | triton | math_sdpa | None
+    optimizer_steps: int
+    backward_ops: int
+
+    @property
+    def is_pytorch(self) -> bool:
+        return self.framework == "pytorch"
+
+    @property
+    def is_training(self) -> bool:
+        return self.kind == TRAINING
+
+    @property
+    def amd(self) -> bool:
+        return self.gpu.vendor == "amd"
+
+    @property
+    def compiled(self) -> bool:
+        return self.torch_compile or self.framework in ("tensorrt", "jax")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "kind_basis": self.kind_basis,
+            "framework": self.framework,
+            "framework_basis": self.framework_basis,
+            "gpu": {
+                "vendor": self.gpu.vendor,
+                "name": self.gpu.name,
+                "model": self.gpu.spec.name if self.gpu.spec else None,
+                "arch": self.gpu.arch,
+                "compute_capability": self.gpu.compute_capability,
+                "tensor_core_dtypes": list(self.gpu.tensor_dtypes),
+                "assumed": self.gpu.assumed,
+            },
+            "compiled": {"torch_compile": self.torch_compile, "cuda_graphs": self.cuda_graphs},
+            "attention": self.attention,
+        }
+
+
+def workload_of(db: TraceDB) -> Workload:
+    """The workload of ``db``'s trace, computed once and kept on the TraceDB."""
+    cached = getattr(db, "_workload", None)
+    if cached is None:
+        cached = _detect(db)
+        db._workload = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _count(db: TraceDB, table: str, where: str) -> int:
+    return int(db.scalar(f"SELECT count(*) FROM {table} WHERE {where}") or 0)
+
+
+def _detect(db: TraceDB) -> Workload:
+    gpu = _gpu(db)
+    backward = _count(db, "cpu_ops", _BACKWARD_SQL)
+    optimizer = _count(db, "ranges", _OPTIMIZER_SQL) + _count(db, "cpu_ops", _OPTIMIZER_SQL)
+    aten = _count(db, "cpu_ops", "name LIKE 'aten::%'")
+    python = _count(db, "cpu_ops", "category = 'python_function'")
+    llm = _count(db, "ranges", "name LIKE 'llm.%'")
+    engine = _count(db, "ranges", ENGINE_STEP_SQL)
+    api_names = {
+        r[0] for r in db.rows("SELECT DISTINCT name FROM api_calls WHERE name IS NOT NULL")
+    }
+    domains = {
+        r[0] for r in db.rows("SELECT DISTINCT domain FROM ranges WHERE domain IS NOT NULL") if r[0]
+    }
+    kernel_names = [
+        r[0]
+        for r in db.rows(
+            "SELECT name FROM kernels GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 400"
+        )
+    ]
+    if backward or optimizer:
+        parts = []
+        if backward:
+            parts.append(f"{backward:,} backward operators")
+        if optimizer:
+            parts.append(f"{optimizer:,} optimizer steps")
+        kind, basis = TRAINING, " and ".join(parts)
+    elif engine or llm:
+        kind = SERVING
+        basis = (
+            f"{engine:,} serving-engine step annotations" if engine else f"{llm:,} LLM annotations"
+        )
+    elif aten or python:
+        kind, basis = INFERENCE, "framework operators without backward or optimizer steps"
+    elif kernel_names or api_names:
+        kind, basis = COMPUTE, "GPU work without framework operators"
+    else:
+        kind, basis = UNKNOWN, "nothing recorded says"
+
+    hip = any(n.startswith("hip") for n in api_names)
+    if aten or python or _count(db, "ranges", "name LIKE 'ProfilerStep#%'"):
+        framework, fbasis = "pytorch", "PyTorch operators"
+    elif "TensorRT" in domains or any(n.startswith("TensorRT") for n in domains):
+        framework, fbasis = "tensorrt", "TensorRT NVTX ranges"
+    elif any(re.match(r"(?i)xla|jax|jit_", d) for d in domains) or _count(
+        db, "ranges", "name LIKE 'XlaModule%' OR name LIKE 'jit_%'"
+    ):
+        framework, fbasis = "jax", "XLA/JAX ranges"
+    elif any(n.startswith("__tgt") for n in api_names) or any(
+        "__omp_offloading" in k for k in kernel_names
+    ):
+        framework, fbasis = "openmp_offload", "OpenMP target offload kernels or runtime calls"
+    elif api_names or kernel_names:
+        framework = "hip" if hip or gpu.vendor == "amd" else "cuda"
+        fbasis = "runtime API calls and kernels without framework operators"
+    else:
+        framework, fbasis = "unknown", "nothing recorded says"
+    if framework == "tensorrt" and kind == COMPUTE:
+        kind, basis = INFERENCE, "a TensorRT engine"
+
+    compiled_kernels = sum(1 for k in kernel_names if k.startswith(("triton_", "triton__")))
+    compiled_ops = _count(
+        db,
+        "cpu_ops",
+        "name LIKE 'Torch-Compiled Region%' OR name LIKE 'CompiledFunction%' "
+        "OR name LIKE '%inductor%'",
+    )
+    graphs = bool(api_names & {"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"})
+    return Workload(
+        kind=kind,
+        kind_basis=basis,
+        framework=framework,
+        framework_basis=fbasis,
+        gpu=gpu,
+        torch_compile=bool(compiled_kernels or compiled_ops),
+        cuda_graphs=graphs,
+        attention=_attention(db, kernel_names),
+        optimizer_steps=optimizer,
+        backward_ops=backward,
+    )
+
+
+def _attention(db: TraceDB, kernel_names: list[str]) -> str | None:
+    ops = {
+        r[0]
+        for r in db.rows(
+            "SELECT DISTINCT name FROM cpu_ops WHERE name LIKE 'aten::_%attention%' "
+            "OR name LIKE 'aten::scaled_dot_product%'"
+        )
+    }
+    text = " ".join(kernel_names)
+    if any("flash" in o for o in ops) or re.search(r"(?i)flash|fmha_|attn_fwd|fwd_kernel", text):
+        return "flash"
+    if any("efficient" in o for o in ops) or re.search(
+        r"(?i)mem_efficient|efficient_attention", text
+    ):
+        return "efficient"
+    if re.search(r"(?i)unified_attention|paged_attention|attention_kernel", text):
+        return "fused"
+    if any("math" in o for o in ops):
+        return "math_sdpa"
+    return None
+
+
+def _gpu(db: TraceDB) -> GpuInfo:
+    row = db.rows(
+        "SELECT name, compute_capability, sm_count FROM devices "
+        "WHERE device_id IN (SELECT device_id FROM kernels) ORDER BY device_id LIMIT 1"
+    ) or db.rows("SELECT name, compute_capability, sm_count FROM devices ORDER BY 1 LIMIT 1")
+    name, cc, sms = row[0] if row else (None, None, None)
+    assumed = None
+    amd_api = bool(db.scalar("SELECT count(*) FROM api_calls WHERE name LIKE 'hip%'"))
+    cuda_api = bool(
+        db.scalar("SELECT count(*) FROM api_calls WHERE name LIKE 'cuda%' OR name LIKE 'cu%'")
+    )
+    if not name:
+        # The active device's properties may be empty (some ROCm traces): the host's other
+        # GPUs, when all of one model, name it.
+        others = {
+            part.split(":", 1)[1].strip()
+            for part in (db.info.get("host_gpus_without_work") or "").split(",")
+            if ":" in part and part.split(":", 1)[1].strip()
+        }
+        if len(others) == 1:
+            name = others.pop()
+            assumed = f"named after the host's other GPUs ({name})"
+    spec = lookup(
+        name, cc, sms, vendor_hint="amd" if amd_api else None, gfx_arch=db.info.get("gcn_arch")
+    )
+    vendor = (
+        spec.vendor if spec else ("amd" if amd_api else ("nvidia" if name or cuda_api else None))
+    )
+    if spec and spec.assumed:
+        assumed = f"{assumed}; {spec.assumed}" if assumed else spec.assumed
+    return GpuInfo(
+        vendor=vendor,
+        name=name or None,
+        arch=spec.arch.name if spec else None,
+        compute_capability=cc,
+        tensor_dtypes=spec.arch.tensor_dtypes if spec else (),
+        spec=spec,
+        assumed=assumed,
+    )
