@@ -6,6 +6,7 @@ from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.llm_section import render_llm_markdown
+from tracelens.report.render.minor import minor_line, split_minor
 from tracelens.report.render.workload import workload_line
 
 
@@ -76,18 +77,22 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
     out.append("")
     out += render_llm_markdown(report)
     out += ["## Findings", ""]
-    findings = report["findings"][:max_findings] if max_findings else report["findings"]
+    shown = report["findings"][:max_findings] if max_findings else report["findings"]
+    findings, minor = split_minor(shown)
     if not findings:
-        out += ["No findings.", ""]
-    out += ["| # | severity | impact | finding |", "|---|---|---|---|"]
-    for i, f in enumerate(findings, 1):
-        out.append(
-            f"| {i} | {f['severity']} | {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.1f}%) | "
-            f"{_cell(f['title'])} |"
-        )
-    out.append("")
+        out += ["No significant findings." if minor else "No findings.", ""]
+    else:
+        out += ["| # | severity | impact | finding |", "|---|---|---|---|"]
+        for i, f in enumerate(findings, 1):
+            out.append(
+                f"| {i} | {f['severity']} | {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.1f}%) | "
+                f"{_cell(f['title'])} |"
+            )
+        out.append("")
     for f in findings:
         out.append(finding_markdown(f))
+    if minor:
+        out += [_cell(minor_line(minor)), ""]
     if report.get("top_kernels"):
         out += [
             "## Top kernels",

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.llm_section import render_llm_text
+from tracelens.report.render.minor import minor_line, split_minor
 from tracelens.report.render.workload import workload_line
 
 SEVERITY_STYLE = {
@@ -55,9 +56,12 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
     console.print(Panel(head, title=f"tracelens {report['tracelens_version']}", expand=False))
     render_llm_text(report, console)
 
-    findings = report["findings"][:max_findings] if max_findings else report["findings"]
+    shown = report["findings"][:max_findings] if max_findings else report["findings"]
+    findings, minor = split_minor(shown)
     if not findings:
-        console.print("[green]No findings.[/green]")
+        console.print(
+            "[green]No significant findings.[/green]" if minor else "[green]No findings.[/green]"
+        )
     else:
         table = Table(title="Findings, ranked by the time they would give back", expand=True)
         table.add_column("#", justify="right")
@@ -86,6 +90,8 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
                     border_style=SEVERITY_STYLE[f["severity"]].replace("bold ", ""),
                 )
             )
+    if minor:
+        console.print(Text(minor_line(minor), style="dim"))
     for title, rows in (
         ("Top kernels", report.get("top_kernels")),
         ("Top operators (GPU time launched)", report.get("top_ops")),
