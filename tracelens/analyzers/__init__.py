@@ -20,6 +20,7 @@ from tracelens.analyzers import (
     steps,
     sync_stalls,
     variance,
+    warmup,
 )
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
@@ -39,6 +40,7 @@ ANALYZERS: list[ModuleType] = [
     memory,
     communication,
     occupancy,
+    warmup,
 ]
 
 
@@ -47,4 +49,5 @@ def run_all(db: TraceDB, thresholds: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
     for module in ANALYZERS:
         findings.extend(module.analyze(db, thresholds))
+    findings = warmup.leave_out_warmup(findings, db, thresholds)
     return rank(findings, thresholds)

@@ -117,6 +117,17 @@ class Thresholds:
     # LLM: ... and a decode step runs at least this many kernels.
     llm_launch_bound_min_kernels: int = 20
 
+    # Warm-up: a first call of an operator (same shapes) this many times slower than its
+    # later calls is warm-up ...
+    warmup_first_call_factor: float = 10.0
+    # ... when it is also at least this much slower (ns); runtime calls such as cudaMalloc
+    # or stream creation lasting this long count as lazy initialization.
+    warmup_min_call_ns: int = 1_000_000
+    # Warm-up: evidence that starts after this share of the window is not warm-up.
+    warmup_max_start_pct: float = 50.0
+    # Warm-up: the capture is "mostly warm-up" (a finding) when the span covers this share.
+    warmup_min_share_pct: float = 20.0
+
     @classmethod
     def with_overrides(cls, overrides: dict[str, str]) -> Thresholds:
         known = {f.name: f for f in fields(cls)}

@@ -1,0 +1,379 @@
+"""Captures that are mostly warm-up: first calls, autotuning, compilation, lazy loading.
+
+A profile that starts with the program is dominated by what happens once: CUDA context
+and cuDNN/MIOpen initialization, the caching allocator's first ``cudaMalloc`` calls,
+cuDNN trying algorithms for each new convolution, JIT compilation (NVRTC, nvFuser,
+Triton/Inductor), lazy module loading. None of it is in the steady state a user tunes,
+and analyzing it as if it were gives wrong advice ("erratic" first convolutions, "set
+cudnn.benchmark" for a capture that shows autotuning).
+
+Evidence, each an interval on the host:
+
+- ranges the program itself named warm-up (``warmup``, ``warm_up``, ``warm-up``);
+- first calls of an operator (same input shapes) at least ``warmup_first_call_factor``
+  times slower than its later calls;
+- convolution calls whose kernels differ from the later calls of the same operator and
+  shapes (cuDNN/MIOpen choosing an algorithm), and ``cudnnFind*``/``miopenFind*`` calls;
+- compilation: NVRTC/hipRTC calls, module loading, Inductor/Dynamo/Triton/nvFuser ranges;
+- lazy initialization: runtime calls such as ``cudaMalloc``/``cudaFree``/stream creation
+  lasting at least ``warmup_min_call_ns``.
+
+The warm-up span runs from the start of the analysed window to the end of the last such
+interval that starts in the first ``warmup_max_start_pct`` of the window. When it covers at
+least ``warmup_min_share_pct`` of the window, the finding says so, with its share and how
+to record a steady state; its impact is the span (time a steady-state capture would not
+contain). Idle-GPU findings then leave the span out (their idle time inside it is counted
+here), operator-variance findings about slow first calls are explained by it, and every
+other finding whose time ranges fall in the span says that it includes warm-up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
+
+ANALYZER = "warmup"
+
+_WARMUP_NAME = r"(?i)(^|[^a-z])warm[-_ ]?up"
+_COMPILE_API = (
+    "name LIKE 'nvrtc%' OR name LIKE 'hiprtc%' OR name LIKE 'cuModuleLoad%' "
+    "OR name LIKE 'cuLibraryLoad%' OR name LIKE 'hipModuleLoad%' OR name LIKE 'cuLinkComplete%'"
+)
+# Paths of the compilers' Python code (a Python-function event) or their range names.
+_COMPILE_HOST = (
+    r"(torch/_inductor/|torch/_dynamo/|compile_fx|triton/compiler/|(?i:nvfuser)|jit_compile)"
+)
+# Shorter compiler calls are bookkeeping ("is it compiling?"), not compilation.
+_MIN_COMPILE_NS = 100_000
+_AUTOTUNE_API = "name LIKE 'cudnnFind%' OR name LIKE 'miopenFind%'"
+_LAZY_API = (
+    "name IN ('cudaMalloc', 'cudaFree', 'cudaHostAlloc', 'cudaMallocHost', 'cudaSetDevice',"
+    " 'cudaGetDeviceProperties', 'cudaDeviceGetStreamPriorityRange', 'cudaStreamCreate',"
+    " 'cudaStreamCreateWithFlags', 'cudaStreamCreateWithPriority', 'cuInit', 'cuCtxCreate',"
+    " 'cuDevicePrimaryCtxRetain', 'hipMalloc', 'hipFree', 'hipHostMalloc', 'hipInit',"
+    " 'hipSetDevice', 'hipStreamCreate', 'hipStreamCreateWithFlags', 'hipGetDeviceProperties',"
+    " 'hipGetDevicePropertiesR0600')"
+)
+_CONV_OPS = "({n} LIKE '%convolution%' OR {n} LIKE '%conv2d%' OR {n} LIKE '%conv3d%')"
+
+
+# "GPU 0 idle 902 ms (7.0% of its window)" in an idle_gpu title.
+_IDLE_AMOUNT = re.compile(r"idle [0-9.,]+ [a-zµ]+ \([0-9.]+% of its window\)")
+
+
+# The clause of convolution advice that turns on cuDNN's algorithm search.
+_BENCHMARK_ADVICE = re.compile(
+    r",? (?:and )?`torch\.backends\.cudnn\.benchmark = True`[^.;]*(?=[.;])"
+)
+
+
+@dataclass
+class WarmupSpan:
+    start_ns: int
+    end_ns: int
+    # evidence kind -> (host time in the span, examples)
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+def warmup_span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
+    """The warm-up span of ``db``'s trace (computed once), or None when there is none."""
+    key = (t.warmup_first_call_factor, t.warmup_min_call_ns, t.warmup_max_start_pct)
+    cache: dict[Any, WarmupSpan | None] = db.__dict__.setdefault("_warmup_spans", {})
+    if key not in cache:
+        cache[key] = _span(db, t)
+    return cache[key]
+
+
+def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
+    first_calls = db.dicts(
+        """WITH x AS (
+               SELECT op_id, name, input_shapes, depth, start_ns, end_ns,
+                      end_ns - start_ns AS d,
+                      row_number() OVER (PARTITION BY name, input_shapes
+                                         ORDER BY start_ns, op_id) AS seq,
+                      count(*) OVER (PARTITION BY name, input_shapes) AS n
+               -- Python-function events have no shapes and nest (the first _call_impl is
+               -- the whole model): only operators with recorded shapes are compared.
+               FROM cpu_ops
+               WHERE input_shapes IS NOT NULL AND coalesce(category, '') != 'python_function'),
+           later AS (SELECT name, input_shapes, median(d) AS m FROM x WHERE seq > 1
+                     GROUP BY name, input_shapes)
+           SELECT x.op_id, x.name, x.depth, x.start_ns, x.end_ns, x.d - l.m AS excess_ns
+           FROM x JOIN later l ON l.name = x.name
+                AND l.input_shapes IS NOT DISTINCT FROM x.input_shapes
+           WHERE x.seq = 1 AND x.n >= 2 AND x.d >= ? * greatest(l.m, 1)
+             AND x.d - l.m >= ?
+           ORDER BY x.start_ns, x.depth""",
+        [t.warmup_first_call_factor, t.warmup_min_call_ns],
+    )
+    algo_changes: list[dict[str, Any]] = []
+    if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE {_CONV_OPS.format(n='name')}") and db.scalar(
+        "SELECT count(*) FROM kernels"
+    ):
+        build_kernel_attribution(db)
+        # The kernels a convolution call ran, as a set; a first call whose set differs from
+        # the one its later calls settle on was choosing an algorithm.
+        algo_changes = db.dicts(
+            f"""WITH calls AS (
+                   SELECT o.op_id, o.name, o.input_shapes, o.start_ns, o.end_ns,
+                          list_sort(list_distinct(list(k.kernel_name))) AS kset,
+                          row_number() OVER (PARTITION BY o.name, o.input_shapes
+                                             ORDER BY o.start_ns, o.op_id) AS seq
+                   FROM cpu_ops o JOIN kernel_ops k ON k.op_id = o.op_id
+                   WHERE {_CONV_OPS.format(n="o.name")}
+                   GROUP BY o.op_id, o.name, o.input_shapes, o.start_ns, o.end_ns),
+               settled AS (
+                   SELECT name, input_shapes, mode(kset) AS kset, count(*) AS n FROM calls
+                   WHERE seq > 1 GROUP BY name, input_shapes)
+               SELECT c.op_id, c.name, c.start_ns, c.end_ns, len(c.kset) AS kernels
+               FROM calls c JOIN settled s ON s.name = c.name
+                    AND s.input_shapes IS NOT DISTINCT FROM c.input_shapes
+               WHERE c.seq = 1 AND c.kset != s.kset
+               ORDER BY c.start_ns"""
+        )
+    autotune_api = db.dicts(
+        f"SELECT name, start_ns, end_ns FROM api_calls WHERE {_AUTOTUNE_API} ORDER BY start_ns"
+    )
+    compile_rows = db.dicts(
+        f"""SELECT * FROM (
+                SELECT name, start_ns, end_ns FROM api_calls WHERE {_COMPILE_API}
+                UNION ALL
+                SELECT name, start_ns, end_ns FROM cpu_ops WHERE regexp_matches(name, ?)
+                UNION ALL
+                SELECT name, start_ns, end_ns FROM ranges
+                WHERE device_id IS NULL AND regexp_matches(name, ?))
+            WHERE end_ns - start_ns >= ? ORDER BY start_ns, name""",
+        [_COMPILE_HOST, _COMPILE_HOST, _MIN_COMPILE_NS],
+    )
+    lazy = db.dicts(
+        f"""SELECT name, start_ns, end_ns FROM api_calls
+            WHERE ({_LAZY_API}) AND end_ns - start_ns >= ? ORDER BY start_ns""",
+        [t.warmup_min_call_ns],
+    )
+    named = db.dicts(
+        """SELECT name, start_ns, end_ns FROM ranges
+           WHERE device_id IS NULL AND regexp_matches(name, ?) ORDER BY start_ns""",
+        [_WARMUP_NAME],
+    )
+    return {
+        "annotated": named,
+        "first_calls": first_calls,
+        "autotuning": algo_changes + autotune_api,
+        "compilation": compile_rows,
+        "lazy_init": lazy,
+    }
+
+
+def _union_ns(rows: list[dict[str, Any]], lo: int, hi: int) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(lo, r["start_ns"]), min(hi, r["end_ns"])) for r in rows):
+        if e <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s  # type: ignore[operator]
+    return total
+
+
+def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
+    w_start, w_end = db.window
+    window = w_end - w_start
+    if window <= 0:
+        return None
+    latest_start = w_start + window * t.warmup_max_start_pct / 100.0
+    evidence = _intervals(db, t)
+    end = w_start
+    for rows in evidence.values():
+        for r in rows:
+            if r["start_ns"] <= latest_start and r["end_ns"] > end:
+                end = min(int(r["end_ns"]), w_end)
+    if end <= w_start:
+        return None
+    span = WarmupSpan(w_start, end)
+    for kind, rows in evidence.items():
+        inside = [r for r in rows if r["start_ns"] < end and r["end_ns"] > w_start]
+        if not inside:
+            continue
+        span.kinds[kind] = {"host_ns": _union_ns(inside, w_start, end), "rows": inside}
+    return span
+
+
+_KIND_TEXT = {
+    "annotated": "ranges the program names warm-up",
+    "first_calls": "first calls of operators far slower than their later calls",
+    "autotuning": "convolutions choosing an algorithm (kernels differ from the later calls)",
+    "compilation": "JIT compilation and module loading",
+    "lazy_init": "lazy initialization and first allocations",
+}
+
+
+def _examples(kind: str, rows: list[dict[str, Any]]) -> list[str]:
+    if kind == "first_calls":
+        # the innermost of nested slow first calls names the work (cudnn_convolution, not conv2d)
+        deepest = sorted(rows, key=lambda r: (-int(r.get("excess_ns") or 0), -int(r["depth"] or 0)))
+        seen: list[str] = []
+        for r in deepest:
+            if r["name"] not in seen:
+                seen.append(r["name"])
+        return [f"`{n}`" for n in seen[:3]]
+    by_name: dict[str, int] = {}
+    for r in rows:
+        by_name[r["name"]] = by_name.get(r["name"], 0) + int(r["end_ns"] - r["start_ns"])
+    top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    return [f"`{n}` ({fmt_ns(ns)})" for n, ns in top]
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    span = warmup_span(db, t)
+    if span is None:
+        return []
+    share = db.pct_of_window(span.duration_ns)
+    if share < t.warmup_min_share_pct:
+        return []
+    w = workload_of(db)
+    parts = []
+    for kind in ("annotated", "lazy_init", "compilation", "autotuning", "first_calls"):
+        info = span.kinds.get(kind)
+        if not info:
+            continue
+        parts.append(
+            f"{_KIND_TEXT[kind]} ({fmt_ns(info['host_ns'])} on the host: "
+            f"{', '.join(_examples(kind, info['rows']))})"
+        )
+    steady = db.window_ns - span.duration_ns
+    nsys = db.info.get("format") == "nsys_sqlite"
+    if w.is_pytorch:
+        how = (
+            "Record a steady state: skip the first iterations with "
+            "`torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=2, "
+            "active=3), ...)` and call `prof.step()` each iteration, or start the profiler "
+            "after a few warm-up iterations"
+        )
+        if nsys:
+            how += (
+                "; under Nsight Systems use `nsys profile --capture-range=cudaProfilerApi` "
+                "with `torch.cuda.profiler.start()`/`stop()` around steady-state iterations"
+            )
+    else:
+        how = (
+            "Record a steady state: run the warm-up iterations first and profile only "
+            "later ones, e.g. `nsys profile --capture-range=cudaProfilerApi` with "
+            "`cudaProfilerStart()`/`cudaProfilerStop()` around them"
+        )
+    if "autotuning" in span.kinds:
+        how += (
+            ". The capture shows the convolution algorithm search itself: it runs once per "
+            "new input shape, so keep shapes fixed in the steady state rather than tuning "
+            "for it"
+        )
+    advice = (
+        how + f". Only {fmt_ns(max(steady, 0))} of this window is after the warm-up; the other "
+        "findings describe that part, or say where they include warm-up."
+    )
+    return [
+        Finding(
+            id=finding_id(ANALYZER, "capture"),
+            analyzer=ANALYZER,
+            title=f"This capture is mostly warm-up: the first {fmt_ns(span.duration_ns)} "
+            f"({share:.1f}% of the window) run once per process, not in the steady state",
+            severity=severity_for(share, t),
+            impact_ns=span.duration_ns,
+            impact_pct=share,
+            impact_basis="The warm-up span: time a steady-state capture would not contain. "
+            "Idle GPU time inside it is counted here, not by idle_gpu.",
+            summary="From the start of the window to "
+            f"{fmt_ns(span.duration_ns)} the host was warming up: " + "; ".join(parts) + ".",
+            evidence={
+                "span_start_offset_ns": 0,
+                "span_end_offset_ns": span.duration_ns,
+                "share_pct": round(share, 3),
+                "steady_state_ns": max(steady, 0),
+                "evidence": {
+                    k: {"host_ns": v["host_ns"], "count": len(v["rows"])}
+                    for k, v in sorted(span.kinds.items())
+                },
+            },
+            advice=advice,
+            time_ranges=[TimeRange(span.start_ns, span.end_ns, None, "warm-up")],
+        )
+    ]
+
+
+def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> list[Finding]:
+    """Make the other findings leave the warm-up span out, or say they include it."""
+    if not any(f.analyzer == ANALYZER for f in findings):
+        return findings
+    span = warmup_span(db, t)
+    if span is None:
+        return findings
+    kept: list[Finding] = []
+    for f in findings:
+        if f.analyzer == ANALYZER:
+            kept.append(f)
+            continue
+        if "autotuning" in span.kinds and "cudnn.benchmark" in f.advice:
+            # The capture shows the algorithm search running: turning it on is no advice.
+            f.advice = _BENCHMARK_ADVICE.sub("", f.advice)
+        if f.analyzer == "idle_gpu" and "device_id" in f.evidence and "cause" in f.evidence:
+            inside = int(
+                db.scalar(
+                    """SELECT coalesce(sum(least(end_ns, ?) - greatest(start_ns, ?)), 0)
+                       FROM gaps WHERE device_id = ? AND cause = ?
+                         AND end_ns > ? AND start_ns < ?""",
+                    [
+                        span.end_ns,
+                        span.start_ns,
+                        f.evidence["device_id"],
+                        f.evidence["cause"],
+                        span.start_ns,
+                        span.end_ns,
+                    ],
+                )
+                or 0
+            )
+            if inside >= f.impact_ns:
+                continue  # all of it is warm-up
+            if inside > 0:
+                rest = f.impact_ns - inside
+                f.impact_pct = f.impact_pct * rest / f.impact_ns if f.impact_ns else 0.0
+                f.impact_ns = rest
+                f.title = _IDLE_AMOUNT.sub(f"idle {fmt_ns(rest)} after the warm-up", f.title, 1)
+                f.impact_basis += (
+                    f" {fmt_ns(inside)} of these gaps fall in the warm-up span and are "
+                    "counted by the warm-up finding; this is the rest."
+                )
+            kept.append(f)
+            continue
+        if (
+            f.analyzer == "variance"
+            and f.evidence.get("slow_instances")
+            and (
+                f.evidence.get("slow_instances_in_first_calls") == f.evidence.get("slow_instances")
+            )
+        ):
+            continue  # slow first calls: that is the warm-up, already reported
+        if f.time_ranges and all(
+            r.end_ns <= span.end_ns and r.start_ns >= span.start_ns for r in f.time_ranges
+        ):
+            f.impact_basis += " All of its time ranges fall in the warm-up span."
+        elif any(r.start_ns < span.end_ns for r in f.time_ranges):
+            f.impact_basis += " Some of its time ranges fall in the warm-up span."
+        kept.append(f)
+    return kept
