@@ -23,6 +23,7 @@ from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.errors import TraceInputError
 from ingest.limits import IngestLimits
+from ingest.redact_tables import redact_tables
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -174,6 +175,7 @@ def load_trace(
             if on_progress is not None:
                 on_progress(size, size)
         derive_gaps(con)
+        redact_tables(con)
         set_info(
             con,
             {
@@ -208,6 +210,26 @@ def load_trace(
     return LoadedTrace(
         con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
     )
+
+
+def is_tracelens_database(path: Path) -> bool:
+    """Whether ``path`` is a trace database tracelens wrote (safe to replace with --db)."""
+    try:
+        with path.open("rb") as f:
+            if f.read(12)[8:12] != b"DUCK":
+                return False
+        con = duckdb.connect(str(path), read_only=True)
+    except (OSError, duckdb.Error):
+        return False
+    try:
+        row = con.execute(
+            "SELECT value FROM trace_info WHERE key = 'tracelens_schema_version'"
+        ).fetchone()
+        return row is not None
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
 
 
 def _remove_db_files(p: Path) -> None:

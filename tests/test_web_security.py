@@ -184,8 +184,21 @@ def test_api_token_command_creates_lists_and_revokes(tmp_path: Path, planted: Pa
         wait_done(client, ok.json()["id"])
     revoked = runner.invoke(main, ["api-token", "revoke", "ci", "--data-dir", str(data_dir)])
     assert revoked.exit_code == 0
-    with client_for(make_settings(data_dir)) as client:  # no tokens left: open again
+    listed = runner.invoke(main, ["api-token", "list", "--data-dir", str(data_dir)])
+    assert "revoked" in listed.output
+    # Revoking the last token locks writes; it never opens them (that was a bug: an
+    # operator revoking a leaked token turned authentication off).
+    with client_for(make_settings(data_dir)) as client:
+        assert client.delete(f"/api/runs/{ok.json()['id']}").status_code == 401
+        assert (
+            upload(client, planted, headers={"authorization": f"Bearer {token}"}).status_code == 401
+        )
+    # Running without tokens again is an explicit choice.
+    with client_for(make_settings(data_dir, open_access=True)) as client:
         assert client.delete(f"/api/runs/{ok.json()['id']}").status_code == 204
+    # A revoked name can be given to a new token.
+    again = runner.invoke(main, ["api-token", "create", "ci", "--data-dir", str(data_dir)])
+    assert again.exit_code == 0 and again.output.strip() != token
 
 
 def test_uploaded_file_names_never_reach_the_filesystem(tmp_path: Path, planted: Path) -> None:

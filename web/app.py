@@ -10,7 +10,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Litestar, get
 from litestar.config.response_cache import ResponseCacheConfig
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
@@ -24,12 +24,14 @@ from tracelens.core.units import fmt_bytes, fmt_ns
 from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
+from web.redis_check import redis_status
 from web.routes import api_runs, api_timeline, compare, pages
 from web.run_data import RunData
 from web.security import (
     AccessControl,
     csrf_config,
     rate_limit_config,
+    reject_nul_middleware,
     security_headers_middleware,
     store_registry,
 )
@@ -74,9 +76,17 @@ def _template_engine() -> JinjaTemplateEngine:
     return JinjaTemplateEngine.from_environment(env)
 
 
-@get("/api/health", summary="Liveness", sync_to_thread=False)
-def health() -> dict[str, Any]:
-    return {"status": "ok", "version": __version__}
+@get(
+    "/api/health", summary="Liveness, and whether the configured Redis answers", sync_to_thread=True
+)
+def health(svc: NamedDependency[Services]) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": "ok", "version": __version__}
+    redis = redis_status(svc.settings.redis_url)
+    if redis is not None:
+        body["redis"] = redis
+        if redis != "ok":
+            body["status"] = "degraded"
+    return body
 
 
 def app_from_env() -> Litestar:
@@ -135,7 +145,11 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
         ),
         exception_handlers=EXCEPTION_HANDLERS,
         csrf_config=csrf_config(settings),
-        middleware=[security_headers_middleware, rate_limit_config(settings).middleware],
+        middleware=[
+            reject_nul_middleware,
+            security_headers_middleware,
+            rate_limit_config(settings).middleware,
+        ],
         stores=store_registry(settings),
         response_cache_config=ResponseCacheConfig(),
         on_startup=[on_startup],

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from tracelens.cli.options import fail
+
 # Fail at import, not mid-command: the core CLI then lists these commands as unavailable
 # and says which extra to install, instead of a traceback from a lazy import.
 _MISSING = [
@@ -46,8 +48,19 @@ if _MISSING:
     show_default=True,
     help="Server processes sharing the port (with Redis, rate limits are shared too).",
 )
+@click.option(
+    "--open",
+    "open_access",
+    is_flag=True,
+    help="Accept writes without a token even though catalog tokens exist or existed.",
+)
 def serve(
-    host: str, port: int, data_dir: Path | None, ingest_workers: int | None, processes: int
+    host: str,
+    port: int,
+    data_dir: Path | None,
+    ingest_workers: int | None,
+    processes: int,
+    open_access: bool,
 ) -> None:
     """Serve the web app: upload traces, follow ingestion, share findings."""
     import uvicorn
@@ -55,11 +68,28 @@ def serve(
     from web.app import create_app
     from web.settings import Settings
 
-    overrides = {"ingest_workers": ingest_workers} if ingest_workers else {}
+    overrides: dict[str, object] = {"ingest_workers": ingest_workers} if ingest_workers else {}
+    if open_access:
+        overrides["open_access"] = True
+    from web.redis_check import redis_status
+
     settings = Settings.from_env(data_dir, **overrides)
+    redis = redis_status(settings.redis_url)
+    if redis is not None and redis.startswith("invalid"):
+        fail(f"TRACELENS_REDIS_URL: {redis}")
+    if redis is not None and redis != "ok":
+        click.echo(
+            f"tracelens: warning: Redis at TRACELENS_REDIS_URL is {redis}; uploads answer 503 "
+            "until it is back",
+            err=True,
+        )
     click.echo(f"tracelens: data in {settings.data_dir}; serving on http://{host}:{port}/")
     if processes == 1:
-        app = create_app(settings)
+        try:
+            app = create_app(settings)
+        except Exception as exc:  # the catalog database refuses: one line, not a traceback
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            fail(f"cannot open the catalog database ({first})")
         uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
         return
     # Worker processes build their own app from the environment: hand the options down.
@@ -113,29 +143,29 @@ def create_api_token(name: str, data_dir: Path | None) -> None:
         with catalog.session() as s:
             token = create_token(s, name)
     except IntegrityError:
-        raise click.ClickException(f"a token named {name!r} exists already") from None
+        fail(f"a token named {name!r} exists already")
     click.echo(token)
 
 
 @api_token.command("list")
 @_data_dir_option
 def list_api_tokens(data_dir: Path | None) -> None:
-    """List token names and when they were created."""
+    """List token names, when they were created, and whether they are revoked."""
     from web.catalog.tokens import list_tokens
 
     with _catalog(data_dir).session() as s:
-        for name, created in list_tokens(s):
-            click.echo(f"{name}\t{created}")
+        for name, created, revoked in list_tokens(s):
+            click.echo(f"{name}\t{created}" + (f"\trevoked {revoked}" if revoked else ""))
 
 
 @api_token.command("revoke")
 @click.argument("name")
 @_data_dir_option
 def revoke_api_token(name: str, data_dir: Path | None) -> None:
-    """Delete the token called NAME."""
+    """Revoke the token called NAME (writes stay locked even when none is left)."""
     from web.catalog.tokens import revoke_token
 
     with _catalog(data_dir).session() as s:
         if not revoke_token(s, name):
-            raise click.ClickException(f"no token named {name!r}")
+            fail(f"no token named {name!r}")
     click.echo(f"revoked {name}")

@@ -47,13 +47,35 @@ def upload_error_handler(request: Request[Any, Any, Any], exc: UploadError) -> R
     return _respond(request, exc.status, exc.message)
 
 
+def redis_down_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """The rate-limit store is unreachable: a clear, retryable refusal, not a 500."""
+    log.warning("Redis unreachable on %s %s: %s", request.method, request.url.path, exc)
+    response = _respond(
+        request,
+        503,
+        "the service's Redis (rate-limit store) is unreachable; try again shortly",
+    )
+    response.headers["Retry-After"] = str(REDIS_RETRY_AFTER_S)
+    return response
+
+
 def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return _respond(request, 500, "internal server error (see the service log)")
 
+
+REDIS_RETRY_AFTER_S = 30
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     HTTPException: http_exception_handler,
     UploadError: upload_error_handler,
     Exception: internal_error_handler,
 }
+try:  # redis is part of the web extra, but the app runs without a Redis URL
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    EXCEPTION_HANDLERS[RedisConnectionError] = redis_down_handler
+    EXCEPTION_HANDLERS[RedisTimeoutError] = redis_down_handler
+except ImportError:  # pragma: no cover - redis not installed
+    pass

@@ -32,6 +32,8 @@ from web.timeline_store import build_timeline_tables
 
 log = logging.getLogger("tracelens.web.ingest")
 
+# Orphaned run directories younger than this may still be an upload in flight.
+ORPHAN_AGE_S = 600.0
 # Reading the file is most of an ingest; the rest is analysis and publishing.
 _READ_SHARE = 0.85
 _PROGRESS_EVERY_S = 0.5
@@ -63,8 +65,23 @@ class IngestWorker:
         with self.catalog.session() as s:
             catalog_runs.requeue_unredacted(s, REDACTION_VERSION)
             queued = catalog_runs.recover_interrupted(s)
+            known = catalog_runs.all_run_ids(s)
+        self._remove_orphans(known)
         for run_id in queued:
             self.submit(run_id)
+
+    def _remove_orphans(self, known: set[str]) -> None:
+        """Run directories no catalog row owns (an upload cut off between moving its file
+        in and inserting its row). Recent ones may belong to an upload in flight in
+        another server process, so only those older than ORPHAN_AGE_S go."""
+        runs_dir = self.settings.runs_dir
+        if not runs_dir.is_dir():
+            return
+        now = time.time()
+        for d in runs_dir.iterdir():
+            if d.is_dir() and d.name not in known and now - d.stat().st_mtime > ORPHAN_AGE_S:
+                log.warning("removing run directory %s: no catalog row owns it", d.name)
+                RunFiles(runs_dir, d.name).remove()
 
     def submit(self, run_id: str) -> None:
         with self._lock:
@@ -174,6 +191,7 @@ class IngestWorker:
             catalog_runs.set_progress(s, run_id, generation, fraction)
 
     def _fail(self, run_id: str, generation: int, error: str) -> None:
+        RunFiles(self.settings.runs_dir, run_id).remove_partials()
         with self.catalog.session() as s:
             catalog_runs.mark_failed(s, run_id, generation, redact(error))
         self._remove_if_deleted(run_id, RunFiles(self.settings.runs_dir, run_id))

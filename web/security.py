@@ -46,6 +46,36 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 UPLOAD_PATHS = frozenset({"/api/runs", "/runs/upload"})
 
 
+def reject_nul_middleware(app: ASGIApp) -> ASGIApp:
+    """A NUL byte in a path or query is never meaningful, and PostgreSQL cannot store one.
+
+    Answer 400 at once instead of letting it reach a query (which would fail with a 500).
+    """
+    message = b'{"error":"NUL bytes are not allowed in paths or query parameters"}'
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw = (
+                bytes(scope.get("raw_path") or b"") + b"?" + bytes(scope.get("query_string") or b"")
+            )
+            if b"\x00" in raw or b"%00" in raw or "\x00" in scope.get("path", ""):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": message})
+                return
+        await app(scope, receive, send)
+
+    return middleware
+
+
 def security_headers_middleware(app: ASGIApp) -> ASGIApp:
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,6 +114,8 @@ class AccessControl:
         """Whether writes need a token; pages may use a value a moment old, checks never do."""
         if self.settings.api_tokens:
             return True
+        if self.settings.open_access:
+            return False
         checked, value = self._catalog_has_tokens
         if not fresh and time.monotonic() - checked < self.TOKENS_TTL_S:
             return value

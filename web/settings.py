@@ -13,6 +13,9 @@ Environment variables:
 - ``TRACELENS_INGEST_WORKERS``: traces ingested at once (2).
 - ``TRACELENS_SECRET_KEY``: CSRF signing key; generated once into the data directory.
 - ``TRACELENS_PUBLIC_URL``: base of permalinks when behind a proxy (default: request's host).
+- ``TRACELENS_OPEN_ACCESS``: ``1`` accepts writes without a token even though catalog tokens
+  exist or existed (``tracelens serve --open``); without it, revoking every token locks
+  writes rather than opening them.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class Settings:
     secret_key: str = field(default="", repr=False)
     # The service's address as users see it (behind a proxy), for permalinks.
     public_url: str | None = None
+    # Writes without a token although catalog tokens exist or existed (an explicit choice).
+    open_access: bool = False
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None, **overrides: object) -> Settings:
@@ -76,6 +81,8 @@ class Settings:
             "ingest_workers": max(1, _int_env("TRACELENS_INGEST_WORKERS", 2)),
             "secret_key": os.environ.get("TRACELENS_SECRET_KEY") or _stored_secret(home),
             "public_url": os.environ.get("TRACELENS_PUBLIC_URL") or None,
+            "open_access": os.environ.get("TRACELENS_OPEN_ACCESS", "").strip().lower()
+            in ("1", "true", "yes"),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

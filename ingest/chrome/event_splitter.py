@@ -469,6 +469,10 @@ class EventArraySplitter:
             raise TraceInputError(
                 self.path, f"malformed JSON outside the event array ({exc})"
             ) from None
+        except RecursionError:
+            raise TraceInputError(
+                self.path, "JSON outside the event array is nested too deeply to read"
+            ) from None
         if not isinstance(meta, dict):
             raise TraceInputError(self.path, "top-level JSON value is not an object")
         meta.pop("traceEvents", None)

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
 from ingest import TraceInputError, load_trace
-from tracelens.cli.options import EXIT_GATE, fail, parse_thresholds
+from ingest.loader import is_tracelens_database
+from tracelens.cli.options import EXIT_GATE, check_output, fail, parse_thresholds, write_output
 from tracelens.core.findings import Severity
 from tracelens.report import build_report
 from tracelens.report.render.markdown import render_markdown
@@ -24,6 +25,18 @@ from tracelens.report.render.text import render_text
 
 # Below this size ingest is quick enough that a progress bar would only flicker.
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
+
+
+def check_db_target(db_path: Path, trace: Path, force: bool) -> None:
+    """``--db`` never overwrites the input, nor (without --force) a file it did not write."""
+    if not db_path.exists():
+        return
+    if db_path.is_dir():
+        fail(f"{db_path}: is a directory; give a file name for --db")
+    if trace.exists() and (db_path.resolve() == trace.resolve() or db_path.samefile(trace)):
+        fail(f"{db_path}: --db names the input trace itself; choose another file")
+    if not force and not is_tracelens_database(db_path):
+        fail(f"{db_path}: exists and is not a tracelens database; use --force to replace it")
 
 
 def sample_trace_path() -> Path:
@@ -86,6 +99,11 @@ def sample_trace_path() -> Path:
     default=None,
     help="Write the report to this file instead of standard output.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --db: replace the file even if it is not a tracelens database.",
+)
 @click.option("--sample", is_flag=True, help="Analyze the bundled sample trace.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def analyze(
@@ -98,6 +116,7 @@ def analyze(
     rank: int | None,
     thresholds: tuple[str, ...],
     output: Path | None,
+    force: bool,
     sample: bool,
     quiet: bool,
 ) -> None:
@@ -107,6 +126,9 @@ def analyze(
     if path is None:
         raise click.UsageError("give a trace PATH (or --sample)")
     t = parse_thresholds(thresholds)
+    check_output(output)
+    if db_path is not None:
+        check_db_target(db_path, path, force)
     err = Console(stderr=True)
     size = path.stat().st_size if path.is_file() else 0
     show_progress = not quiet and err.is_terminal and size >= PROGRESS_MIN_BYTES
@@ -157,10 +179,13 @@ def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: i
         if output is None:
             render_text(report, Console(), max_findings)
             return
-        with output.open("w", encoding="utf-8") as f:
-            render_text(report, Console(file=f, width=120), max_findings)
+        try:
+            with output.open("w", encoding="utf-8") as f:
+                render_text(report, Console(file=f, width=120), max_findings)
+        except OSError as exc:
+            fail(f"{output}: cannot write the report ({exc.strerror or exc})")
         return
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_output(output, text)

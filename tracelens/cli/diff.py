@@ -12,7 +12,14 @@ from pathlib import Path
 import click
 
 from ingest import LoadedTrace, TraceInputError, load_trace
-from tracelens.cli.options import EXIT_GATE, EXIT_OK, fail, parse_thresholds
+from tracelens.cli.options import (
+    EXIT_GATE,
+    EXIT_OK,
+    check_output,
+    fail,
+    parse_thresholds,
+    write_output,
+)
 from tracelens.core.thresholds import Thresholds
 from tracelens.report import build_report
 from tracelens.report.diff import build_diff
@@ -96,6 +103,7 @@ def diff(
 ) -> None:
     """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
     t = parse_thresholds(thresholds)
+    check_output(output)
     report_a, report_b = _reports(baseline, candidate, t, rank)
     d = build_diff(report_a, report_b, max_regression, top)
     if fmt == "json":
@@ -107,5 +115,5 @@ def diff(
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_output(output, text)
     sys.exit(EXIT_GATE if d["verdict"]["regression"] else EXIT_OK)

@@ -7,6 +7,7 @@ Exit codes everywhere: 0 ok, 1 a CI gate tripped (``--fail-on``, ``--max-regress
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -28,6 +29,23 @@ def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
         return Thresholds.with_overrides(overrides)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--threshold") from None
+
+
+def check_output(path: Path | None) -> None:
+    """Refuse an ``-o`` path that cannot be written before any work is done."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{path}: is a directory; give a file name for -o")
+    if not path.parent.is_dir():
+        fail(f"{path}: cannot write the report: directory {path.parent} does not exist")
+
+
+def write_output(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{path}: cannot write the report ({exc.strerror or exc})")
 
 
 def fail(message: str) -> NoReturn:

@@ -109,3 +109,6 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Revoked tokens stay, marked: once tokens were in use, revoking them all must leave
+    # writes locked, not open (running without tokens again is an explicit setting).
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)

@@ -233,6 +233,10 @@ def requeue(s: Session, run_id: str) -> bool:
     return res.rowcount == 1  # type: ignore[attr-defined]
 
 
+def all_run_ids(s: Session) -> set[str]:
+    return set(s.scalars(select(Run.id)).all())
+
+
 def set_source_redaction(s: Session, run_id: str, version: int) -> None:
     s.execute(
         update(Run).where(Run.id == run_id).values(source_redaction=version, updated_at=utcnow())

@@ -102,6 +102,10 @@ def _default_name(filename: str) -> str:
 
 def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     """Keep the received file as a new run, or recognise it as one we already have."""
+    for key in ("name", "tags"):
+        if "\x00" in up.fields.get(key, ""):
+            up.path.unlink(missing_ok=True)
+            raise ClientException(f"form field {key!r} holds a NUL byte")
     with svc.catalog.session() as s:
         existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
     if existing is not None:

@@ -1,0 +1,65 @@
+"""Secrets are redacted once, at ingest, in everything a trace database stores.
+
+Operator, kernel, range and thread names can carry what a program put in them (a command
+line with ``--api-key``, a URL with credentials, a token in a job name). The readers store
+names as the trace has them; this pass rewrites every text column of the canonical tables
+and the trace facts with the rules of :mod:`ingest.redaction` before anything reads them,
+so the CLI's ``--db`` files, reports and the web timeline never hold them.
+
+One RE2 scan per text column (DuckDB ``regexp_matches`` with the candidate pattern of
+:mod:`ingest.redacted_copy`) finds the few distinct values that could hold a secret; only
+those are redacted in Python and written back through a mapping table.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from ingest.redacted_copy import CANDIDATE_RE2
+from ingest.redaction import REDACTED, is_secret_key, redact_text
+from ingest.schema import TABLES
+
+
+def _text_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
+            "AND data_type = 'VARCHAR' AND NOT internal",
+            [table],
+        ).fetchall()
+    ]
+
+
+def redact_tables(con: duckdb.DuckDBPyConnection) -> int:
+    """Redact secrets in every text column of the canonical tables; values rewritten."""
+    changed = 0
+    for table in TABLES:
+        if table == "trace_info":
+            continue
+        for col in _text_columns(con, table):
+            values = [
+                r[0]
+                for r in con.execute(
+                    f'SELECT DISTINCT "{col}" FROM {table} '
+                    f'WHERE "{col}" IS NOT NULL AND regexp_matches("{col}", ?)',
+                    [CANDIDATE_RE2],
+                ).fetchall()
+            ]
+            pairs = [(v, redact_text(v)) for v in values]
+            pairs = [(old, new) for old, new in pairs if new != old]
+            if not pairs:
+                continue
+            con.execute("CREATE OR REPLACE TEMP TABLE _redacted (old VARCHAR, new VARCHAR)")
+            con.executemany("INSERT INTO _redacted VALUES (?, ?)", pairs)
+            con.execute(
+                f'UPDATE {table} SET "{col}" = r.new FROM _redacted r WHERE {table}."{col}" = r.old'
+            )
+            con.execute("DROP TABLE _redacted")
+            changed += len(pairs)
+    for key, value in con.execute("SELECT key, value FROM trace_info").fetchall():
+        new = REDACTED if value and is_secret_key(key) else redact_text(value or "")
+        if value and new != value:
+            con.execute("UPDATE trace_info SET value = ? WHERE key = ?", [new, key])
+            changed += 1
+    return changed

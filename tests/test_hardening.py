@@ -1,0 +1,135 @@
+"""The remaining hardening: every failure is one line, nothing stored holds a secret.
+
+Each test here failed before its fix: NUL bytes answered 500 on PostgreSQL and left orphan
+run directories, an unreachable Redis answered 500, deep JSON nesting and ``-o`` into a
+missing directory printed tracebacks, ``--db`` overwrote any file (the input trace too),
+and operator names with secrets were stored verbatim in ``--db`` files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from web_helpers import client_for, make_settings, upload, wait_done, write_planted
+
+SECRET = "hf_" + "NameSecretNameSecret1234"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracelens.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_deep_nesting_and_unwritable_output_are_one_line_errors(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"traceEvents": [], "meta": ' + "[" * 5000 + "]" * 5000 + "}")
+    _one_line_exit_2(_cli("analyze", str(deep)), str(deep), "nested too deeply")
+    _one_line_exit_2(_cli("diff", str(deep), str(deep)), "nested too deeply")
+    sample = write_planted(tmp_path / "p.pt.trace.json.gz")
+    missing = tmp_path / "no" / "such" / "dir" / "r.txt"
+    _one_line_exit_2(_cli("analyze", str(sample), "-o", str(missing)), "does not exist")
+
+
+def test_db_never_overwrites_the_input_or_a_foreign_file(tmp_path: Path) -> None:
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    before = trace.read_bytes()
+    _one_line_exit_2(_cli("analyze", str(trace), "--db", str(trace)), "input trace itself")
+    assert trace.read_bytes() == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    _one_line_exit_2(_cli("analyze", str(trace), "--db", str(notes)), "--force")
+    assert notes.read_text() == "precious"
+    db = tmp_path / "t.duckdb"
+    assert _cli("analyze", str(trace), "--db", str(db)).returncode == 0
+    assert _cli("analyze", str(trace), "--db", str(db)).returncode == 0  # ours: replaced
+    assert _cli("analyze", str(trace), "--db", str(notes), "--force").returncode == 0
+
+
+def test_secrets_in_names_are_redacted_in_the_stored_database(tmp_path: Path) -> None:
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz", kernel_name=f"gemm --token {SECRET}")
+    raw = gzip.decompress(trace.read_bytes()).decode()
+    raw = raw.replace('"aten::mm"', f'"aten::mm password={SECRET}"', 1)
+    trace.write_bytes(gzip.compress(raw.encode()))
+    db = tmp_path / "t.duckdb"
+    proc = _cli("analyze", str(trace), "--db", str(db), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout
+    assert SECRET.encode() not in db.read_bytes()
+    report = json.loads(proc.stdout)
+    assert any("[REDACTED]" in k["name"] for k in report["top_kernels"])
+
+
+@pytest.mark.postgres
+def test_nul_bytes_answer_400_on_postgresql_and_leave_no_orphans(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    settings = make_settings(tmp_path / "data", database_url=postgres_url)
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    with client_for(settings) as client:
+        for url in ("/api/runs?q=a%00b", "/api/runs/ab%00cd", "/runs/x%00y", "/api/runs?tag=%00"):
+            r = client.get(url)
+            assert r.status_code == 400, (url, r.status_code, r.text)
+            assert "NUL" in r.json()["error"]
+        bad = upload(client, trace, name="evil\x00name")
+        assert bad.status_code == 400 and "NUL" in bad.json()["error"]
+        assert client.get("/api/runs").json()["total"] == 0
+    assert not list(settings.runs_dir.iterdir())
+
+
+def test_orphan_run_directories_are_removed_on_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        run = wait_done(client, upload(client, write_planted(tmp_path / "p.json.gz")).json()["id"])
+    orphan = settings.runs_dir / "0123456789ab"
+    orphan.mkdir()
+    (orphan / "source.json.gz").write_bytes(b"x")
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    fresh = settings.runs_dir / "ba9876543210"  # may be an upload in flight: kept
+    fresh.mkdir()
+    with client_for(settings) as client:
+        assert client.get(f"/api/runs/{run['id']}").json()["status"] == "ready"
+    assert not orphan.exists() and fresh.exists()
+    assert (settings.runs_dir / run["id"]).exists()
+
+
+def test_unreachable_redis_answers_503_with_retry_after(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", redis_url="redis://127.0.0.1:1/0")
+    with client_for(settings) as client:
+        r = upload(client, write_planted(tmp_path / "p.pt.trace.json.gz"))
+        assert r.status_code == 503 and r.headers["retry-after"] == "30"
+        assert "Redis" in r.json()["error"]
+        health = client.get("/api/health").json()
+        assert health["status"] == "degraded" and health["redis"].startswith("unreachable")
+
+
+def test_serve_with_a_malformed_redis_url_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "TRACELENS_REDIS_URL": "not-a-url"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracelens.cli", "serve", "--data-dir", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    _one_line_exit_2(proc, "TRACELENS_REDIS_URL", "invalid Redis URL")
