@@ -65,9 +65,13 @@ def detect_format(path: Path) -> str:
         magic = f.read(16)
     if magic == SQLITE_MAGIC:
         return "nsys_sqlite"
-    head = head_bytes(path, 4096).lstrip(b" \t\r\n\xef\xbb\xbf")
+    raw_head = head_bytes(path, 4096)
+    head = raw_head.lstrip(b" \t\r\n\xef\xbb\xbf")
     if not head:
-        raise TraceInputError(path, "empty file")
+        raise TraceInputError(
+            path,
+            "only whitespace in the first 4,096 bytes: not a trace" if raw_head else "empty file",
+        )
     if head[:1] in (b"{", b"["):
         return "torch_chrome"
     raise TraceInputError(

@@ -55,7 +55,7 @@ def _event(**kw: object) -> dict:
 
 CASES = {
     "empty.json": (b"", "empty file"),
-    "blank.json": (b"  \n\n ", "empty file"),
+    "blank.json": (b"  \n\n ", "only whitespace"),
     "text.json": (b"this is not a trace\n", "unrecognised format"),
     "binary.bin": (bytes(range(256)) * 4, "unrecognised format"),
     "string.json": (b'"just a string"', "unrecognised format"),

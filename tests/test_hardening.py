@@ -133,3 +133,63 @@ def test_serve_with_a_malformed_redis_url_is_one_line(tmp_path: Path) -> None:
         env=env,
     )
     _one_line_exit_2(proc, "TRACELENS_REDIS_URL", "invalid Redis URL")
+
+
+def test_markdown_output_escapes_names_from_the_trace() -> None:
+    from tracelens.report.render.markdown import finding_markdown
+
+    f = {
+        "severity": "high",
+        "title": "`aten::mm\n# pwned` launches <script>alert(1)</script> [x](javascript:alert(1))",
+        "impact_ns": 1,
+        "impact_pct": 1.0,
+        "impact_basis": "b",
+        "summary": "line one\n## heading",
+        "evidence": {"operator": "a|b\nc"},
+        "advice": "use `k<4>`",
+        "analyzer": "hot_ops",
+        "id": "abc",
+    }
+    md = finding_markdown(f)
+    assert "\n# pwned" not in md and "\n## heading" not in md
+    assert "<script>" not in md and "[x](javascript:" not in md
+    assert "`k<4>`" in md  # code spans are shown as they are
+
+
+def test_small_inputs_the_service_used_to_mishandle(tmp_path: Path) -> None:
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    with client_for(make_settings(tmp_path / "data")) as client:
+        for url in ("/nope", "/api/nope"):  # unrouted answers carry the security headers
+            assert "default-src" in client.get(url).headers["content-security-policy"]
+        assert client.get("/api/runs?offset=99999999999999999999999").status_code == 400
+        nofile = client.post(
+            "/api/runs",
+            content=b'--b\r\nContent-Disposition: form-data; name="file"\r\n\r\nxx\r\n--b--\r\n',
+            headers={"content-type": "multipart/form-data; boundary=b"},
+        )
+        assert nofile.status_code == 400 and "no filename" in nofile.json()["error"]
+        run = wait_done(client, upload(client, trace).json()["id"])
+        fid = client.get(f"/api/runs/{run['id']}/findings").json()[0]["id"]
+        md = client.get(f"/api/runs/{run['id']}/findings/{fid}/markdown")
+        assert md.headers["content-type"].count("charset") == 1
+
+
+def test_nan_never_disables_a_ci_gate(tmp_path: Path) -> None:
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    _one_line_exit_2(_cli("diff", str(trace), str(trace), "--max-regression", "nan"), "finite")
+    _one_line_exit_2(_cli("analyze", str(trace), "--threshold", "severity_low_pct=nan"), "finite")
+
+
+def test_utf8_bom_and_whitespace_only_files(tmp_path: Path) -> None:
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + gzip.decompress(trace.read_bytes()))
+    assert _cli("analyze", str(bom)).returncode == 0
+    blank = tmp_path / "blank.json.gz"
+    blank.write_bytes(gzip.compress(b" " * (64 * 1024 * 1024), compresslevel=9))
+    _one_line_exit_2(_cli("analyze", str(blank)), "only whitespace")
+    with client_for(make_settings(tmp_path / "data")) as client:
+        started = time.monotonic()
+        answer = upload(client, blank)
+        assert answer.status_code == 400 and "only whitespace" in answer.json()["error"]
+        assert time.monotonic() - started < 30

@@ -85,6 +85,7 @@ def _rate_limited(client, planted: Path, tmp_path: Path) -> None:
         codes.append(upload(client, variant))
     assert [r.status_code for r in codes[:2]] == [201, 201]
     assert codes[2].status_code == 429 and codes[2].json()["error"]
+    assert int(codes[2].headers["retry-after"]) > 0
     assert client.get("/api/runs").status_code == 200  # reading is not throttled
     for r in codes[:2]:
         wait_done(client, r.json()["id"])

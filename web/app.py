@@ -32,7 +32,7 @@ from web.security import (
     csrf_config,
     rate_limit_config,
     reject_nul_middleware,
-    security_headers_middleware,
+    security_headers_hook,
     store_registry,
 )
 from web.services import Services
@@ -147,11 +147,11 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
         csrf_config=csrf_config(settings),
         middleware=[
             reject_nul_middleware,
-            security_headers_middleware,
             rate_limit_config(settings).middleware,
         ],
         stores=store_registry(settings),
         response_cache_config=ResponseCacheConfig(),
+        before_send=[security_headers_hook],
         on_startup=[on_startup],
         on_shutdown=[on_shutdown],
         logging_config=LoggingConfig(

@@ -40,7 +40,14 @@ def _respond(request: Request[Any, Any, Any], status: int, message: str) -> Resp
 
 
 def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    return _respond(request, exc.status_code, _message(exc))
+    response = _respond(request, exc.status_code, _message(exc))
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    if exc.status_code == 429 and "retry-after" not in {k.lower() for k in response.headers}:
+        # the rate limiter says when the window resets; a client should wait that long
+        reset = (exc.headers or {}).get("RateLimit-Reset")
+        response.headers["Retry-After"] = str(reset) if reset else "60"
+    return response
 
 
 def upload_error_handler(request: Request[Any, Any, Any], exc: UploadError) -> Response[Any]:

@@ -191,7 +191,8 @@ class IngestWorker:
             catalog_runs.set_progress(s, run_id, generation, fraction)
 
     def _fail(self, run_id: str, generation: int, error: str) -> None:
-        RunFiles(self.settings.runs_dir, run_id).remove_partials()
+        # only this generation's leftovers: a newer ingest of the run may be writing its own
+        RunFiles(self.settings.runs_dir, run_id).remove_partials(generation)
         with self.catalog.session() as s:
             catalog_runs.mark_failed(s, run_id, generation, redact(error))
         self._remove_if_deleted(run_id, RunFiles(self.settings.runs_dir, run_id))

@@ -76,22 +76,13 @@ def reject_nul_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
-def security_headers_middleware(app: ASGIApp) -> ASGIApp:
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableScopeHeaders.from_message(message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
-            await send(message)
-
-        await app(scope, receive, send_with_headers)
-
-    return middleware
+async def security_headers_hook(message: Message, scope: Scope) -> None:
+    """The same headers on every response, unrouted 404/405 answers included (route
+    middleware only sees requests a route matched)."""
+    if message["type"] == "http.response.start":
+        headers = MutableScopeHeaders.from_message(message)
+        for name, value in SECURITY_HEADERS.items():
+            headers[name] = value
 
 
 def _own_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> str:

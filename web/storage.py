@@ -33,9 +33,10 @@ class RunFiles:
     def report(self, generation: int) -> Path:
         return self.dir / f"report.{generation}.json"
 
-    def remove_partials(self) -> None:
-        """Leftovers of an ingest the service did not live to finish."""
-        for p in self.dir.glob(".*.partial*"):
+    def remove_partials(self, generation: int | None = None) -> None:
+        """Leftovers of an ingest that did not finish (of one generation, or all)."""
+        pattern = ".*.partial*" if generation is None else f".trace.{generation}.duckdb.*.partial*"
+        for p in self.dir.glob(pattern):
             p.unlink(missing_ok=True)
 
     def remove_generations_before(self, generation: int) -> None:

@@ -31,6 +31,7 @@ FIELD_LIMIT = 4096
 # Written to disk in blocks this size, off the event loop.
 FLUSH_BYTES = 1024 * 1024
 _INFLATE_STEP = 16 * 1024 * 1024
+_MAX_BLANK_PREFIX = 16 * 1024 * 1024
 
 
 class UploadError(Exception):
@@ -68,6 +69,7 @@ class _GzipMeter:
         self.total = 0
         self.decomp = zlib.decompressobj(wbits=31)
         self.in_member = False
+        self.seen_content = False
 
     def feed(self, data: bytes, label: str) -> None:
         while data:
@@ -79,6 +81,15 @@ class _GzipMeter:
             except zlib.error as exc:
                 raise UploadError(400, f"{label}: damaged gzip data ({exc})") from None
             self.total += len(out)
+            if not self.seen_content:
+                self.seen_content = bool(out.strip(b" \t\r\n"))
+                if not self.seen_content and self.total > _MAX_BLANK_PREFIX:
+                    # a whitespace bomb would keep a core inflating for a minute
+                    raise UploadError(
+                        400,
+                        f"{label}: no JSON in the first {_MAX_BLANK_PREFIX:,} decompressed "
+                        "bytes (only whitespace)",
+                    )
             if self.total > self.limit:
                 raise UploadError(
                     413, f"{label}: decompresses to more than {self.limit:,} bytes (the limit)"
@@ -187,6 +198,12 @@ async def receive_upload(
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
                         segment = part
+                        if part.name == "file" and part.filename is None:
+                            raise UploadError(
+                                400,
+                                "the 'file' field has no filename: send the trace as a file "
+                                "(curl -F file=@trace.json.gz)",
+                            )
                         if part.name == "file" and part.filename is not None:
                             if sink is not None:
                                 raise UploadError(400, "only one 'file' per upload")

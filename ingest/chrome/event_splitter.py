@@ -40,6 +40,8 @@ _HEAD_PIECE = 256 * 1024
 # Metadata outside the event array is small; past this much we stop keeping it.
 MAX_METADATA_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
+# A file of nothing but whitespace is refused after this much, not after gigabytes.
+MAX_LEADING_BLANK_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -178,6 +180,7 @@ class EventArraySplitter:
         self._carry = bytearray()
         self._carry_offset = 0
         self._tail_truncated = False
+        self._blank = 0  # whitespace before the first JSON value
 
     def split(self, chunks: Iterable[bytes], parse: ParseFn) -> None:
         """Feed every blob of whole events to ``parse``; fill :attr:`result` at the end.
@@ -339,6 +342,13 @@ class EventArraySplitter:
         if self._phase == "start":
             stripped = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")
             if not stripped:
+                self._blank += len(chunk)
+                if self._blank > MAX_LEADING_BLANK_BYTES:
+                    raise TraceInputError(
+                        self.path,
+                        f"no JSON value in the first {MAX_LEADING_BLANK_BYTES:,} bytes "
+                        "(only whitespace)",
+                    )
                 return len(pos), len(chunk)
             first = stripped[:1]
             if first not in (b"{", b"["):
@@ -462,7 +472,8 @@ class EventArraySplitter:
             return
         if self._tail_truncated:
             return
-        text = bytes(self._head) + b"[]" + bytes(self._tail)
+        # A UTF-8 byte-order mark (some editors and Windows tools write one) is not data.
+        text = (bytes(self._head) + b"[]" + bytes(self._tail)).removeprefix(b"\xef\xbb\xbf")
         try:
             meta = json.loads(text.decode("utf-8", "replace"))
         except ValueError as exc:

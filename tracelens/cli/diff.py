@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 regression above ``--max-regression``, 2 unusable input or u
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -104,6 +105,8 @@ def diff(
     """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
     t = parse_thresholds(thresholds)
     check_output(output)
+    if max_regression is not None and not math.isfinite(max_regression):
+        fail(f"--max-regression must be a finite number of percent, got {max_regression}")
     report_a, report_b = _reports(baseline, candidate, t, rank)
     d = build_diff(report_a, report_b, max_regression, top)
     if fmt == "json":

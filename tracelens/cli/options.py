@@ -28,7 +28,7 @@ def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
     try:
         return Thresholds.with_overrides(overrides)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--threshold") from None
+        fail(f"--threshold: {exc}")
 
 
 def check_output(path: Path | None) -> None:

@@ -7,6 +7,7 @@ field docs by ``tracelens thresholds``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 
@@ -140,4 +141,7 @@ class Thresholds:
                 values[name] = int(raw) if typ in (int, "int") else float(raw)
             except ValueError:
                 raise ValueError(f"threshold {name} needs a number, got {raw!r}") from None
+            if not math.isfinite(values[name]):  # type: ignore[arg-type]
+                # NaN compares false with everything: it would silently disable a gate
+                raise ValueError(f"threshold {name} needs a finite number, got {raw!r}")
         return cls(**values)  # type: ignore[arg-type]

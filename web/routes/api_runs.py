@@ -196,7 +196,8 @@ def list_runs(
     tag: FromQuery[str | None] = None,
     status: FromQuery[str | None] = None,
     limit: int = Parameter(default=50, ge=1, le=500),
-    offset: int = Parameter(default=0, ge=0),
+    # bounded so the database never sees a number beyond its BIGINT
+    offset: int = Parameter(default=0, ge=0, le=2**62),
 ) -> dict[str, Any]:
     with svc.catalog.session() as s:
         runs, total = catalog_runs.list_runs(
@@ -312,7 +313,7 @@ def get_finding(
 
 @get(
     "/api/runs/{run_id:str}/findings/{finding_id:str}/markdown",
-    media_type="text/markdown; charset=utf-8",
+    media_type="text/markdown",
     summary="One finding as Markdown for a ticket (with its permalink)",
     sync_to_thread=True,
 )

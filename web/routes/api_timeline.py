@@ -27,8 +27,8 @@ from web.timeline_store import MAX_WIDTH_PX, timeline_window
 def get_timeline(
     svc: NamedDependency[Services],
     run_id: FromPath[str],
-    start_ns: int | None = Parameter(default=None, ge=0),
-    end_ns: int | None = Parameter(default=None, ge=0),
+    start_ns: int | None = Parameter(default=None, ge=0, le=2**62),
+    end_ns: int | None = Parameter(default=None, ge=0, le=2**62),
     width_px: int = Parameter(default=1000, ge=1, le=MAX_WIDTH_PX),
 ) -> dict[str, Any]:
     run = load_ready_run(svc, run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.render.markdown import md_text
 
 
 def _value(v: float | int | None, unit: str) -> str:
@@ -47,9 +48,8 @@ def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
             f"{sign}{fmt_ns(r['delta_ns'])}{pct}",
         )
         if fmt == "md":
-            lines.append(
-                "| `" + cells[0].replace("|", "\\|") + "` | " + " | ".join(cells[1:]) + " |"
-            )
+            name = " ".join(cells[0].splitlines()).replace("`", "'").replace("|", "\\|")
+            lines.append("| `" + name + "` | " + " | ".join(cells[1:]) + " |")
         else:
             lines.append(f"  {cells[0]:<72} {cells[1]:<8} {cells[2]:>20} {cells[3]:>20} {cells[4]}")
     return lines
@@ -58,15 +58,16 @@ def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
 def _finding_lines(f: dict[str, Any], md: bool) -> list[str]:
     out = []
     bullet = "- " if md else "  "
+    text = md_text if md else str
     for key, label in (("appeared", "new"), ("resolved", "resolved")):
         for x in f[key]:
             out.append(
-                f"{bullet}{label}: [{x['severity']}] {x['title']} ({fmt_ns(x['impact_ns'])})"
+                f"{bullet}{label}: [{x['severity']}] {text(x['title'])} ({fmt_ns(x['impact_ns'])})"
             )
     for x in f["changed"]:
         sign = "+" if x["delta_ns"] > 0 else ""
         out.append(
-            f"{bullet}changed: [{x['baseline_severity']} -> {x['severity']}] {x['title']} "
+            f"{bullet}changed: [{x['baseline_severity']} -> {x['severity']}] {text(x['title'])} "
             f"({fmt_ns(x['baseline_impact_ns'])} -> {fmt_ns(x['impact_ns'])}, "
             f"{sign}{fmt_ns(x['delta_ns'])})"
         )
@@ -106,8 +107,8 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
         "",
         f"**{d['verdict']['line']}**",
         "",
-        f"- baseline: `{d['baseline']['path']}`",
-        f"- candidate: `{d['candidate']['path']}`",
+        f"- baseline: `{md_text(d['baseline']['path']).replace('`', '')}`",
+        f"- candidate: `{md_text(d['candidate']['path']).replace('`', '')}`",
     ]
     if d["empty"]:
         lines += ["", "No differences."]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -9,9 +10,25 @@ from tracelens.report.render.llm_section import render_llm_markdown
 from tracelens.report.render.minor import minor_line, split_minor
 from tracelens.report.render.workload import workload_line
 
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
+_OUTSIDE_CODE = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+
+
+def md_text(v: Any) -> str:
+    """Text from a trace, safe in Markdown: one line, no HTML, no links, no headings.
+
+    Names come from the recorded program: a newline in an operator name would start a
+    heading, raw HTML or a ``[x](javascript:…)`` link would pass into a ticket. Code
+    spans are left as they are (nothing inside them is interpreted).
+    """
+    text = " ".join(str(v).splitlines())
+    parts = _CODE_SPAN.split(text)
+    out = "".join(p if i % 2 else p.translate(_OUTSIDE_CODE) for i, p in enumerate(parts))
+    return "\\" + out if out[:1] in ("#", ">", "=") else out
+
 
 def _cell(v: Any) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return md_text(v).replace("|", "\\|")
 
 
 def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
@@ -37,14 +54,14 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
 
 
 def finding_markdown(f: dict[str, Any], permalink: str | None = None, heading: str = "###") -> str:
-    out = [f"{heading} [{f['severity'].upper()}] {f['title']}", ""]
+    out = [f"{heading} \\[{f['severity'].upper()}\\] {md_text(f['title'])}", ""]
     out.append(
         f"**Impact:** {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.2f}% of the analysed window)"
-        f" — {f['impact_basis']}"
+        f" — {md_text(f['impact_basis'])}"
     )
-    out += ["", f["summary"], "", "**Evidence**", ""]
+    out += ["", md_text(f["summary"]), "", "**Evidence**", ""]
     out += _evidence_lines(f["evidence"])
-    out += ["", f"**What to do:** {f['advice']}", ""]
+    out += ["", f"**What to do:** {md_text(f['advice'])}", ""]
     meta = f"`{f['analyzer']}` · finding `{f['id']}`"
     if permalink:
         meta += f" · [permalink]({permalink})"
@@ -55,7 +72,7 @@ def finding_markdown(f: dict[str, Any], permalink: str | None = None, heading: s
 def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> str:
     src = report["source"]
     m = report["metrics"]
-    out = [f"# tracelens report: `{src['path']}`", ""]
+    out = [f"# tracelens report: `{md_text(src['path']).replace('`', '')}`", ""]
     out.append(f"- format: `{src['format']}`, sha256 `{src['sha256'][:16]}…`")
     tr = report.get("trace", {})
     if "rank" in tr:
@@ -64,8 +81,8 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
         out.append(f"- workload: {_cell(line)}")
     for d in report["devices"]:
         out.append(
-            f"- GPU {d['device_id']} ({d['name'] or 'unknown'}): busy {d['busy_pct']:.2f}% of "
-            f"{fmt_ns(d['window_ns'])}"
+            f"- GPU {d['device_id']} ({md_text(d['name'] or 'unknown')}): "
+            f"busy {d['busy_pct']:.2f}% of {fmt_ns(d['window_ns'])}"
         )
     out.append(
         f"- {m['kernel_count']:,} kernels, {m['memcpy_count']:,} copies, {m['memset_count']:,} "
@@ -73,7 +90,7 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
         f"pageable) in {fmt_ns(m['h2d_time_ns'])}; DtoH {fmt_bytes(m['dtoh_bytes'])}"
     )
     for note in report.get("notes", []):
-        out.append(f"- note: {note}")
+        out.append(f"- note: {md_text(note)}")
     out.append("")
     out += render_llm_markdown(report)
     out += ["## Findings", ""]
