@@ -61,7 +61,7 @@ def _top(details: list[dict]) -> str:
 def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
     top = _top(details)
     torch = w.is_pytorch
-    graph = "HIP graph (`hipGraph`)" if w.amd else "CUDA graph"
+    graph = "HIP graph" if w.amd else "CUDA graph"
     if cause == "data_loading":
         return (
             "The GPU waits while the next batch is prepared"
@@ -126,13 +126,14 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             + ": an event from another stream or device, a collective's peer, or the queue's "
             "own per-kernel latency. "
         )
+        api = "hip" if w.amd else "cuda"
         if torch:
             return text + (
-                "Check cross-stream ordering (`wait_stream`/`record_stream`, events), overlap "
+                f"Check cross-stream ordering (`wait_stream`/`record_stream` and the "
+                f"`{api}StreamWaitEvent` they issue, events), overlap "
                 "communication with independent compute, and balance work across ranks; many "
                 "short gaps between queued kernels mean many small kernels (fuse them)."
             )
-        api = "hip" if w.amd else "cuda"
         return text + (
             f"Check which `{api}StreamWaitEvent`/event dependencies the queued kernels wait on, "
             "put independent work on other streams so it can fill the wait, and fuse chains of "
@@ -146,7 +147,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
         )
         if torch:
             extra = (
-                ", capture steady-state steps in a CUDA graph or `torch.compile` them"
+                f", capture steady-state steps in a {graph} or `torch.compile` them"
                 if not w.cuda_graphs
                 else ""
             )
