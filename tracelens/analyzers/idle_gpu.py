@@ -38,13 +38,14 @@ CAUSE_TITLES = {
 _NOTHING = "nothing recorded on the host explains it"
 
 
-def _title(cause: str, details: list[dict]) -> str:
-    if cause == "untraced" and not any(d["detail"] for d in details):
+def _title(cause: str, details: list[dict], ns: int) -> str:
+    named = sum(int(d["ns"]) for d in details if d["detail"])
+    if cause == "untraced" and 2 * named < ns:
         return _NOTHING
     if cause == "host_compute" and details and details[0]["detail"]:
-        return (
-            f"the host was busy (mostly in `{_short(details[0]['detail'])}`) before the next launch"
-        )
+        share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "longest"
+        top = _short(details[0]["detail"])
+        return f"the host was busy ({share} in `{top}`) before the next launch"
     return CAUSE_TITLES.get(cause, cause)
 
 
@@ -160,6 +161,11 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             "Profile the host code (perf, Nsight Systems with `--sample=cpu`), move it off the "
             "launching thread, or queue more GPU work ahead of it."
         )
+    unlaunched = (
+        "No launching call is recorded for the work that ended "
+        f"{ev['no_launch_record']:,} of these gaps (for example unified-memory migrations "
+        "or page faults), so nothing on the host explains those."
+    )
     if any(d["detail"] for d in details):
         if torch:
             how = (
@@ -175,11 +181,9 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
         return (
             "The launching thread ran code no recorded operator, range or function covers "
             f"(untraced host code) before issuing the next GPU work. {how} to see what it was."
+            + (f" {unlaunched}" if ev["no_launch_record"] else "")
         )
-    return (
-        "No launching call is recorded for the work that ended these gaps (for example "
-        "unified-memory migrations or page faults), so nothing on the host explains them."
-    )
+    return unlaunched
 
 
 _CAUSE_EVIDENCE = """
@@ -244,7 +248,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
             impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
-            title = _title(cause, details)
+            title = _title(cause, details, ns)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
                 Finding(
