@@ -124,8 +124,8 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             f"{ev['queued_during_gap']:,} it was queued for most of the gap: the host was not "
             "the bottleneck. The queued work waited on something on the GPU side"
             + (f" (next work: {top})" if top else "")
-            + ": an event from another stream or device, a collective's peer, or the queue's "
-            "own per-kernel latency. "
+            + ": an event from another stream or device, a collective's peer, a kernel's "
+            "first launch (lazy module loading), or the queue's own per-kernel latency. "
         )
         api = "hip" if w.amd else "cuda"
         if torch:
