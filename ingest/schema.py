@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 TABLES: dict[str, str] = {
     "trace_info": """
@@ -136,7 +136,10 @@ TABLES: dict[str, str] = {
         start_ns BIGINT,
         end_ns BIGINT,
         cause VARCHAR,
-        detail VARCHAR
+        detail VARCHAR,
+        launch_start_ns BIGINT,
+        launch_end_ns BIGINT,
+        blocked_ns BIGINT
     """,
 }
 

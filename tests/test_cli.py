@@ -187,6 +187,9 @@ def test_thresholds_listing(runner: CliRunner) -> None:
     assert res.exit_code == 0
     assert "variance_min_cv = 0.5" in res.output
     assert "coefficient of variation" in res.output
+    # the gap-cause constants decided at ingest are listed too, and say so
+    assert "gap_sync_min_gap_fraction = 0.5" in res.output
+    assert "decided at ingest" in res.output
 
 
 def test_bundled_sample(runner: CliRunner) -> None:

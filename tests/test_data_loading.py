@@ -41,6 +41,9 @@ def test_corpus_resnet_num_workers_0(corpus: Path) -> None:
     db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
     (f,) = data_loading.analyze(db, Thresholds())
     assert f.evidence["num_workers"] == "0 (single process)"
-    assert f.impact_ns == 288_384_000
+    # Five ~50-60 ms waits, one per step, while the loader runs with nothing queued. The
+    # 2,642 one-microsecond gaps between queued kernels that the loader also overlaps
+    # (3.17 ms, the previous step's kernels still draining) are the GPU's own, not data waits.
+    assert f.impact_ns == 285_214_000
     assert 25.0 < f.impact_pct < 35.0
     assert f.severity.label == "critical"

@@ -304,10 +304,14 @@ def test_threads_devices_and_info(tiny: duckdb.DuckDBPyConnection) -> None:
 
 def test_gaps_and_their_causes(tiny: duckdb.DuckDBPyConnection) -> None:
     # Busy includes the unified-memory migration; its hole has no launching call behind it.
-    gaps = rows(tiny, "SELECT start_ns, end_ns, cause, detail FROM gaps ORDER BY start_ns")
+    # The stream synchronize returns 1 us into the first gap; kernel B is launched 100 us
+    # later from inside the "step" range: host code, not the sync (it blocked 1 us of 110).
+    gaps = rows(
+        tiny, "SELECT start_ns, end_ns, cause, detail, blocked_ns FROM gaps ORDER BY start_ns"
+    )
     assert gaps == [
-        (1_600_000, 1_710_000, "synchronization", "cudaStreamSynchronize"),
-        (1_800_000, 1_900_000, "untraced", None),
+        (1_600_000, 1_710_000, "host_compute", "step", 1_000),
+        (1_800_000, 1_900_000, "untraced", None, 0),
     ]
 
 
@@ -317,6 +321,11 @@ def test_synchronization_record_alone_marks_a_blocking_call(tmp_path: Path) -> N
     path = _build(tmp_path / "sync.sqlite", "current")
     db = sqlite3.connect(path)
     db.execute("UPDATE StringIds SET value = 'cudaGraphUpload_v11010' WHERE id = 7")
+    # the call now blocks 90 us of the 110 us gap before kernel B is launched
+    db.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 1690000 WHERE correlationId = 8")
+    db.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION SET end = 1690000 WHERE correlationId = 8"
+    )
     db.commit()
     db.close()
     loaded = load_trace(path)

@@ -35,8 +35,23 @@ def test_planted_sync_patterns_attributed_to_their_code(scenario_db) -> None:
     sync = findings["device_synchronize"]
     assert sync.evidence["annotation"] == "log_metrics"
     assert "torch.cuda.synchronize()" in sync.advice
-    # Ranked by recoverable GPU time: 9 x 650 us beats 10 x 345 us.
-    assert sync.impact_ns > item.impact_ns
+    # The device synchronize returns 2 us into each 963 us gap: reported for the blocked
+    # host, but the gaps are log_metrics host code, and cost it nothing.
+    assert sync.impact_ns == 0 and sync.severity.label == "info"
+    assert item.impact_ns > sync.impact_ns
+
+
+def test_sync_blocking_little_of_a_gap_is_host_code(scenario_db) -> None:
+    sc = planted_sync_stalls()
+    db = scenario_db(sc)
+    rows = db.rows(
+        """SELECT cause, detail, count(*), sum(end_ns - start_ns), sum(blocked_ns) FROM gaps
+           GROUP BY cause, detail ORDER BY cause"""
+    )
+    assert rows == [
+        ("host_compute", sc.expected["host_gap_detail"], 9, sc.expected["host_gap_ns"], 9 * 2_000),
+        ("synchronization", "cudaStreamSynchronize", 10, 10 * 32_000, 10 * 25_000),
+    ]
 
 
 def test_sync_impact_matches_idle_gpu_synchronization_total(scenario_db) -> None:
@@ -47,30 +62,43 @@ def test_sync_impact_matches_idle_gpu_synchronization_total(scenario_db) -> None
     assert sum(f.evidence["idle_after_ns"] for f in findings) == total
 
 
-def test_planted_training_sync_is_recoverable_up_to_the_gap(planted_trace) -> None:
-    path, exp = planted_trace
+def test_planted_training_sync_before_host_code_costs_no_gap(planted_trace) -> None:
+    path, _ = planted_trace
     loaded = load_trace(path)
     try:
         (f,) = sync_stalls.analyze(TraceDB(loaded.con), Thresholds())
     finally:
         loaded.close()
-    # cudaStreamSynchronize outside any operator, blocking 5,335 us per step; each is
-    # followed by a 1,030 us gap, all of which comes back.
+    # cudaStreamSynchronize outside any operator, blocking 5,335 us per step while the GPU
+    # works; it returns 5 us into each 1,030 us gap, the rest is the optimizer's host code.
+    # The blocked host is reported (it recurs), the gap is not the sync's.
     assert f.evidence["pattern"] == "stream_synchronize"
     assert f.evidence["site"] == "(no operator)"
-    assert f.impact_ns == f.evidence["idle_after_ns"] == exp["gap_ns_by_cause"]["synchronization"]
-
-
-def test_corpus_alexnet_sync_bounded_by_blocked_time(corpus: Path) -> None:
-    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
-    findings = sync_stalls.analyze(db, Thresholds())
-    # The warm-up's cudaDeviceSynchronize is followed by 824 ms of idle GPU, but the host was
-    # blocked only microseconds: removing the sync cannot give back more than that.
-    (f,) = findings
-    assert f.evidence["pattern"] == "device_synchronize"
-    assert f.evidence["idle_after_ns"] == 824_158_000
-    assert f.impact_ns <= f.evidence["blocked_ns"] < 100_000
+    assert f.evidence["blocked_ns"] == 10 * 5_335_000
+    assert f.impact_ns == f.evidence["idle_after_ns"] == 0
     assert f.severity.label == "info"
+
+
+def test_corpus_alexnet_idle_is_not_the_syncs(corpus: Path) -> None:
+    """AlexNet inference on an A100: the GPU is idle 99.5 % of a 13 s window. The warm-up's
+    cudaDeviceSynchronize returns 11 us into an 824 ms gap, and 17 ms later the host enters
+    the first ``aten::cudnn_convolution`` for the rest of it; the long gaps are cuDNN's first
+    convolutions (a 6 s cudaFree, a 3 s first cudaLaunchKernel loading modules, cudaMallocs)
+    and a first max-pool. No sync blocked any gap for long, so no sync finding may claim GPU
+    time, and the host code is named by its innermost operator."""
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    assert not db.scalar("SELECT count(*) FROM gaps WHERE cause = 'synchronization'")
+    for f in sync_stalls.analyze(db, Thresholds()):
+        assert f.impact_ns == 0 and f.severity.label == "info"
+    top = db.rows(
+        "SELECT cause, detail FROM gaps ORDER BY end_ns - start_ns DESC, start_ns LIMIT 4"
+    )
+    assert top == [
+        ("host_compute", "aten::cudnn_convolution"),
+        ("host_compute", "aten::cudnn_convolution"),
+        ("host_compute", "aten::max_pool2d_with_indices"),
+        ("host_compute", "aten::cudnn_convolution"),
+    ]
 
 
 def test_corpus_single_final_sync_is_not_reported(corpus: Path) -> None:
@@ -79,14 +107,32 @@ def test_corpus_single_final_sync_is_not_reported(corpus: Path) -> None:
     assert sync_stalls.analyze(db, Thresholds()) == []
 
 
-def test_corpus_nsys_device_synchronize_in_plain_cuda_program(corpus: Path) -> None:
-    # A CUDA C vector add: cudaDeviceSynchronize outside any operator, then 121 us idle.
+def test_corpus_nsys_pageable_copies_in_plain_cuda_program(corpus: Path) -> None:
+    """A CUDA C vector add on an RTX 3060: two pageable HtoD ``cudaMemcpy`` (4 MiB each),
+    one kernel, one pageable DtoH ``cudaMemcpy``. The GPU idles 306 us between the two
+    HtoD copies and 121 us between the kernel and the DtoH copy, each time with the host
+    inside the synchronous cudaMemcpy staging pageable memory: synchronization, all of the
+    gap blocked. The 1.77 ms before the kernel is not the cudaDeviceSynchronize's: the kernel
+    had been launched (a 1.04 ms first launch) 1.12 ms before it started, so the GPU held
+    queued work."""
     db = corpus_db(corpus, "rtx3060_vecadd_nsys2025.5.sqlite", kind="nsys")
+    gaps = db.rows("SELECT cause, detail, end_ns - start_ns, blocked_ns FROM gaps ORDER BY 1, 3")
+    assert gaps == [
+        (
+            "gpu_dependency",
+            "kernVectorAdd(const float *, const float *, float *, int)",
+            1_765_695,
+            0,
+        ),
+        ("synchronization", "cudaMemcpy", 121_408, 121_408),
+        ("synchronization", "cudaMemcpy", 305_824, 305_824),
+    ]
     (f,) = sync_stalls.analyze(db, Thresholds())
-    sync_gaps = db.scalar("SELECT sum(end_ns - start_ns) FROM gaps WHERE cause = 'synchronization'")
-    assert f.evidence["pattern"] == "device_synchronize"
+    assert f.evidence["pattern"] == "sync_copy"  # a CUDA C program: no tensor-copy wording
     assert f.evidence["site"] == "(no operator)"
-    assert f.impact_ns == f.evidence["idle_after_ns"] == sync_gaps == 121_408
+    assert f.impact_ns == f.evidence["idle_after_ns"] == 121_408 + 305_824
+    assert "torch" not in f.advice and ".to(" not in f.advice
+    assert "cudaMemcpyAsync" in f.advice and "cudaHostAlloc" in f.advice
 
 
 def test_corpus_nsys_without_kernels_reports_blocking_only(corpus: Path) -> None:

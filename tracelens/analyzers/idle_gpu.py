@@ -1,32 +1,68 @@
 """Idle GPU time: how much of each device's window it sat idle, and why.
 
 One finding per device and gap cause (see :mod:`ingest.derive_gaps` for how a cause is
-judged), with the longest gaps of that cause and what the host was doing during them.
+judged from evidence), with the evidence that decided it (how many gaps had the next work
+queued, how long blocking calls blocked inside them, whether the launch came after the GPU
+ran dry), the longest gaps, and what the host was doing during them: the innermost
+operator, range or Python function covering the host part of each gap, or "untraced host
+code". Advice fits the workload (:func:`tracelens.core.workload.workload_of`): no PyTorch
+API for a CUDA C or HIP program, HIP terms on AMD, no graph capture where graphs already
+replay.
 """
 
 from __future__ import annotations
 
+from ingest.derive_gaps import (
+    LAUNCH_ISSUE_SLACK_NS,
+    LOADER_MIN_GAP_FRACTION,
+    QUEUED_MIN_GAP_FRACTION,
+    SYNC_MIN_GAP_FRACTION,
+)
 from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "idle_gpu"
 
 CAUSE_TITLES = {
     "data_loading": "waiting on the data loader",
-    "synchronization": "host synchronizations drain the GPU queue",
-    "launch_overhead": "kernel launch overhead between short kernels",
-    "gpu_dependency": "queued work waits on another stream, device or collective",
-    "host_compute": "host busy in Python/operators before the next launch",
-    "untraced": "no recorded host activity explains it",
+    "synchronization": "the host was blocked in synchronizing calls",
+    "launch_overhead": "the GPU ran dry while the host was issuing launches",
+    "gpu_dependency": "work was queued but waited on the GPU (another stream, event, "
+    "device or collective)",
+    "host_compute": "the host was busy in traced code before the next launch",
+    "untraced": "the host ran code the trace does not record",
 }
+_NOTHING = "nothing recorded on the host explains it"
 
 
-def _advice(cause: str, details: list[dict]) -> str:
-    top = ", ".join(
-        f"`{d['detail']}` ({d['n']}×, {fmt_ns(d['ns'])})" for d in details if d["detail"]
+def _title(cause: str, details: list[dict], ns: int) -> str:
+    named = sum(int(d["ns"]) for d in details if d["detail"])
+    if cause == "untraced" and 2 * named < ns:
+        return _NOTHING
+    if cause == "host_compute" and details and details[0]["detail"]:
+        share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "longest"
+        top = _short(details[0]["detail"])
+        return f"the host was busy ({share} in `{top}`) before the next launch"
+    return CAUSE_TITLES.get(cause, cause)
+
+
+def _short(name: str, limit: int = 80) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _top(details: list[dict]) -> str:
+    return ", ".join(
+        f"`{_short(d['detail'])}` ({d['n']}×, {fmt_ns(d['ns'])})" for d in details if d["detail"]
     )
+
+
+def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
+    top = _top(details)
+    torch = w.is_pytorch
+    graph = "HIP graph" if w.amd else "CUDA graph"
     if cause == "data_loading":
         return (
             "The GPU waits while the next batch is prepared"
@@ -37,47 +73,153 @@ def _advice(cause: str, details: list[dict]) -> str:
             "next batch is ready when the step starts."
         )
     if cause == "synchronization":
-        return (
-            "The host blocks until the GPU drains"
-            + (f" (in {top})" if top else "")
-            + ", so nothing is queued when it resumes and the GPU idles while Python catches "
-            "up. Remove syncs from the hot loop: avoid `.item()`, `.cpu()`, `print(tensor)`, "
-            "`torch.cuda.synchronize()` and boolean checks on CUDA tensors each step; keep "
-            "metrics on the GPU and read them every N steps; use `non_blocking=True` copies "
-            "into pinned buffers."
+        text = (
+            f"The launching thread sat in blocking calls for {fmt_ns(ev['blocked_in_gaps_ns'])} "
+            "of these gaps before it issued the next work"
+            + (f" ({top})" if top else "")
+            + ", so nothing new was queued meanwhile. "
+        )
+        if torch:
+            return text + (
+                "Remove syncs from the hot loop: avoid `.item()`, `.cpu()`, `print(tensor)`, "
+                "`torch.cuda.synchronize()` and boolean checks on device "
+                "tensors each step; keep metrics on the GPU and read them every N "
+                "steps; copy with `non_blocking=True` into pinned buffers."
+            )
+        api = "hip" if w.amd else "cuda"
+        return text + (
+            f"Replace synchronous `{api}Memcpy` with `{api}MemcpyAsync` from pinned host memory "
+            f"(`{api}HostAlloc`/`{api}HostRegister`) on a stream, and wait on an event "
+            f"(`{api}EventSynchronize` or `{api}StreamWaitEvent`) only where the data is "
+            f"needed instead of `{api}DeviceSynchronize`."
         )
     if cause == "launch_overhead":
-        return (
-            "Many kernels are so short that the GPU finishes each before the next is launched. "
-            "Capture the step in a CUDA graph (`torch.cuda.graphs` / `torch.compile(mode="
-            '"reduce-overhead")`), fuse small ops with `torch.compile`, or raise the batch '
-            "size so each kernel does more work."
+        text = (
+            f"In {ev['launch_in_progress_gaps']:,} of these gaps the next launch call was "
+            "already running when the GPU ran dry, in the others it started within "
+            f"{fmt_ns(ev['launch_issue_slack_ns'])} after: the GPU finishes each kernel before "
+            "the host has issued the next. "
+        )
+        if w.cuda_graphs:
+            return text + (
+                f"{graph}s are already replayed here: capture more of the step in each graph, "
+                "and fuse or enlarge the kernels launched outside it."
+            )
+        if torch:
+            return text + (
+                f"Capture the step in a {graph} (`torch.cuda.CUDAGraph`, "
+                '`torch.compile(mode="reduce-overhead")`), fuse small ops with `torch.compile`, '
+                "or give each kernel more work (larger batches)."
+            )
+        return text + (
+            f"Capture the launch sequence in a {graph} "
+            f"(`{'hipStreamBeginCapture' if w.amd else 'cudaStreamBeginCapture'}` ... "
+            f"`{'hipGraphLaunch' if w.amd else 'cudaGraphLaunch'}`), fuse small kernels, or "
+            "give each kernel more work."
         )
     if cause == "gpu_dependency":
-        return (
-            "Work was already queued but could not start: it waited on an event from another "
-            "stream, a copy, another GPU or a collective. Check cross-stream "
-            "`wait_stream`/`record_stream` ordering, overlap communication with independent "
-            "compute, and balance work across ranks."
+        text = (
+            f"In {ev['queued_before_gap']:,} of these gaps the next work had been launched "
+            "before the GPU went idle, in "
+            f"{ev['queued_during_gap']:,} it was queued for most of the gap: the host was not "
+            "the bottleneck. The queued work waited on something on the GPU side"
+            + (f" (next work: {top})" if top else "")
+            + ": an event from another stream or device, a collective's peer, a kernel's "
+            "first launch (lazy module loading), or the queue's own per-kernel latency. "
+        )
+        api = "hip" if w.amd else "cuda"
+        if torch:
+            return text + (
+                f"Check cross-stream ordering (`wait_stream`/`record_stream` and the "
+                f"`{api}StreamWaitEvent` they issue, events), overlap "
+                "communication with independent compute, and balance work across ranks; many "
+                "short gaps between queued kernels mean many small kernels (fuse them)."
+            )
+        return text + (
+            f"Check which `{api}StreamWaitEvent`/event dependencies the queued kernels wait on, "
+            "put independent work on other streams so it can fill the wait, and fuse chains of "
+            "small kernels."
         )
     if cause == "host_compute":
-        return (
+        text = (
             "The launching thread was busy on the CPU"
-            + (f" (in {top})" if top else "")
-            + " before issuing the next GPU work. Profile the host side (py-spy, "
-            "`with_stack=True`), move CPU work off the critical path or to another thread, "
-            "and reduce per-step Python overhead (CUDA graphs, `torch.compile`)."
+            + (f" (innermost code covering the gaps: {top})" if top else "")
+            + " before issuing the next GPU work. "
         )
-    return (
-        "Nothing recorded on the host explains these gaps. Record with `with_stack=True` and "
-        "Python functions, or under Nsight Systems with `--trace=cuda,nvtx,osrt`, to see what "
-        "the process was doing."
+        if torch:
+            extra = (
+                f", capture steady-state steps in a {graph} or `torch.compile` them"
+                if not w.cuda_graphs
+                else ""
+            )
+            return text + (
+                "Profile the host side (py-spy, `with_stack=True`), move CPU work off the "
+                "critical path or to another thread, and queue more GPU work ahead of it "
+                f"(avoid syncs that leave the queue empty){extra}."
+            )
+        return text + (
+            "Profile the host code (perf, Nsight Systems with `--sample=cpu`), move it off the "
+            "launching thread, or queue more GPU work ahead of it."
+        )
+    unlaunched = (
+        "No launching call is recorded for the work that ended "
+        f"{ev['no_launch_record']:,} of these gaps (for example unified-memory migrations "
+        "or page faults), so nothing on the host explains those."
     )
+    if any(d["detail"] for d in details):
+        if torch:
+            how = (
+                "Record with `with_stack=True` (Python functions) and `record_function` ranges "
+                "around host work"
+            )
+        else:
+            how = (
+                "Annotate host phases with NVTX/roctx ranges and record under Nsight Systems "
+                "with `--trace=cuda,nvtx,osrt --sample=cpu`"
+                + (" (or rocprof with `--roctx-trace`)" if w.amd else "")
+            )
+        return (
+            "The launching thread ran code no recorded operator, range or function covers "
+            f"(untraced host code) before issuing the next GPU work. {how} to see what it was."
+            + (f" {unlaunched}" if ev["no_launch_record"] else "")
+        )
+    return unlaunched
+
+
+_CAUSE_EVIDENCE = """
+SELECT count(*) FILTER (WHERE launch_end_ns <= start_ns) AS queued_before_gap,
+       count(*) FILTER (WHERE launch_end_ns > start_ns) AS queued_during_gap,
+       CAST(coalesce(median(start_ns - launch_end_ns)
+                     FILTER (WHERE launch_end_ns <= start_ns), 0) AS BIGINT) AS queued_lead_p50_ns,
+       coalesce(sum(blocked_ns), 0) AS blocked_in_gaps_ns,
+       count(*) FILTER (WHERE launch_start_ns <= start_ns) AS launch_in_progress_gaps,
+       count(*) FILTER (WHERE launch_start_ns > start_ns) AS launch_after_gap_start,
+       CAST(coalesce(median(launch_start_ns - start_ns)
+                     FILTER (WHERE launch_start_ns > start_ns), 0) AS BIGINT)
+           AS launch_delay_p50_ns,
+       count(*) FILTER (WHERE launch_start_ns IS NULL) AS no_launch_record
+FROM gaps WHERE device_id = ? AND cause = ?
+"""
+
+# The evidence that decided each cause (see ingest.derive_gaps), shown in its finding.
+_DECIDING = {
+    "gpu_dependency": ("queued_before_gap", "queued_during_gap", "queued_lead_p50_ns"),
+    "synchronization": ("blocked_in_gaps_ns",),
+    "launch_overhead": (
+        "launch_in_progress_gaps",
+        "launch_after_gap_start",
+        "launch_delay_p50_ns",
+    ),
+    "host_compute": (),
+    "untraced": ("no_launch_record",),
+    "data_loading": (),
+}
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
     t0 = db.t0_ns
+    w = workload_of(db)
     for dev in db.devices:
         by_cause = db.dicts(
             """SELECT cause, count(*) AS n, sum(end_ns - start_ns) AS ns FROM gaps
@@ -101,22 +243,28 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                    GROUP BY detail ORDER BY ns DESC, detail LIMIT 5""",
                 [dev.device_id, cause],
             )
+            raw = db.dicts(_CAUSE_EVIDENCE, [dev.device_id, cause])[0]
+            deciding = {k: int(raw[k]) for k in _DECIDING.get(cause, ())}
+            ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
             impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
+            title = _title(cause, details, ns)
+            activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
                 Finding(
                     id=finding_id(ANALYZER, dev.device_id, cause),
                     analyzer=ANALYZER,
                     title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
-                    f"{CAUSE_TITLES.get(cause, cause)}",
+                    f"{title}",
                     severity=severity_for(impact_pct, t),
                     impact_ns=ns,
                     impact_pct=impact_pct,
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
-                    f"'{cause}'; removing their cause gives back at most this much GPU time.",
+                    f"'{cause}' ({_RULES[cause]}); removing their cause gives back at most this "
+                    "much GPU time.",
                     summary=f"{label} was busy {dev.busy_pct:.2f}% of its "
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
-                    f"({share:.1f}%) have this cause: {CAUSE_TITLES.get(cause, cause)}.",
+                    f"({share:.1f}%) have this cause: {title}.",
                     evidence={
                         "device_id": dev.device_id,
                         "device_name": dev.name,
@@ -125,10 +273,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "busy_pct": round(dev.busy_pct, 3),
                         "idle_pct": round(dev.idle_pct, 3),
                         "cause": cause,
+                        "cause_rule": _RULES[cause],
                         "gap_count": n,
                         "gap_ns": ns,
+                        **deciding,
                         "idle_ns_by_cause": idle_by_cause,
-                        "host_activity": [
+                        activity_key: [
                             {"detail": d["detail"], "gaps": int(d["n"]), "ns": int(d["ns"])}
                             for d in details
                         ],
@@ -137,12 +287,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                                 "start_offset_ns": int(g["start_ns"] - t0),
                                 "end_offset_ns": int(g["end_ns"] - t0),
                                 "duration_ns": int(g["duration_ns"]),
-                                "host_activity": g["detail"],
+                                activity_key: g["detail"],
                             }
                             for g in longest
                         ],
                     },
-                    advice=_advice(cause, details),
+                    advice=_advice(cause, details, w, ev_for_advice),
                     time_ranges=[
                         TimeRange(
                             int(g["start_ns"]), int(g["end_ns"]), dev.device_id, f"idle: {cause}"
@@ -152,3 +302,21 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _slack() -> dict[str, int]:
+    return {"launch_issue_slack_ns": LAUNCH_ISSUE_SLACK_NS}
+
+
+_RULES = {
+    "gpu_dependency": "the next work was queued before the gap began, or for at least "
+    f"{QUEUED_MIN_GAP_FRACTION:.0%} of it",
+    "data_loading": f"a data-loader range covers at least {LOADER_MIN_GAP_FRACTION:.0%} of the gap",
+    "synchronization": "blocking calls on the launching thread took at least "
+    f"{SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was issued",
+    "launch_overhead": "the next launch call was running when the GPU ran dry, or started "
+    f"within {fmt_ns(LAUNCH_ISSUE_SLACK_NS)} while the thread was issuing launches",
+    "host_compute": "an operator, range or Python function on the launching thread covers the "
+    "host part of the gap",
+    "untraced": "nothing recorded covers the host part of the gap",
+}

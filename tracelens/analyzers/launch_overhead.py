@@ -1,10 +1,13 @@
 """Kernel launch overhead: many tiny kernels, slow launches, a GPU starved by the launcher.
 
-When kernels finish faster than the host can issue the next one, the GPU idles in short
-gaps between back-to-back launches (the derived gap cause ``launch_overhead``: at most
-10 us between queued launches). This analyzer explains those gaps: how many kernels are
-tiny (below ``launch_short_kernel_ns``), how long launches take from the runtime call to
-the kernel start, and which operators issue the most tiny kernels.
+When kernels finish faster than the host can issue the next one, the GPU runs dry while the
+host is still issuing launches (the derived gap cause ``launch_overhead``: the next launch
+call was running when the gap began, or started within ``LAUNCH_ISSUE_SLACK_NS`` of it
+while the launching thread was issuing launches back to back; see
+:mod:`ingest.derive_gaps`). A short gap whose next kernel was already queued is the GPU's
+own wait (``gpu_dependency``), not launch overhead. This analyzer explains those gaps: how
+many kernels are tiny (below ``launch_short_kernel_ns``), how long launches take from the
+runtime call to the kernel start, and which operators issue the most tiny kernels.
 
 Impact is the measured launch-overhead gap time, the same gaps idle_gpu reports under that
 cause (its finding is named in the evidence): this finding says why they happen and which
@@ -18,6 +21,7 @@ from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "launch_overhead"
 
@@ -78,9 +82,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             _KERNEL_STATS, [dev.device_id, t.launch_short_kernel_ns, t.launch_short_kernel_ns]
         )[0]
         n, n_short = int(ks["kernels"]), int(ks["short_kernels"])
-        gap_n, gap_ns = db.rows(
-            """SELECT count(*), coalesce(sum(end_ns - start_ns), 0) FROM gaps
-               WHERE device_id = ? AND cause = 'launch_overhead'""",
+        gap_n, gap_ns, in_progress, delay_p50 = db.rows(
+            """SELECT count(*), coalesce(sum(end_ns - start_ns), 0),
+                      count(*) FILTER (WHERE launch_start_ns <= start_ns),
+                      CAST(coalesce(median(launch_start_ns - start_ns)
+                                    FILTER (WHERE launch_start_ns > start_ns), 0) AS BIGINT)
+               FROM gaps WHERE device_id = ? AND cause = 'launch_overhead'""",
             [dev.device_id],
         )[0]
         gap_share = 100.0 * gap_ns / dev.window_ns if dev.window_ns else 0.0
@@ -115,10 +122,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
-                impact_basis=f"Sum of the {int(gap_n):,} short idle gaps between queued "
-                "launches (cause 'launch_overhead', also counted by idle_gpu under that "
-                "cause); CUDA graphs or fusion remove these gaps, so this much GPU time comes "
-                "back at most.",
+                impact_basis=f"Sum of the {int(gap_n):,} idle gaps where the GPU ran dry while "
+                "the host was still issuing the next launch (cause 'launch_overhead', also "
+                "counted by idle_gpu under that cause); graphs or fusion remove these gaps, so "
+                "this much GPU time comes back at most.",
                 summary=f"{short_pct:.0f}% of the kernels on GPU {dev.device_id} run for less "
                 f"than {fmt_ns(t.launch_short_kernel_ns)} (median kernel "
                 f"{fmt_ns(ks['median_kernel_ns'])}); on an idle GPU a launch takes "
@@ -140,6 +147,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "launch_call_p50_ns": int(lat["api_p50"]),
                     "launch_call_total_ns": int(lat["api_total"]),
                     "launch_gap_count": int(gap_n),
+                    # what made them launch gaps: the launch was still being issued
+                    "launch_in_progress_at_gap_start": int(in_progress),
+                    "launch_issued_after_gap_start": int(gap_n) - int(in_progress),
+                    "launch_issue_delay_p50_ns": int(delay_p50),
                     "launch_gap_ns": int(gap_ns),
                     "launch_gap_pct_of_window": round(gap_share, 3),
                     "top_tiny_kernel_operators": [
@@ -152,7 +163,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 supersedes=[finding_id("idle_gpu", dev.device_id, "launch_overhead")],
-                advice=_advice(ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"])),
+                advice=_advice(
+                    ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"]), workload_of(db)
+                ),
                 time_ranges=[
                     TimeRange(
                         int(h["start_ns"]),
@@ -167,15 +180,37 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-def _advice(ops_text: str, launch_call_ns: int, median_kernel_ns: int) -> str:
+def _advice(ops_text: str, launch_call_ns: int, median_kernel_ns: int, w: Workload) -> str:
     where = f" Most tiny kernels come from {ops_text}." if ops_text else ""
-    return (
+    head = (
         f"Each launch call costs the host about {fmt_ns(launch_call_ns)} while the median "
         f"kernel runs {fmt_ns(median_kernel_ns)}, so the GPU outruns the launcher.{where} "
-        "Capture the repeated region in a CUDA graph (`torch.cuda.CUDAGraph` / "
+    )
+    graph = "HIP graph" if w.amd else "CUDA graph"
+    if w.cuda_graphs:
+        return head + (
+            f"{graph}s are already replayed in this trace: capture the launches still issued "
+            "one by one into the graph as well, and fuse or enlarge the small kernels."
+        )
+    if not w.is_pytorch:
+        api = "hip" if w.amd else "cuda"
+        return head + (
+            f"Capture the repeated launch sequence in a {graph} (`{api}StreamBeginCapture` / "
+            f"`{api}GraphInstantiate` / `{api}GraphLaunch`), fuse small kernels into one, and "
+            "give each kernel more work (more elements per launch)."
+        )
+    optim = (
+        " (fused optimizers with `foreach=True`/`fused=True`, fused norms)" if w.is_training else ""
+    )
+    batch = (
+        "(for serving: batch more requests per decode step)"
+        if w.kind == "serving"
+        else "(larger batches)"
+    )
+    return head + (
+        f"Capture the repeated region in a {graph} (`torch.cuda.CUDAGraph` / "
         "`torch.cuda.make_graphed_callables`, or `torch.compile(model, "
         'mode="reduce-overhead")`, which does it for you with static shapes); fuse chains of '
-        "small elementwise ops with `torch.compile` or fused kernels (fused optimizers with "
-        "`foreach=True`/`fused=True`, fused norms); and give each kernel more work with larger "
-        "batches (for serving: batch more requests per decode step)."
+        f"small elementwise ops with `torch.compile` or fused kernels{optim}; and give each "
+        f"kernel more work {batch}."
     )

@@ -9,21 +9,27 @@ the operator chain gives the *pattern*: a scalar read (``.item()``, ``print(t)``
 blocking tensor copy (``.cpu()``, ``.to()`` without ``non_blocking``), or an explicit
 ``torch.cuda.synchronize()`` / stream / event synchronize.
 
-Impact is the GPU idle time that follows each call: the derived gaps judged
-``synchronization`` (the queue drained while the host was blocked, and the GPU then waited
-for the host to issue new work), matched to the blocking call that ended last before the
-gap on the thread that launched the next work. These are the gaps idle_gpu sums under that
-cause; this analyzer splits them by the code that caused them. Host blocked time is
-evidence, not impact: a blocked host does not by itself cost GPU time.
+Impact is GPU idle time the blocking really caused: the derived gaps judged
+``synchronization`` (blocking calls on the thread that launched the next work were in
+progress for at least half of the gap, before that work was issued; see
+:mod:`ingest.derive_gaps`), each given to the call that blocked longest inside it, with the
+blocked time inside the gap (``gaps.blocked_ns``) as what comes back. These are the gaps
+idle_gpu sums under that cause; this analyzer splits them by the code that caused them. A
+sync that returns as the GPU drains and leaves the gap to other host code costs that gap
+nothing here (idle_gpu files it under the host code). Host blocked time is evidence, not
+impact: a blocked host does not by itself cost GPU time. ``cudaStreamWaitEvent`` /
+``hipStreamWaitEvent`` order GPU work and never block the host, so they are not blocking
+calls; HIP's synchronize and synchronous copy calls are.
 """
 
 from __future__ import annotations
 
-from ingest.derive_gaps import SYNC_CALLS, SYNC_TOLERANCE_NS
+from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, SYNC_MIN_GAP_FRACTION
 from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "sync_stalls"
 
@@ -52,18 +58,22 @@ _TITLES = {
 }
 
 
-def _pattern_sql() -> str:
+def _pattern_sql(has_ops: str) -> str:
     cases = "\n".join(f"WHEN regexp_matches(chain, '{rx}') THEN '{key}'" for key, rx in _PATTERNS)
     return f"""CASE {cases}
-        WHEN name IN ('cudaDeviceSynchronize', 'cuCtxSynchronize') THEN 'device_synchronize'
-        WHEN name IN ('cudaStreamSynchronize', 'cuStreamSynchronize') THEN 'stream_synchronize'
-        WHEN name IN ('cudaEventSynchronize', 'cuEventSynchronize') THEN 'event_synchronize'
-        WHEN copy_kind = 'DtoH' THEN 'tensor_copy'
+        WHEN name IN ('cudaDeviceSynchronize', 'cuCtxSynchronize', 'hipDeviceSynchronize',
+                      'hipCtxSynchronize') THEN 'device_synchronize'
+        WHEN name IN ('cudaStreamSynchronize', 'cuStreamSynchronize', 'hipStreamSynchronize')
+            THEN 'stream_synchronize'
+        WHEN name IN ('cudaEventSynchronize', 'cuEventSynchronize', 'hipEventSynchronize')
+            THEN 'event_synchronize'
+        WHEN copy_kind = 'DtoH' AND {has_ops} THEN 'tensor_copy'
         ELSE 'sync_copy' END"""
 
 
 def _build_tables(db: TraceDB) -> None:
     names = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+    waits = ", ".join(f"'{n}'" for n in STREAM_WAIT_CALLS)
     has_ops = "true" if db.scalar("SELECT count(*) > 0 FROM cpu_ops") else "false"
     db.con.execute(
         f"""
@@ -76,8 +86,10 @@ def _build_tables(db: TraceDB) -> None:
             SELECT row_number() OVER (ORDER BY a.start_ns) AS call_id, a.pid, a.tid, a.name,
                    a.start_ns, a.end_ns, c.kind AS copy_kind
             FROM api_calls a LEFT JOIN copies c USING (correlation_id)
-            WHERE a.name IN ({names})
-               OR (a.name LIKE 'cudaMemcpy%Async' AND c.kind = 'DtoH' AND c.dst_mem = 'pageable')
+            WHERE (a.name IN ({names})
+               OR (regexp_matches(a.name, '^(cuda|hip)Memcpy.*Async$') AND c.kind = 'DtoH'
+                   AND c.dst_mem = 'pageable'))
+              AND a.name NOT IN ({waits})
         ),
         -- Enclosing operators, one ASOF lookup per nesting depth: at each depth only the
         -- latest operator started before the call can contain it. A plain interval join
@@ -122,15 +134,17 @@ def _build_tables(db: TraceDB) -> None:
     db.con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _sync_calls2 AS
-        SELECT *, {_pattern_sql()} AS pattern,
+        SELECT *, {_pattern_sql(has_ops)} AS pattern,
                coalesce(top_op, annotation, '(no operator)') AS site
         FROM _sync_calls
         """
     )
-    # Each synchronization gap goes to the blocking call that ended last before it on the
-    # thread that launched the work ending the gap (as the gap's cause was judged).
+    # Each synchronization gap goes to the blocking call on its launching thread that blocked
+    # longest inside it (before the next work was issued: the span ingest judged the gap
+    # on); the recoverable time is the blocked time ingest measured in the gap
+    # (``gaps.blocked_ns``), so these findings and idle_gpu agree on gaps and time.
     db.con.execute(
-        f"""
+        """
         CREATE OR REPLACE TEMP TABLE _sync_gaps AS
         WITH act AS (
             SELECT device_id, start_ns, correlation_id FROM kernels
@@ -144,31 +158,26 @@ def _build_tables(db: TraceDB) -> None:
         ),
         g AS (
             SELECT g.device_id, g.start_ns, g.end_ns, any_value(a.pid) AS pid,
-                   any_value(a.tid) AS tid
+                   any_value(a.tid) AS tid, any_value(g.blocked_ns) AS blocked_ns,
+                   any_value(greatest(g.start_ns, least(g.end_ns,
+                             coalesce(g.launch_end_ns, g.end_ns)))) AS block_end
             FROM gaps g
             JOIN act k ON k.device_id = g.device_id AND k.start_ns = g.end_ns
             LEFT JOIN api a ON a.correlation_id = k.correlation_id
             WHERE g.cause = 'synchronization'
             GROUP BY g.device_id, g.start_ns, g.end_ns
         ),
-        attributed AS (
-            SELECT g.device_id, g.start_ns, g.end_ns, g.pid, g.tid, s.call_id
-            FROM g ASOF JOIN _sync_calls2 s
-              ON s.pid = g.pid AND s.tid = g.tid AND s.end_ns <= g.end_ns
-            WHERE s.end_ns >= g.start_ns - {SYNC_TOLERANCE_NS}
-        ),
-        -- All blocking on that thread that ended as the GPU drained (a .item() blocks in its
-        -- copy and then its synchronize): without it the next work comes that much earlier.
-        blocked AS (
-            SELECT a.device_id, a.start_ns, sum(c.end_ns - c.start_ns) AS blocked_ns
-            FROM attributed a JOIN _sync_calls2 c
-              ON c.pid = a.pid AND c.tid = a.tid
-             AND c.end_ns BETWEEN a.start_ns - {SYNC_TOLERANCE_NS} AND a.end_ns
-            GROUP BY a.device_id, a.start_ns
+        ov AS (
+            SELECT g.device_id, g.start_ns, g.end_ns, g.blocked_ns, s.call_id,
+                   least(s.end_ns, g.block_end) - greatest(s.start_ns, g.start_ns) AS inside_ns
+            FROM g JOIN _sync_calls2 s
+              ON s.pid = g.pid AND s.tid = g.tid
+             AND s.start_ns < g.block_end AND s.end_ns > g.start_ns
         )
-        SELECT a.device_id, a.start_ns, a.end_ns, a.call_id,
-               least(a.end_ns - a.start_ns, b.blocked_ns) AS recoverable_ns
-        FROM attributed a JOIN blocked b USING (device_id, start_ns)
+        SELECT device_id, start_ns, end_ns,
+               arg_max(call_id, [inside_ns, -call_id]) AS call_id,
+               any_value(blocked_ns) AS recoverable_ns
+        FROM ov GROUP BY device_id, start_ns, end_ns
         """
     )
 
@@ -194,6 +203,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         """
     )
     t0 = db.t0_ns
+    w = workload_of(db)
     findings: list[Finding] = []
     for g in groups:
         idle_ns, blocked_ns = int(g["idle_ns"]), int(g["blocked_ns"])
@@ -235,21 +245,23 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             Finding(
                 id=finding_id(ANALYZER, pattern, site),
                 analyzer=ANALYZER,
-                title=f"{_TITLES[pattern][0].upper()}{_TITLES[pattern][1:]} in {site_text}: "
+                title=f"{_title_text(pattern, w)} in {site_text}: "
                 f"host blocked {fmt_ns(blocked_ns)}"
-                + (f", GPU then idle {fmt_ns(idle_ns)}" if db.devices else ""),
+                + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else ""),
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
-                impact_basis=f"For each of the {int(g['gaps']):,} 'synchronization' gaps that "
-                "follow these calls (idle_gpu's synchronization gaps, split here by cause): the "
-                "gap or the call's blocked time, whichever is shorter. Without the sync the "
-                "host would have issued the next work that much earlier, so the gap shrinks by "
-                "at most that.",
+                impact_basis=f"For each of the {int(g['gaps']):,} gaps judged 'synchronization' "
+                "where these calls blocked longest (blocking calls on the launching thread took "
+                f"at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was "
+                "issued; the same gaps idle_gpu sums under that cause): the time the thread was "
+                "blocked inside the gap. Without the blocking call the next work would have "
+                "been issued that much earlier.",
                 summary=f"{n:,} blocking calls ({', '.join(g['api_names'])}) from {where} "
                 f"blocked the host {fmt_ns(blocked_ns)} ({blocked_pct:.1f}% of the window)"
                 + (
-                    f" and left the GPU idle {fmt_ns(idle_ns)} afterwards."
+                    f"; in {int(g['gaps']):,} gaps the GPU sat idle {fmt_ns(idle_ns)} while the "
+                    f"host was blocked there {fmt_ns(impact)}."
                     if db.devices
                     else "; the trace records no GPU work, so GPU idle time is unknown."
                 ),
@@ -276,7 +288,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         for c in calls
                     ],
                 },
-                advice=_advice(pattern, where),
+                advice=_advice(pattern, where, w),
                 supersedes=[finding_id("idle_gpu", d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
@@ -289,7 +301,45 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-def _advice(pattern: str, where: str) -> str:
+def _title_text(pattern: str, w: Workload) -> str:
+    text = _TITLES[pattern]
+    if not w.is_pytorch:
+        text = {
+            "device_synchronize": "device synchronizes (`hipDeviceSynchronize`)"
+            if w.amd
+            else "device synchronizes (`cudaDeviceSynchronize`)",
+        }.get(pattern, text)
+    elif w.amd and pattern == "device_synchronize":
+        text = "device synchronizes (`hipDeviceSynchronize`, `torch.cuda.synchronize()`)"
+    return text[0].upper() + text[1:]
+
+
+def _advice(pattern: str, where: str, w: Workload) -> str:
+    api = "hip" if w.amd else "cuda"
+    if not w.is_pytorch:
+        if pattern == "device_synchronize":
+            return (
+                f"A `{api}DeviceSynchronize` in {where} waits for every stream. Synchronize "
+                f"only on what the host needs (`{api}StreamSynchronize` or "
+                f"`{api}EventSynchronize` on an event recorded after it), order GPU work "
+                f"with `{api}StreamWaitEvent`, and keep it out of loops."
+            )
+        if pattern in ("stream_synchronize", "event_synchronize"):
+            return (
+                f"{where} blocks the host on the GPU. Order dependent GPU work with "
+                f"`{api}StreamWaitEvent` instead, and wait on the host only where it reads "
+                "the results, after queuing the next work."
+            )
+        return (
+            f"{where} uses a synchronous copy (`{api}Memcpy`), which from pageable memory "
+            f"also stages the data through the CPU while the GPU waits. Use `{api}MemcpyAsync` "
+            f"on a stream from pinned buffers (`{api}HostAlloc`/`{api}HostRegister`), and "
+            "synchronize on an event only when the data is needed."
+        )
+    return _torch_advice(pattern, where, api)
+
+
+def _torch_advice(pattern: str, where: str, api: str) -> str:
     if pattern in ("scalar_read", "bool_check"):
         return (
             f"{where} reads a GPU value on the host, which waits for every queued kernel. Keep "
@@ -316,7 +366,7 @@ def _advice(pattern: str, where: str) -> str:
         )
     if pattern == "device_synchronize":
         return (
-            f"A device synchronize (`torch.cuda.synchronize()`, `cudaDeviceSynchronize`) in "
+            f"A device synchronize (`torch.cuda.synchronize()`, `{api}DeviceSynchronize`) in "
             f"{where} drains every stream. Drop it from the hot "
             "loop (it is only needed for timing and before reading host copies); time with "
             "`torch.cuda.Event(enable_timing=True)` or the profiler instead."
@@ -333,6 +383,6 @@ def _advice(pattern: str, where: str) -> str:
             "move the synchronize later so more work is queued before the host waits."
         )
     return (
-        f"{where} uses a synchronous copy (`cudaMemcpy`). Use `cudaMemcpyAsync` on a stream "
+        f"{where} uses a synchronous copy (`{api}Memcpy`). Use `{api}MemcpyAsync` on a stream "
         "with pinned host buffers, and synchronize on an event only when the data is needed."
     )

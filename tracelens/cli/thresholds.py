@@ -29,3 +29,10 @@ def list_thresholds() -> None:
         click.echo(f"{f.name} = {f.default}")
         if f.name in docs:
             click.echo(f"    {docs[f.name]}")
+    from ingest.derive_gaps import GAP_RULES
+
+    click.echo("")
+    click.echo("# Gap causes, decided at ingest (re-ingest to change; not overridable per run):")
+    for name, (value, doc) in GAP_RULES.items():
+        click.echo(f"{name} = {value}")
+        click.echo(f"    {doc}")

@@ -38,6 +38,7 @@ for _code, _kind in sorted(MEMORY_KINDS.items()):
 # Blocking API -> CUPTI synchronization type it records.
 _SYNC_TYPE_OF_API = {
     "cudaEventSynchronize": 1,
+    "cudaStreamWaitEvent": 2,
     "cudaStreamSynchronize": 3,
     "cudaDeviceSynchronize": 4,
 }
