@@ -33,8 +33,10 @@ from typing import Any
 import duckdb
 import numpy as np
 
-# Bumped whenever the tl_* tables change shape or meaning.
-TIMELINE_VERSION = 3
+# Bumped whenever the tl_* tables change shape or meaning, or what they are built from
+# does (4: trace schema 2, gap causes from evidence): an older run is re-ingested when
+# opened, so its report and timeline follow the current rules.
+TIMELINE_VERSION = 4
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
 AGG_BUCKETS = 16384
