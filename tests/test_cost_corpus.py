@@ -98,3 +98,28 @@ def test_tensorrt_program_gets_no_pytorch_api(corpus: Path) -> None:
     db = corpus_db(corpus, "rtx3090_tensorrt_nvtx_textid_nsys2023.1.sqlite", kind="nsys")
     for f in _mine(db):
         assert not re.search(r"torch|autocast|GradScaler", f.advice), f.title
+
+
+def test_impacts_bounded_and_counted_once(corpus: Path) -> None:
+    """On every trace with shapes: no hot_ops impact is negative or exceeds its operator's
+    time, titles are unique, and occupancy's FP32 estimate never covers an operator hot_ops
+    already estimates."""
+    for kind, name in (
+        ("torch", "v100_resnet50_legacy2021.pt.trace.json.gz"),
+        ("torch", "sampled_2rank/rank-0.json.gz"),
+        ("engines", "mi300_qwen_inference.json.gz"),
+        ("engines", "mi300_bert_small.json.gz"),
+    ):
+        db = corpus_db(corpus, name, kind=kind)
+        findings = _mine(db)
+        titles = [f.title for f in findings]
+        assert len(titles) == len(set(titles)), name
+        claimed = set()
+        for f in findings:
+            if f.analyzer == "hot_ops" and "operator" in f.evidence:
+                assert 0 <= f.impact_ns <= f.evidence["gpu_ns"], f.title
+                if f.impact_ns:
+                    claimed.add(f.evidence["operator"])
+        for f in findings:
+            if "claimed_by_hot_ops" in f.evidence:
+                assert set(f.evidence["claimed_by_hot_ops"]) == claimed, name
