@@ -226,3 +226,19 @@ def test_occupancy_skips_time_explicit_attention_counts(scenario_db) -> None:
     db = scenario_db(sc)
     for f in occupancy.analyze(db, Thresholds()):
         assert f.id != finding_id("occupancy", "fp32_on_tensor_cores", 0)
+
+
+def test_peaks_by_dtype_and_gpu() -> None:
+    from tracelens.analyzers.cost_model import math_peak
+    from tracelens.core.gpu_specs import lookup
+
+    a100 = lookup("NVIDIA A100-SXM4-80GB", "8.0")
+    v100 = lookup("Tesla V100-SXM2-32GB", "7.0")
+    mi300 = lookup("AMD Instinct MI300X", "9.4", 304)
+    assert a100 and v100 and mi300
+    assert math_peak(a100, MATMUL, "bf16") == ("bf16 tensor", 312)
+    assert math_peak(a100, MATMUL, "fp32")[1] == 156  # TF32, what the advice switches to
+    assert math_peak(v100, MATMUL, "fp32")[1] == 125  # FP16 autocast on Volta
+    assert math_peak(v100, MATMUL, "fp64") is None
+    # MI300X: the sheet's 1307 TFLOP/s at the clock it sustains under matrix load
+    assert math_peak(mi300, MATMUL, "bf16")[1] == pytest.approx(0.7 * 1307)

@@ -3,7 +3,8 @@
 For every operator call that launched kernels (``kernel_ops``) and whose recorded shapes
 give its work (:mod:`tracelens.core.op_cost`), the *ideal* time is the longest of
 
-- its FLOPs at ``efficiency x peak`` of the math it runs (FP16/BF16/FP8 tensor cores for
+- its FLOPs at ``efficiency x peak`` of the math it runs (the peak the clocks sustain:
+  ``Arch.sustained_matrix`` of the sheet figure on MI300X) (FP16/BF16/FP8 tensor cores for
   those dtypes; for FP32 math the tensor-core rate the advice switches it to: TF32 from
   Ampere and on CDNA3, FP16 on Volta/Turing, the FP32 rate without tensor cores),
 - its bytes at ``cost_memory_efficiency x`` the memory bandwidth,
@@ -142,14 +143,15 @@ def math_peak(spec: GpuSpec, kind: str, dtype: str) -> tuple[str, float] | None:
     p = spec.peaks
     if kind == MEMORY:
         return ("fp32", p.fp32)
+    sustained = spec.arch.sustained_matrix
     if dtype in ("fp16", "bf16", "fp8"):
         rate = {"fp16": p.fp16, "bf16": p.bf16, "fp8": p.fp8}[dtype]
-        return (f"{dtype} tensor", rate) if rate else ("fp32", p.fp32)
+        return (f"{dtype} tensor", rate * sustained) if rate else ("fp32", p.fp32)
     if dtype == "fp32":
         if p.tf32 and spec.has_tensor("tf32"):
-            return ("tf32 tensor (FP32 math switched to TF32)", p.tf32)
+            return ("tf32 tensor (FP32 math switched to TF32)", p.tf32 * sustained)
         if p.fp16 and spec.has_tensor("fp16"):
-            return ("fp16 tensor (FP32 math switched to FP16 autocast)", p.fp16)
+            return ("fp16 tensor (FP32 math switched to FP16 autocast)", p.fp16 * sustained)
         return ("fp32", p.fp32)
     return None
 

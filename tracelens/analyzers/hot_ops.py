@@ -85,10 +85,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if est.claimed_ns:
             evidence["claimed_by_explicit_attention_ns"] = est.claimed_ns
         achieved = ""
-        if est.costed_ns and est.achieved_tflops is not None and est.kind != "memory":
-            achieved = f", {est.achieved_tflops:.1f} TFLOP/s"
-        elif est.costed_ns and est.achieved_gbps is not None:
-            achieved = f", {est.achieved_gbps:.0f} GB/s"
+        tflops, gbps = est.achieved_tflops, est.achieved_gbps
+        if est.costed_ns and tflops is not None and tflops >= 0.1 and est.kind != "memory":
+            achieved = f", {tflops:.1f} TFLOP/s"
+        elif est.costed_ns and gbps is not None and gbps >= 1:
+            achieved = f", {gbps:.0f} GB/s"
         findings.append(
             Finding(
                 id=finding_id(ANALYZER, name),
@@ -128,7 +129,8 @@ def _impact(
         parts = []
         if est.kind != "memory" and est.peak_tflops:
             parts.append(
-                f"{est.flops / 1e12:.3g} TFLOP at {est.math} peak {est.peak_tflops:g} TFLOP/s"
+                f"{est.flops / 1e12:.3g} TFLOP at {est.math} sustained peak "
+                f"{est.peak_tflops:.4g} TFLOP/s"
             )
         parts.append(f"{est.bytes / 1e9:.3g} GB at {est.mem_gbps:g} GB/s")
         return impact, (
