@@ -80,6 +80,24 @@ def test_conv_backward_counts_both_gradients() -> None:
     shapes = [[32, 64, 112, 112], [32, 3, 224, 224], [64, 3, 7, 7]]
     c = op_cost("aten::convolution_backward", shapes, ["float"] * 3)
     assert c is not None and c.flops == 2 * 7_552_892_928
+    # cudnn's own layout puts the input first: [x, grad_out, w]
+    cudnn = [shapes[1], shapes[0], shapes[2]]
+    c2 = op_cost("aten::cudnn_convolution_backward", cudnn, ["float"] * 3)
+    assert c2 is not None and c2.flops == c.flops
+    # input gradient alone, [x_size, grad_out, w]: 1x1 conv 512 -> 2048 channels at 7x7
+    di = op_cost(
+        "aten::cudnn_convolution_backward_input",
+        [[], [32, 2048, 7, 7], [2048, 512, 1, 1]],
+        ["GenericList", "float", "float"],
+    )
+    assert di is not None and di.flops == 2 * 32 * 2048 * 7 * 7 * 512 == 3_288_334_336
+    # the weight gradient records no kernel size: no estimate
+    dw = op_cost(
+        "aten::cudnn_convolution_backward_weight",
+        [[], [32, 2048, 7, 7], [32, 512, 7, 7]],
+        ["GenericList", "float", "float"],
+    )
+    assert dw is None
 
 
 def test_sdpa_layouts() -> None:

@@ -9,7 +9,8 @@ from them the work of the operators that dominate GPU time follows by arithmetic
 - convolution x[N,C,H,W], w[Co,C/g,kh,kw], output [N,Co,Ho,Wo]: 2·N·Co·Ho·Wo·(C/g)·kh·kw.
   The output's spatial size needs stride and padding, which the shapes do not record; the
   caller passes it (from the next operator's input) or gets no estimate.
-  ``convolution_backward`` [grad_out, x, w]: twice the forward (input and weight grads).
+  ``convolution_backward`` [grad_out, x, w]: twice the forward (input and weight grads);
+  ``cudnn_convolution_backward_input``: the forward's FLOPs.
 - attention q[B,H,L,d], k[B,H,S,d], v[B,H,S,dv]: 2·B·H·L·S·d for QKᵀ plus 2·B·H·L·S·dv
   for PV, as if no mask (causal masking can halve what a FlashAttention kernel computes:
   the count is an upper bound there). ``_flash_attention_forward`` and
@@ -60,7 +61,18 @@ _CONV = {
     "aten::conv3d",
     "aten::miopen_convolution",
 }
-_CONV_BWD = {"aten::convolution_backward", "aten::cudnn_convolution_backward"}
+# Backward layouts: convolution_backward [grad_out, x, w] and cudnn_convolution_backward
+# [x, grad_out, w] compute both gradients; cudnn_convolution_backward_input
+# [x_size, grad_out, w] the input gradient only (as many FLOPs as the forward). The weight
+# gradient alone records no kernel size: no estimate.
+_CONV_BWD = {
+    "aten::convolution_backward": (0, 1, 2, 2.0),
+    "aten::cudnn_convolution_backward": (1, 0, 2, 2.0),
+}
+_CONV_BWD_INPUT = {
+    "aten::cudnn_convolution_backward_input",
+    "aten::miopen_convolution_backward_input",
+}
 _SDPA_BHLD = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+)$")
 _SDPA_BLHD = {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 _SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
@@ -193,11 +205,19 @@ def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial) -> OpCost |
         flops = 2.0 * batch * m * k * n + (out if bias is not None else 0)
         moved = nbytes(a) + nbytes(b) + out * es + (nbytes(bias) if bias else 0)
         return OpCost(MATMUL, flops, moved, dtype)
+    if name in _CONV_BWD_INPUT:
+        grad, w = shapes[1], shapes[2]
+        if len(grad) < 3 or len(w) != len(grad) or grad[1] != w[0]:
+            return None
+        macs = grad[0] * w[0] * _numel(grad[2:]) * w[1] * _numel(w[2:])
+        # reads grad_out and w, writes grad_in (at least: at the output's spatial size)
+        x_el = grad[0] * w[1] * _numel(grad[2:])
+        return OpCost(CONV, 2.0 * macs, float((_numel(grad) + _numel(w) + x_el) * es), dtype)
     if name in _CONV or name in _CONV_BWD:
         if name in _CONV_BWD:
-            grad, x, w = shapes[0], shapes[1], shapes[2]
+            gi, xi, wi, factor = _CONV_BWD[name]
+            grad, x, w = shapes[gi], shapes[xi], shapes[wi]
             out_spatial = grad[2:]
-            factor = 2.0
         else:
             x, w = shapes[0], shapes[1]
             out_spatial = conv_out_spatial
