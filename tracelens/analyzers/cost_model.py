@@ -290,8 +290,11 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
                 i += 1
     if not found:
         return []
+    spans = _span_kernels(
+        db, [(a["pid"], a["tid"], a["start_ns"], b["end_ns"]) for a, _, b in found]
+    )
     sites: dict[tuple, AttentionSite] = {}
-    for a, _sm, b in found:
+    for i, (a, _sm, b) in enumerate(found):
         sa, sb = parse_list(a["input_shapes"]), parse_list(b["input_shapes"])
         types = parse_list(a["input_types"])
         q, kt, v = sa[0], sa[1], sb[1]
@@ -300,21 +303,7 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
         dtype = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16"}.get(
             types[0] if types else "", "fp32"
         )
-        ids = [
-            int(x[0])
-            for x in db.rows(
-                """SELECT DISTINCT k.op_id FROM kernel_ops k JOIN cpu_ops o ON o.op_id = k.op_id
-                   WHERE o.pid = ? AND o.tid = ? AND o.start_ns >= ? AND o.start_ns <= ?""",
-                [a["pid"], a["tid"], a["start_ns"], b["end_ns"]],
-            )
-        ]
-        ns = int(
-            db.scalar(
-                f"SELECT coalesce(sum(dur_ns), 0) FROM kernel_ops WHERE op_id IN "
-                f"({','.join(str(i) for i in ids) or 'NULL'})"
-            )
-            or 0
-        )
+        ids, ns = spans[i]
         fused = float("inf")
         if spec is not None:
             peak = math_peak(spec, ATTENTION, dtype)
@@ -336,6 +325,31 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
         site.fused_ns += fused if fused != float("inf") else ns
         site.op_ids.extend(ids)
     return sorted(sites.values(), key=lambda s: (-s.gpu_ns, s.parent, s.lq))
+
+
+def _span_kernels(db: TraceDB, spans: list[tuple]) -> list[tuple[list[int], int]]:
+    """For each (pid, tid, start, end): the operator calls with kernels that start in it on
+    that thread (the attention's matmuls, scaling, masking, softmax) and their kernel time."""
+    db.con.execute(
+        "CREATE OR REPLACE TEMP TABLE attention_spans "
+        "(i INT, pid BIGINT, tid BIGINT, s BIGINT, e BIGINT)"
+    )
+    db.con.executemany(
+        "INSERT INTO attention_spans VALUES (?, ?, ?, ?, ?)",
+        [(i, *span) for i, span in enumerate(spans)],
+    )
+    rows = db.rows(
+        """WITH calls AS (SELECT op_id, sum(dur_ns) AS ns FROM kernel_ops GROUP BY op_id)
+           SELECT w.i, list(c.op_id ORDER BY c.op_id), sum(c.ns)
+           FROM attention_spans w JOIN cpu_ops o
+             ON o.pid = w.pid AND o.tid = w.tid AND o.start_ns >= w.s AND o.start_ns <= w.e
+           JOIN calls c ON c.op_id = o.op_id
+           GROUP BY w.i"""
+    )
+    out: list[tuple[list[int], int]] = [([], 0) for _ in spans]
+    for i, ids, ns in rows:
+        out[int(i)] = ([int(x) for x in ids], int(ns))
+    return out
 
 
 def _prod(dims: list) -> int:
