@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
-from corpus_cache import corpus_db
+import pytest
 
+from ingest import load_trace
 from tracelens.analyzers import hot_ops, occupancy
 from tracelens.core.kernel_kinds import classify
 from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
 from tracelens.report.metrics import top_ops
+
+_OPEN: dict[Path, object] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_traces() -> Iterator[None]:
+    # Not the session-wide corpus cache: these databases are closed when the module ends,
+    # so later tests that measure a child process's peak memory do not inherit them.
+    yield
+    for loaded in _OPEN.values():
+        loaded.close()  # type: ignore[attr-defined]
+    _OPEN.clear()
+
+
+def corpus_db(corpus: Path, name: str, kind: str = "torch") -> TraceDB:
+    path = corpus / kind / name
+    if path not in _OPEN:
+        _OPEN[path] = load_trace(path)
+    return TraceDB(_OPEN[path].con)  # type: ignore[attr-defined]
+
 
 _TF32_OR_BF16 = re.compile(r"(?i)tf32|bfloat16|bf16|set_float32_matmul_precision")
 
