@@ -73,9 +73,11 @@ def test_naive_to_tuned_resolves_planted_problems(pair: dict, reports: dict) -> 
     appeared = d["findings"]["appeared"]
     assert [f["title"].split("`")[1] for f in appeared] == ["CUDAGraph.replay"]
     assert finding_id("hot_ops", "aten::add") in resolved
-    # The FP32 GEMM became a bf16 GEMM: hot_ops still names aten::mm, with no saving left.
+    # The FP32 GEMM became a bf16 GEMM: hot_ops still names aten::mm with a smaller saving.
+    # The [8, 4096] x [4096, 4096] product is memory-bound (it reads the 32 MiB weight):
+    # at 100 us it still runs at a third of the A100's bandwidth, so some time remains.
     mm = next(f for f in d["findings"]["changed"] if f["id"] == finding_id("hot_ops", "aten::mm"))
-    assert mm["baseline_impact_ns"] > 0 and mm["impact_ns"] == 0
+    assert 0 < mm["impact_ns"] < mm["baseline_impact_ns"]
     kernels = {r["name"]: r for r in d["kernels"]}
     assert kernels["ampere_sgemm_64x64_nn"]["status"] == "gone"
     assert kernels["ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn"]["status"] == "new"

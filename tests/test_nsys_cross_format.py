@@ -57,9 +57,13 @@ def test_same_findings_same_impacts(reports: dict[str, dict], fmt: str) -> None:
     assert got.keys() == ref.keys()
     for fid, f in ref.items():
         assert got[fid]["analyzer"] == f["analyzer"]
+        if _from_shapes(f):
+            continue
         assert got[fid]["impact_ns"] == pytest.approx(f["impact_ns"], rel=0.01, abs=1), fid
-    assert [f["id"] for f in reports[fmt]["findings"]] == [
-        f["id"] for f in reports["chrome"]["findings"]
+    # Same ranking among the findings whose impact neither format took from shapes.
+    same = {fid for fid, f in ref.items() if not _from_shapes(f)}
+    assert [f["id"] for f in reports[fmt]["findings"] if f["id"] in same] == [
+        f["id"] for f in reports["chrome"]["findings"] if f["id"] in same
     ]
 
 
@@ -116,6 +120,13 @@ def _only_from_profiler_data(finding: dict) -> bool:
     return "memory_events" in evidence or "est_occupancy_pct" in evidence
 
 
+def _from_shapes(finding: dict) -> bool:
+    """Impacts from the cost model need the operators' recorded input shapes, which the
+    PyTorch profiler writes and an nsys export does not: the finding is in both, its impact
+    only comparable where neither used shapes."""
+    return "cost" in finding["evidence"]
+
+
 def _findings(path: Path) -> list[dict]:
     loaded = load_trace(path)
     try:
@@ -138,6 +149,8 @@ def test_every_planted_scenario_agrees_across_formats(tmp_path: Path, target: st
         }
         assert got.keys() == ref.keys(), schema
         for fid, f in ref.items():
+            if _from_shapes(f):
+                continue
             assert got[fid]["impact_ns"] == pytest.approx(f["impact_ns"], rel=0.01, abs=1), (
                 schema,
                 f["title"],

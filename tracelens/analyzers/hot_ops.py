@@ -1,19 +1,28 @@
 """Hot operators: GPU time attributed to the CPU operator that launched it.
 
 One finding per operator holding at least ``hot_min_share_pct`` of GPU kernel time, with
-its kernels; the advice and the savings estimate follow the kind of its dominant kernel
-(FP32 GEMM, attention, elementwise, ...). Where no honest estimate exists the finding is
-informational (impact 0) but still ranked by share in the report's ``top_ops``.
+its kernels. Where the recorded shapes give the operator's FLOPs and bytes and the GPU is
+known, the impact is the time beyond what a realistic efficiency of the bound resource
+would take (:mod:`tracelens.analyzers.cost_model`), and the evidence shows the achieved
+TFLOP/s and GB/s. Without shapes, FP32 GEMMs on tensor-core GPUs keep the old estimate
+(half their time) and elementwise kernels a third (what fusion typically returns); other
+kinds are informational (impact 0), still ranked by share in the report's ``top_ops``.
+
+Explicit attention (batched matmul, softmax, matmul in one module) is one finding whose
+impact is its time beyond a fused attention kernel's; its calls count in no other
+estimate. The advice follows the kind of the dominant kernel and the workload.
 """
 
 from __future__ import annotations
 
 from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
+from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
 from tracelens.core.findings import Finding, Severity, finding_id, severity_for
-from tracelens.core.kernel_kinds import classify
+from tracelens.core.kernel_kinds import KINDS, advice_for, classify
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
 
 ANALYZER = "hot_ops"
 
@@ -23,6 +32,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     if not total:
         return []
     build_kernel_attribution(db)
+    wl = workload_of(db)
+    costs = cost_tables(db, t)
+    findings: list[Finding] = []
+    attention = _explicit_attention(db, t, costs, int(total))
+    if attention is not None:
+        findings.append(attention)
     ops = db.dicts(
         """SELECT op_name, sum(dur_ns) AS ns, count(*) AS kernels,
                   count(DISTINCT op_id) AS op_calls
@@ -30,7 +45,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         [t.hot_top_n],
     )
     cc = db.scalar("SELECT max(compute_capability) FROM devices")
-    findings: list[Finding] = []
     informational = 0
     for op in ops:
         share = 100.0 * op["ns"] / total
@@ -38,18 +52,18 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         # name no code to change.
         if share < t.hot_min_share_pct or op["op_name"] == UNATTRIBUTED:
             continue
+        name = op["op_name"]
         kernels = db.dicts(
             """SELECT kernel_name AS name, count(*) AS count, sum(dur_ns) AS total_ns,
                       CAST(avg(dur_ns) AS BIGINT) AS mean_ns
                FROM kernel_ops WHERE op_name = ? GROUP BY kernel_name
                ORDER BY total_ns DESC, name LIMIT 5""",
-            [op["op_name"]],
+            [name],
         )
-        kind = classify(kernels[0]["name"]) if kernels else classify("")
-        fraction = kind.saving_fraction
-        if kind.key == "gemm_fp32" and cc is not None and _cc_below(cc, 7.0):
-            fraction = 0.0  # no tensor cores before Volta
-        impact = int(op["ns"] * fraction)
+        top_kernel = kernels[0]["name"] if kernels else ""
+        kind = classify(top_kernel)
+        est = costs.ops.get(name) or OpEstimate(name, gpu_ns=int(op["ns"]))
+        impact, basis = _impact(est, kind.key, int(op["ns"]), cc, costs, t)
         if not impact:
             # Without a savings estimate a hot operator is context, not a problem: only the
             # hottest few get a finding, the rest are in the report's top_ops table.
@@ -57,35 +71,150 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             if informational > t.hot_info_findings:
                 continue
         pct = db.pct_of_window(impact)
-        name = op["op_name"]
+        evidence = {
+            "operator": name,
+            "gpu_ns": int(op["ns"]),
+            "share_pct": round(share, 3),
+            "operator_calls": int(op["op_calls"]),
+            "kernel_count": int(op["kernels"]),
+            "kernel_kind": kind.key,
+            "top_kernels": kernels,
+        }
+        if est.costed_ns:
+            evidence["cost"] = est.evidence()
+        if est.claimed_ns:
+            evidence["claimed_by_explicit_attention_ns"] = est.claimed_ns
+        achieved = ""
+        tflops, gbps = est.achieved_tflops, est.achieved_gbps
+        if est.costed_ns and tflops is not None and tflops >= 0.1 and est.kind != "memory":
+            achieved = f", {tflops:.1f} TFLOP/s"
+        elif est.costed_ns and gbps is not None and gbps >= 1:
+            achieved = f", {gbps:.0f} GB/s"
         findings.append(
             Finding(
                 id=finding_id(ANALYZER, name),
                 analyzer=ANALYZER,
                 title=f"`{name}` launches {share:.1f}% of GPU kernel time ({fmt_ns(op['ns'])}), "
-                f"mostly {kind.label}",
+                f"mostly {kind.label}{achieved}",
                 severity=severity_for(pct, t) if impact else Severity.INFO,
                 impact_ns=impact,
                 impact_pct=pct,
-                impact_basis=kind.saving_basis
-                if impact
-                else "Informational: no reliable estimate of the savings for this kind of kernel.",
+                impact_basis=basis,
                 summary=f"{int(op['op_calls']):,} calls of `{name}` launched "
                 f"{int(op['kernels']):,} kernels totalling {fmt_ns(op['ns'])} "
                 f"({share:.1f}% of all kernel time).",
-                evidence={
-                    "operator": name,
-                    "gpu_ns": int(op["ns"]),
-                    "share_pct": round(share, 3),
-                    "operator_calls": int(op["op_calls"]),
-                    "kernel_count": int(op["kernels"]),
-                    "kernel_kind": kind.key,
-                    "top_kernels": kernels,
-                },
-                advice=kind.advice,
+                evidence=evidence,
+                advice=advice_for(kind, wl, top_kernel, name),
             )
         )
     return findings
+
+
+def claimed_operators(db: TraceDB, t: Thresholds) -> set[str]:
+    """Operators whose time a hot_ops finding already counts (impact > 0)."""
+    return {
+        f.evidence["operator"]
+        for f in analyze(db, t)
+        if f.impact_ns > 0 and "operator" in f.evidence
+    }
+
+
+def _impact(
+    est: OpEstimate, kind: str, ns: int, cc: str | None, costs: CostTables, t: Thresholds
+) -> tuple[int, str]:
+    unclaimed = max(0, ns - est.claimed_ns)
+    if est.costed_ns and costs.spec is not None:
+        impact = min(int(est.impact_ns), unclaimed)
+        cover = 100.0 * est.costed_ns / ns
+        parts = []
+        if est.kind != "memory" and est.peak_tflops:
+            parts.append(
+                f"{est.flops / 1e12:.3g} TFLOP at {est.math} sustained peak "
+                f"{est.peak_tflops:.4g} TFLOP/s"
+            )
+        parts.append(f"{est.bytes / 1e9:.3g} GB at {est.mem_gbps:g} GB/s")
+        return impact, (
+            f"Time beyond what the {cover:.0f}% of its kernel time with recorded shapes would "
+            f"take at a realistic efficiency of its bound resource ({est.bound}-bound: "
+            f"{'; '.join(parts)} on the {costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, "
+            f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel); the efficiencies are the "
+            "cost_* thresholds."
+        )
+    if est.claimed_ns >= ns:
+        return 0, "Informational: its time is counted in the explicit-attention finding."
+    if kind in ("gemm_fp32", "elementwise"):
+        fraction = KINDS[kind].saving_fraction
+        if kind == "gemm_fp32" and cc is not None and _cc_below(cc, 7.0):
+            fraction = 0.0  # no tensor cores before Volta
+        impact = int(unclaimed * fraction)
+        if impact:
+            return impact, KINDS[kind].saving_basis + (
+                " (No recorded shapes: no FLOP/byte estimate.)"
+            )
+    why = (
+        "the trace does not name a GPU with known peaks"
+        if costs.spec is None
+        else "no recorded shapes give its FLOPs and bytes"
+    )
+    return 0, f"Informational: no reliable estimate of the savings ({why})."
+
+
+def _explicit_attention(
+    db: TraceDB, t: Thresholds, costs: CostTables, total: int
+) -> Finding | None:
+    sites: list[AttentionSite] = costs.attention
+    if not sites:
+        return None
+    wl = workload_of(db)
+    gpu_ns = sum(s.gpu_ns for s in sites)
+    if 100.0 * gpu_ns / total < t.hot_min_share_pct:
+        return None
+    known = costs.spec is not None
+    impact = sum(s.impact_ns for s in sites) if known else 0
+    fused = sum(min(s.fused_ns, s.gpu_ns) for s in sites)
+    pct = db.pct_of_window(impact)
+    share = 100.0 * gpu_ns / total
+    calls = sum(s.calls for s in sites)
+    return Finding(
+        id=finding_id(ANALYZER, "explicit_attention"),
+        analyzer=ANALYZER,
+        title=f"Explicit attention (matmul, softmax, matmul) takes {share:.1f}% of GPU kernel "
+        f"time ({fmt_ns(gpu_ns)})"
+        + (f"; a fused attention kernel would take about {fmt_ns(int(fused))}" if known else ""),
+        severity=severity_for(pct, t) if impact else Severity.INFO,
+        impact_ns=impact,
+        impact_pct=pct,
+        impact_basis=(
+            "Its kernel time beyond a fused attention kernel's: the FLOPs of QKᵀ and PV at "
+            f"{t.cost_attention_efficiency:.0%} of the {costs.spec.name}'s peak for the dtype, "
+            "reading Q, K, V and writing the output once (no L x S scores in memory)."
+            if known and costs.spec is not None
+            else "Informational: the trace does not name a GPU with known peaks."
+        ),
+        summary=f"{calls:,} attention computations written as batched matmul, softmax and "
+        f"matmul in {len({s.parent for s in sites})} module(s) ran {fmt_ns(gpu_ns)} of "
+        "kernels, writing and re-reading the full score matrix.",
+        evidence={
+            "sites": [
+                {
+                    "parent": s.parent,
+                    "batch_x_heads": s.batch_heads,
+                    "query_len": s.lq,
+                    "key_len": s.s,
+                    "head_dim": s.d,
+                    "dtype": s.dtype,
+                    "calls": s.calls,
+                    "gpu_ns": s.gpu_ns,
+                    "fused_estimate_ns": round(min(s.fused_ns, s.gpu_ns)),
+                }
+                for s in sites[:5]
+            ],
+            "gpu_ns": gpu_ns,
+            "share_pct": round(share, 3),
+            "fused_estimate_ns": round(fused),
+        },
+        advice=advice_for(KINDS["attention"], wl, "softmax", "explicit attention"),
+    )
 
 
 def _cc_below(cc: str, floor: float) -> bool:

@@ -8,9 +8,11 @@
   ``occupancy_low_pct`` (registers or shared memory per block limit the resident warps).
   Informational: whether more warps would help depends on the kernel.
 - *FP32 on tensor-core GPUs*: FP32 GEMMs and single-precision cuDNN kernels on compute
-  capability 7.0+ (FP16 tensor cores; TF32/BF16 from 8.0). Impact is half their time, as
-  hot_ops estimates for FP32 GEMMs, counting only operators hot_ops has not already
-  claimed, so the two never count the same time twice.
+  capability 7.0+ (FP16 tensor cores; TF32/BF16 from 8.0). Impact is half their time
+  (tensor-core math runs at least 2x the FP32 rate), counting only operators for which
+  hot_ops reports no impact of its own and calls not in explicit attention, so no
+  millisecond is counted twice. The advice fits the GPU (FP16 autocast before Ampere) and
+  the framework.
 
 Each group holds at least ``occupancy_min_share_pct`` of kernel time.
 """
@@ -21,11 +23,13 @@ import re
 
 from tracelens.analyzers import hot_ops
 from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding, Severity, finding_id, severity_for
-from tracelens.core.kernel_kinds import KINDS, classify
+from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
 
 ANALYZER = "occupancy"
 _FP32_CONV = re.compile(r"(?i)scudnn|implicit_convolve_sgemm|fp32_conv|conv.*_f32")
@@ -121,12 +125,25 @@ def _underfilled(db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total:
             "block": list(r["block"]),
             "idle_sm_ns": impact,
         },
-        advice=f"A grid of {blocks} blocks keeps at most {blocks} of {sms} SMs busy. Give each "
-        "launch more parallel work: batch requests or sequences together, fuse per-head/"
-        "per-layer launches into one batched kernel (`torch.bmm`, grouped GEMM), use split-K "
-        "or stream-K GEMM variants for skinny matrices (cuBLASLt picks them for bf16/fp16 with "
-        "`torch.backends.cuda.matmul`), or run independent small kernels on separate streams "
-        "so they share the GPU.",
+        advice=_underfilled_advice(db, blocks, sms),
+    )
+
+
+def _underfilled_advice(db: TraceDB, blocks: int, sms: int) -> str:
+    head = f"A grid of {blocks} blocks keeps at most {blocks} of {sms} SMs busy. Give each launch "
+    if workload_of(db).is_pytorch:
+        return (
+            head + "more parallel work: batch requests or sequences together, fuse per-head/"
+            "per-layer launches into one batched kernel (`torch.bmm`, grouped GEMM), use "
+            "split-K or stream-K GEMM variants for skinny matrices (cuBLASLt picks them for "
+            "bf16/fp16), or run independent small kernels on separate streams so they share "
+            "the GPU."
+        )
+    return (
+        head + "more parallel work: more elements per launch (larger batches, a grid-stride "
+        "loop sized to the SM count), one batched or grouped launch instead of many small "
+        "ones, split-K for skinny matrix products, or independent kernels on separate "
+        "streams so they share the GPU."
     )
 
 
@@ -180,12 +197,26 @@ def _fp32_math(
     fp32_ns = sum(int(r["ns"]) for r in fp32)
     if fp32_ns < total * t.occupancy_min_share_pct / 100.0:
         return None
-    claimed = {
-        f.evidence["operator"]
-        for f in hot_ops.analyze(db, t)
-        if f.evidence.get("kernel_kind") == "gemm_fp32" and f.impact_ns > 0
-    }
-    unclaimed_ns = sum(int(r["ns"]) for r in fp32 if r["op_name"] not in claimed)
+    # Operators hot_ops gives an impact, and calls explicit attention counts, are claimed.
+    claimed = hot_ops.claimed_operators(db, t)
+    in_attention = cost_tables(db, t).claimed_op_ids
+    if in_attention:
+        ids = ",".join(str(i) for i in sorted(in_attention))
+        attn = {
+            (r[0], r[1]): int(r[2])
+            for r in db.rows(
+                f"""SELECT kernel_name, op_name, sum(dur_ns) FROM kernel_ops
+                    WHERE device_id = ? AND op_id IN ({ids}) GROUP BY ALL""",
+                [dev],
+            )
+        }
+    else:
+        attn = {}
+    unclaimed_ns = sum(
+        int(r["ns"]) - attn.get((r["name"], r["op_name"]), 0)
+        for r in fp32
+        if r["op_name"] not in claimed
+    )
     impact = int(unclaimed_ns * _FP32_SAVING)
     pct = db.pct_of_window(impact)
     by_kernel: dict[str, int] = {}
@@ -193,7 +224,6 @@ def _fp32_math(
         by_kernel[r["name"]] = by_kernel.get(r["name"], 0) + int(r["ns"])
     top = sorted(by_kernel.items(), key=lambda kv: -kv[1])[:5]
     share = 100.0 * fp32_ns / total
-    ampere = cc >= 8.0
     return Finding(
         id=finding_id(ANALYZER, "fp32_on_tensor_cores", dev),
         analyzer=ANALYZER,
@@ -203,8 +233,8 @@ def _fp32_math(
         impact_ns=impact,
         impact_pct=pct,
         impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
-        "operators hot_ops does not already report; tensor-core math typically runs at least "
-        "2x the FP32 rate."
+        "operators hot_ops does not already estimate and outside explicit attention; "
+        "tensor-core math typically runs at least 2x the FP32 rate."
         + (f" hot_ops claims the rest ({', '.join(sorted(claimed))})." if claimed else ""),
         summary=f"FP32 GEMM and single-precision cuDNN kernels ran {fmt_ns(fp32_ns)} "
         f"({share:.1f}% of kernel time).",
@@ -217,16 +247,9 @@ def _fp32_math(
             "unclaimed_ns": unclaimed_ns,
             "kernels": [{"kernel": k, "ns": ns} for k, ns in top],
         },
-        advice=(
-            "Let matrix math use tensor cores: `torch.set_float32_matmul_precision('high')` "
-            "(TF32 for FP32 matmuls), `torch.backends.cudnn.allow_tf32 = True` for "
-            "convolutions, or better run under `torch.autocast('cuda', dtype=torch.bfloat16)`."
-            if ampere
-            else "This GPU's tensor cores need FP16 inputs: train/infer under "
-            "`torch.autocast('cuda', dtype=torch.float16)` with `torch.cuda.amp.GradScaler`, "
-            "and use `channels_last` for convolutions."
-        )
-        + " Keep GEMM dimensions multiples of 8.",
+        advice=fp32_math_advice(
+            workload_of(db), what="These GEMMs and convolutions run in plain FP32"
+        ),
     )
 
 

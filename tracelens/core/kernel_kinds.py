@@ -1,9 +1,24 @@
-"""What kind of work a kernel does, judged from its name, and what usually speeds it up."""
+"""What kind of work a kernel does, judged from its name, and what usually speeds it up.
+
+Names cover NVIDIA libraries (cuBLAS/cuBLASLt/CUTLASS, cuDNN, FlashAttention), AMD's
+(``Cijk_*`` hipBLASLt/Tensile GEMMs, whose ``_S_B_`` data type is single precision;
+``ck``/``ck_tile`` composable kernels; ``attn_fwd``/``kernel_unified_attention_*`` Triton
+attention) and Inductor's generated Triton kernels (``triton_poi`` pointwise,
+``triton_red``/``triton_per`` reductions, ``triton_tem``/``triton_mm`` matmul templates).
+
+:func:`advice_for` words a kind's advice for the workload (:mod:`tracelens.core.workload`):
+FP16 autocast, not TF32/BF16, before Ampere; no PyTorch API outside PyTorch; no
+torch.compile where compiled; no optimizer advice outside training; ROCm terms on AMD.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracelens.core.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -21,8 +36,18 @@ _FP32_GEMM = re.compile(r"(?i)(^|[^a-z])sgemm|gemm.*f32|f32.*gemm|gemmSN_|gemv2T
 _TENSOR_CORE = re.compile(
     r"(?i)tf32|bf16|fp16|f16|[hs]884|[hs]1688|[hs]16816|i8816|hmma|wgmma|tensorop|_mma_"
 )
-_GEMM = re.compile(r"(?i)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul")
+_GEMM = re.compile(r"(?i)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul|^Cijk_|triton_(tem|mm)")
+# Tensile/hipBLASLt names spell the data types after the index letters: ``_S_B_`` single,
+# ``_B_BS_`` bf16, ``_H_HS_``/``HHS`` half.
+_AMD_FP32_GEMM = re.compile(r"^Cijk_[A-Za-z_]*?_(S_B|SB|S_S)_")
+_TRITON_POINTWISE = re.compile(r"^triton_poi")
+_TRITON_REDUCE = re.compile(r"^triton_(red|per)")
 _ATTENTION = re.compile(r"(?i)flash|fmha|attention|attn|sdpa|softmax")
+# Attention that is already one fused kernel (not an explicit matmul-softmax-matmul).
+_FUSED_ATTENTION = re.compile(
+    r"(?i)flash|fmha|attn_fwd|attn_bwd|unified_attention|paged_attention|efficient_attention|"
+    r"mem_eff|cutlassF|ck_tile"
+)
 _CONV = re.compile(r"(?i)conv|scudnn|hcudnn|winograd|implicit_gemm|dgrad|wgrad|fprop")
 _COMM = re.compile(r"(?i)nccl|allreduce|all_gather|reduce_scatter|sendrecv")
 _ELEMENTWISE = re.compile(
@@ -107,6 +132,14 @@ KINDS = {
 
 
 def classify(kernel_name: str) -> KernelKind:
+    if _AMD_FP32_GEMM.search(kernel_name):
+        return KINDS["gemm_fp32"]
+    if kernel_name.startswith("Cijk_"):
+        return KINDS["gemm"]
+    if _TRITON_POINTWISE.search(kernel_name):
+        return KINDS["elementwise"]
+    if _TRITON_REDUCE.search(kernel_name):
+        return KINDS["reduction"]
     if _COMM.search(kernel_name):
         return KINDS["communication"]
     if _ATTENTION.search(kernel_name):
@@ -122,3 +155,177 @@ def classify(kernel_name: str) -> KernelKind:
     if _ELEMENTWISE.search(kernel_name):
         return KINDS["elementwise"]
     return KINDS["other"]
+
+
+def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:
+    """A kernel (or the operator that launched it) that already is fused attention."""
+    return bool(_FUSED_ATTENTION.search(kernel_name)) or any(
+        w in op_name for w in ("flash", "efficient_attention", "scaled_dot_product")
+    )
+
+
+def advice_for(
+    kind: KernelKind, wl: Workload | None, kernel_name: str = "", op_name: str = ""
+) -> str:
+    """The advice for ``kind``, worded for the workload (framework, GPU, what is done)."""
+    if wl is None:
+        return kind.advice
+    torch = wl.is_pytorch
+    amd = wl.amd
+    gpu = wl.gpu
+    compiled = wl.compiled
+    if kind.key == "gemm_fp32":
+        return fp32_math_advice(wl, what="These matrix multiplies run in plain FP32")
+    if kind.key == "gemm":
+        if not torch:
+            return (
+                "Matrix multiplies dominate: check the library runs them on tensor/matrix "
+                "cores in a 16-bit or TF32 type "
+                + (
+                    "(hipBLASLt `HIPBLASLT_TUNING_FILE`, composable-kernel GEMMs)"
+                    if amd
+                    else "(cuBLASLt compute types, CUTLASS)"
+                )
+                + " with dimensions multiples of 8/16, and batch small GEMMs together."
+            )
+        if amd:
+            return (
+                "Matrix multiplies dominate (hipBLASLt/Tensile kernels): let PyTorch tune "
+                "them for your shapes with `PYTORCH_TUNABLEOP_ENABLED=1` (kept across runs "
+                "in its results file), keep dimensions multiples of 16, and batch small GEMMs "
+                "into one (`torch.bmm`, grouped GEMM)."
+            )
+        return (
+            "Matrix multiplies dominate: keep them in bf16/fp16"
+            + (
+                " (FP16 here: this GPU has no BF16 tensor cores)"
+                if gpu.tensor_dtypes and not gpu.has_tensor("bf16")
+                else ""
+            )
+            + " with dimensions multiples of 8/16, large enough to fill the GPU; batch small "
+            "GEMMs together (`torch.bmm`, grouped GEMM)."
+        )
+    if kind.key == "attention":
+        if is_fused_attention(kernel_name, op_name) or (
+            wl.attention in ("flash", "efficient", "fused") and "softmax" not in kernel_name
+        ):
+            return (
+                "Attention already runs as a fused kernel: its time follows from its FLOPs. "
+                "Cut the work instead: shorter or packed sequences (no padding), a KV cache "
+                "for decoding, grouped-query attention"
+                + (", FP8 attention" if gpu.has_tensor("fp8") else "")
+                + "."
+            )
+        if not torch:
+            return (
+                "Attention written as separate matmul, softmax and matmul kernels: use a "
+                "fused attention kernel (FlashAttention-style) so the score matrix never "
+                "goes to memory."
+            )
+        return (
+            "Use fused attention: `torch.nn.functional.scaled_dot_product_attention` instead "
+            "of explicit matmul + softmax + matmul"
+            + (
+                " (on ROCm its FlashAttention backends are the composable-kernel and Triton "
+                "ones; AOTriton is the default)"
+                if amd
+                else " (FlashAttention/memory-efficient backends)"
+            )
+            + "; it never writes the L x L scores to memory."
+        )
+    if kind.key == "conv":
+        if not torch:
+            return (
+                "Convolutions dominate: run them in a 16-bit type on tensor cores with NHWC "
+                "layout, and let the library benchmark its algorithms for your shapes."
+            )
+        amp = (
+            "`torch.autocast('cuda', dtype=torch.bfloat16)`"
+            if gpu.has_tensor("bf16")
+            else "`torch.autocast('cuda', dtype=torch.float16)`"
+            + (" with `torch.cuda.amp.GradScaler`" if wl.is_training else "")
+        )
+        return (
+            f"Convolutions dominate: use `channels_last` memory format with AMP ({amp})"
+            + (
+                "; MIOpen picks algorithms from its find database (`MIOPEN_FIND_MODE`)"
+                if amd
+                else ", and `torch.backends.cudnn.benchmark = True` for fixed input shapes"
+            )
+            + "."
+        )
+    if kind.key == "elementwise":
+        if not torch:
+            return (
+                "Many memory-bound elementwise kernels: fuse them into fewer kernels so "
+                "intermediates stay in registers, and avoid needless copies and conversions."
+            )
+        parts = []
+        if not compiled:
+            parts.append("fuse them with `torch.compile`")
+        else:
+            parts.append("check why Inductor left them unfused (graph breaks)")
+        if wl.is_training:
+            parts.append("use fused optimizers (`foreach=True`/`fused=True`)")
+        parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
+        return "Many memory-bound elementwise kernels: " + ", ".join(parts) + "."
+    if kind.key == "reduction":
+        if not torch:
+            return "Reductions and normalizations: use fused implementations."
+        return (
+            "Reductions and normalizations: use fused implementations (fused LayerNorm/RMSNorm"
+            + (")." if compiled else ", `torch.compile`).")
+        )
+    return kind.advice
+
+
+def fp32_math_advice(wl: Workload, what: str) -> str:
+    """How to move FP32 matrix math to tensor cores on this GPU and framework."""
+    gpu = wl.gpu
+    if gpu.tensor_dtypes and not gpu.has_tensor("fp16"):
+        return f"{what}; this GPU has no tensor cores, so only less work makes them faster."
+    if not gpu.tensor_dtypes and wl.is_pytorch:
+        return (
+            f"{what}. The trace does not name the GPU: from Ampere on, allow TF32 "
+            "(`torch.set_float32_matmul_precision('high')`) or run under "
+            "`torch.autocast('cuda', dtype=torch.bfloat16)`; on Volta/Turing use "
+            "`torch.autocast('cuda', dtype=torch.float16)`"
+            + (" with `torch.cuda.amp.GradScaler`" if wl.is_training else "")
+            + "."
+        )
+    if not wl.is_pytorch:
+        if wl.framework == "tensorrt":
+            return (
+                f"{what}: build the engine with reduced precision (`--fp16`"
+                + ("/`--bf16`, TF32 is on by default" if gpu.has_tensor("bf16") else "")
+                + " in trtexec, or the builder's FP16 flag)."
+            )
+        lib = "hipBLASLt/rocBLAS" if wl.amd else "cuBLAS/cuBLASLt"
+        if gpu.has_tensor("tf32"):
+            return (
+                f"{what}: request tensor-core math from {lib} (TF32 compute type for FP32 "
+                "data, or BF16/FP16 inputs) and keep dimensions multiples of 8."
+            )
+        return (
+            f"{what}: this GPU's tensor cores take FP16 inputs: convert operands to FP16 "
+            f"(FP32 accumulate) in {lib} calls and keep dimensions multiples of 8."
+        )
+    if gpu.has_tensor("tf32") or gpu.has_tensor("bf16"):
+        tf32 = (
+            "`torch.backends.cuda.matmul.allow_tf32 = True` / "
+            "`torch.set_float32_matmul_precision('high')` (TF32 for FP32 matmuls), "
+            "`torch.backends.cudnn.allow_tf32 = True` for convolutions, or "
+            if gpu.has_tensor("tf32") and not wl.amd
+            else ""
+        )
+        return (
+            f"{what}. Let them use tensor cores: {tf32}run under "
+            "`torch.autocast('cuda', dtype=torch.bfloat16)`; keep GEMM dimensions multiples "
+            "of 8."
+        )
+    return (
+        f"{what}. This GPU's tensor cores take FP16 inputs only: run "
+        "under `torch.autocast('cuda', dtype=torch.float16)`"
+        + (" with `torch.cuda.amp.GradScaler`" if wl.is_training or wl.kind == "unknown" else "")
+        + ", use `channels_last` for convolutions, and keep GEMM dimensions multiples of 8."
+    )

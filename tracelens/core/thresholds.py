@@ -40,6 +40,24 @@ class Thresholds:
     # Hot: at most this many informational (no savings estimate) hot-operator findings.
     hot_info_findings: int = 3
 
+    # Cost model: share of the tensor-core (or FP32) peak a well-shaped library GEMM reaches
+    # (cuBLAS/hipBLASLt reach 70-85% on large problems); an operator's time beyond its FLOPs
+    # at this rate (or its bytes at the bandwidth below, whichever is longer) is its impact.
+    cost_gemm_efficiency: float = 0.7
+    # Cost model: share of peak a cuDNN/MIOpen convolution reaches (lower than GEMMs: im2col,
+    # layout transforms and small channel counts cost extra; ResNet-50 layers with AMP run
+    # at 40-60% of tensor-core peak on V100/A100).
+    cost_conv_efficiency: float = 0.5
+    # Cost model: share of peak a fused attention kernel reaches (FlashAttention-2 runs at
+    # 50-70% of A100/H100 peak for head dims 64-128).
+    cost_attention_efficiency: float = 0.5
+    # Cost model: share of the memory bandwidth a streaming kernel reaches (STREAM-like
+    # copies and elementwise kernels reach 70-90% of HBM bandwidth).
+    cost_memory_efficiency: float = 0.7
+    # Cost model: the least time a kernel takes however little it does (ns): launch,
+    # ramp-up and tail of a grid. Each kernel's ideal time is at least this.
+    cost_min_kernel_ns: int = 3_000
+
     # Variance: groups need at least this many instances to judge their spread.
     variance_min_count: int = 10
     # Variance: coefficient of variation (stddev / mean) at or above which a group is erratic.

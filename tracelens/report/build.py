@@ -85,7 +85,7 @@ def build_report_from_db(
         "workload": workload_of(db).to_dict(),
         "findings": [f.to_dict() for f in findings],
         "top_kernels": top_kernels(db, top),
-        "top_ops": top_ops(db, top),
+        "top_ops": top_ops(db, top, t),
         "notes": list(notes or []),
     }
     if not db.devices:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.analyzers.cost_model import cost_tables
+from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 
 
@@ -57,15 +59,33 @@ def top_kernels(db: TraceDB, n: int) -> list[dict[str, Any]]:
     )
 
 
-def top_ops(db: TraceDB, n: int) -> list[dict[str, Any]]:
-    """Operators by the GPU time of the kernels they launched (per call: sum of its kernels)."""
+def top_ops(db: TraceDB, n: int, thresholds: Thresholds | None = None) -> list[dict[str, Any]]:
+    """Operators by the GPU time of the kernels they launched (per call: sum of its kernels).
+
+    Each row also carries the cost model's view (null where no recorded shapes give it or
+    the GPU's peaks are unknown): ``flops`` and ``bytes`` summed over the calls with
+    shapes, ``achieved_tflops`` and ``achieved_gbps`` over those calls' kernel time, and
+    ``bound`` (``compute`` or ``memory``, from the roofline of the GPU's peaks).
+    """
     if not db.scalar("SELECT count(*) FROM kernels"):
         return []
     build_kernel_attribution(db)
-    return db.dicts(
+    rows = db.dicts(
         f"""SELECT name, {_STATS} FROM (
                 SELECT op_name AS name, sum(dur_ns) AS d FROM kernel_ops
                 GROUP BY op_name, coalesce(op_id, krow))
             GROUP BY name ORDER BY total_ns DESC, name LIMIT ?""",
         [n],
     )
+    costs = cost_tables(db, thresholds or Thresholds())
+    for r in rows:
+        est = costs.ops.get(r["name"])
+        known = est is not None and est.costed_ns > 0
+        r["flops"] = round(est.flops) if known and est.flops else None
+        r["bytes"] = round(est.bytes) if known else None
+        r["achieved_tflops"] = (
+            round(est.achieved_tflops, 3) if known and est.achieved_tflops else None
+        )
+        r["achieved_gbps"] = round(est.achieved_gbps, 3) if known and est.achieved_gbps else None
+        r["bound"] = est.bound if known else None
+    return rows

@@ -56,7 +56,7 @@ def decode_tuned(tokens: int = 64) -> Scenario:
     free = 0
     for k in range(tokens):
         t = k * 150 * US
-        mm = sc.op("aten::mm", t, 20 * US, [[8, 4096], [4096, 4096]])
+        mm = sc.op("aten::mm", t, 20 * US, [[8, 4096], [4096, 4096]], types=["c10::BFloat16"] * 2)
         start = max(t + 2 * US + LAUNCH_LATENCY, free)
         sc.launch(mm, BF16_GEMM, t + 2 * US, start, 100 * US, api_dur_ns=5 * US)
         free = start + 100 * US

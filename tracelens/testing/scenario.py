@@ -166,7 +166,9 @@ class Scenario:
         dur_ns: int,
         shapes: list[list[int]] | None = None,
         category: str = "cpu_op",
+        types: list[str] | None = None,
     ) -> CpuOp:
+        """A host operator; ``types`` are the recorded dtypes (``float`` by default)."""
         o = CpuOp(
             name,
             start_ns,
@@ -175,7 +177,7 @@ class Scenario:
             self.tid,
             self.next_id(),
             shapes or [],
-            ["float"] * len(shapes or []),
+            types if types is not None else ["float"] * len(shapes or []),
             category,
         )
         self.cpu_ops.append(o)

@@ -1,0 +1,262 @@
+"""Cost model: FLOP/byte formulas, planted roofline cases, advice that fits the workload."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tracelens.analyzers import hot_ops, occupancy, run_all
+from tracelens.analyzers.cost_model import cost_tables
+from tracelens.core.findings import finding_id
+from tracelens.core.kernel_kinds import classify
+from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, op_cost
+from tracelens.core.thresholds import Thresholds
+from tracelens.testing.planted_cost import (
+    A100,
+    V100,
+    bf16_gemm_near_peak,
+    compiled_pointwise,
+    cuda_c_program,
+    explicit_attention,
+    fp32_gemm_training,
+)
+
+BF = "c10::BFloat16"
+
+
+# -- formulas, against hand-computed numbers ------------------------------------------------
+
+
+def test_mm_flops_and_bytes() -> None:
+    c = op_cost("aten::mm", [[128, 256], [256, 64]], ["float", "float"])
+    assert c is not None and c.kind == MATMUL and c.dtype == "fp32"
+    assert c.flops == 2 * 128 * 256 * 64  # 4,194,304
+    assert c.bytes == 4 * (128 * 256 + 256 * 64 + 128 * 64)  # 229,376
+
+
+def test_addmm_adds_the_bias() -> None:
+    c = op_cost("aten::addmm", [[64], [128, 256], [256, 64], [], []], [BF, BF, BF, "Scalar", ""])
+    assert c is not None and c.dtype == "bf16"
+    assert c.flops == 2 * 128 * 256 * 64 + 128 * 64
+    assert c.bytes == 2 * (64 + 128 * 256 + 256 * 64 + 128 * 64)
+
+
+def test_bmm_and_baddbmm() -> None:
+    c = op_cost("aten::bmm", [[8, 32, 16], [8, 16, 48]], ["float", "float"])
+    assert c is not None and c.flops == 2 * 8 * 32 * 16 * 48 == 393_216
+    assert c.bytes == 4 * 8 * (32 * 16 + 16 * 48 + 32 * 48)
+    assert op_cost("aten::bmm", [[8, 32, 16], [4, 16, 48]], ["float", "float"]) is None
+
+
+def test_linear_with_batch_dims() -> None:
+    # x [16, 559, 1024] @ w[1024 out, 1024 in]ᵀ + b: 16·559 rows
+    c = op_cost("aten::linear", [[16, 559, 1024], [2048, 1024], [2048]], [BF, BF, BF])
+    rows = 16 * 559
+    assert c is not None
+    assert c.flops == 2 * rows * 1024 * 2048 + rows * 2048
+    assert c.bytes == 2 * (rows * 1024 + 1024 * 2048 + rows * 2048 + 2048)
+    # mismatched inner dimension: no estimate
+    assert op_cost("aten::linear", [[4, 10], [8, 12]], ["float", "float"]) is None
+
+
+def test_matmul_broadcasts_batch_dims() -> None:
+    c = op_cost("aten::matmul", [[2, 8, 64, 32], [32, 16]], ["float", "float"])
+    assert c is not None and c.flops == 2 * (2 * 8) * 64 * 32 * 16
+
+
+def test_conv2d_needs_the_output_size() -> None:
+    # ResNet stem: x [32, 3, 224, 224], w [64, 3, 7, 7], stride 2 pad 3 -> out 112x112
+    shapes = [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []]
+    types = ["float", "float", "", "GenericList", "GenericList", "GenericList", "Bool", "", "Int"]
+    assert op_cost("aten::convolution", shapes, types) is None  # stride/padding unknown
+    c = op_cost("aten::convolution", shapes, types, conv_out_spatial=[112, 112])
+    assert c is not None and c.kind == CONV
+    assert c.flops == 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7 == 7_552_892_928
+    assert c.bytes == 4 * (32 * 3 * 224 * 224 + 64 * 3 * 7 * 7 + 32 * 64 * 112 * 112)
+
+
+def test_conv_backward_counts_both_gradients() -> None:
+    shapes = [[32, 64, 112, 112], [32, 3, 224, 224], [64, 3, 7, 7]]
+    c = op_cost("aten::convolution_backward", shapes, ["float"] * 3)
+    assert c is not None and c.flops == 2 * 7_552_892_928
+    # cudnn's own layout puts the input first: [x, grad_out, w]
+    cudnn = [shapes[1], shapes[0], shapes[2]]
+    c2 = op_cost("aten::cudnn_convolution_backward", cudnn, ["float"] * 3)
+    assert c2 is not None and c2.flops == c.flops
+    # input gradient alone, [x_size, grad_out, w]: 1x1 conv 512 -> 2048 channels at 7x7
+    di = op_cost(
+        "aten::cudnn_convolution_backward_input",
+        [[], [32, 2048, 7, 7], [2048, 512, 1, 1]],
+        ["GenericList", "float", "float"],
+    )
+    assert di is not None and di.flops == 2 * 32 * 2048 * 7 * 7 * 512 == 3_288_334_336
+    # the weight gradient records no kernel size: no estimate
+    dw = op_cost(
+        "aten::cudnn_convolution_backward_weight",
+        [[], [32, 2048, 7, 7], [32, 512, 7, 7]],
+        ["GenericList", "float", "float"],
+    )
+    assert dw is None
+
+
+def test_sdpa_layouts() -> None:
+    q = [1, 8, 141, 64]  # [B, H, L, d]
+    c = op_cost("aten::_scaled_dot_product_flash_attention", [q, q, q, []], [BF, BF, BF, ""])
+    assert c is not None and c.kind == ATTENTION
+    assert c.flops == 4 * 1 * 8 * 141 * 141 * 64 == 40_716_288
+    assert c.bytes == 2 * 4 * 8 * 141 * 64
+    blhd = [1, 141, 8, 64]  # the flash kernel's [B, L, H, d]
+    c2 = op_cost("aten::_flash_attention_forward", [blhd, blhd, blhd], [BF, BF, BF])
+    assert c2 is not None and c2.flops == c.flops and c2.bytes == c.bytes
+
+
+def test_memory_bound_ops() -> None:
+    add = op_cost("aten::add", [[1024, 1024], [1024], []], ["float", "float", "Scalar"])
+    assert add is not None and add.kind == MEMORY
+    assert add.bytes == 4 * (1024 * 1024 + 1024 + 1024 * 1024)  # both inputs + output
+    inplace = op_cost("aten::add_", [[256, 256], [256, 256], []], [BF, BF, "Scalar"])
+    assert inplace is not None and inplace.bytes == 2 * 3 * 256 * 256
+    sm = op_cost("aten::_softmax", [[4, 128, 128], [], []], [BF, "Scalar", "Bool"])
+    assert sm is not None and sm.bytes == 2 * 2 * 4 * 128 * 128
+    ln = op_cost("aten::layer_norm", [[8, 512], [], [512], [512]], [BF, "", BF, BF])
+    assert ln is not None and ln.bytes == 2 * 2 * 8 * 512 + 2 * 2 * 512
+
+
+def test_unknown_shapes_give_nothing() -> None:
+    assert op_cost("aten::mm", [], []) is None
+    assert op_cost("aten::mm", [[2, 3], [3, 4]], ["", ""]) is None
+    assert op_cost("aten::embedding", [[10, 4], [3]], ["float", "long int"]) is None
+
+
+def test_amd_and_compiled_kernel_kinds() -> None:
+    bf16 = "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1"
+    fp32 = "Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB1"
+    assert classify(bf16).key == "gemm"
+    assert classify(fp32).key == "gemm_fp32"
+    assert classify("attn_fwd").key == "attention"
+    assert classify("kernel_unified_attention_2d").key == "attention"
+    assert classify("triton_poi_fused_add_mul_0").key == "elementwise"
+    assert classify("triton_red_fused_sum_1").key == "reduction"
+    assert classify("ck_tile::FmhaFwdKernel<...>").key == "attention"
+
+
+# -- planted cases ---------------------------------------------------------------------------
+
+
+def test_explicit_attention_ranked_by_fused_saving(scenario_db) -> None:
+    sc = explicit_attention()
+    exp = sc.expected
+    db = scenario_db(sc)
+    findings = run_all(db, Thresholds())
+    top = findings[0]
+    assert top.id == finding_id("hot_ops", "explicit_attention")
+    assert top.evidence["gpu_ns"] == exp["attention_ns"]
+    assert top.evidence["fused_estimate_ns"] == pytest.approx(exp["fused_ns"], abs=4)
+    assert top.impact_ns == pytest.approx(exp["impact_ns"], abs=4)
+    (site,) = top.evidence["sites"]
+    assert (site["batch_x_heads"], site["query_len"], site["head_dim"]) == (512, 2048, 64)
+    assert site["calls"] == exp["calls"] and site["parent"] == "nn.Module: SelfAttention"
+    assert "scaled_dot_product_attention" in top.advice
+    # The attention's own operators are not counted again.
+    ops = {f.evidence.get("operator"): f for f in findings if f.analyzer == "hot_ops"}
+    for name in ("aten::bmm", "aten::_softmax", "aten::div"):
+        if name in ops:
+            assert ops[name].impact_ns == 0
+    # The 4.7 ms elementwise add ranks below the 13 ms attention.
+    assert ops["aten::add"].impact_ns < top.impact_ns
+    titles = [f.title for f in findings]
+    assert len(titles) == len(set(titles))
+
+
+def test_bf16_gemm_near_peak_has_no_impact(scenario_db) -> None:
+    sc = bf16_gemm_near_peak()
+    db = scenario_db(sc)
+    (f,) = [f for f in hot_ops.analyze(db, Thresholds()) if f.evidence["operator"] == "aten::mm"]
+    assert f.impact_ns == 0
+    cost = f.evidence["cost"]
+    assert cost["achieved_tflops"] == pytest.approx(sc.expected["tflops"], rel=1e-3)
+    assert cost["bound"] == "compute" and cost["peak_used"] == "bf16 tensor"
+
+
+def _all_advice(findings) -> str:
+    return "\n".join(f.advice for f in findings)
+
+
+def test_fp32_gemm_on_volta_is_told_fp16_autocast(scenario_db) -> None:
+    sc = fp32_gemm_training(V100, "volta_sgemm_128x64_nn")
+    db = scenario_db(sc)
+    findings = run_all(db, Thresholds())
+    (mm,) = [f for f in findings if f.evidence.get("operator") == "aten::mm"]
+    assert "float16" in mm.advice and "GradScaler" in mm.advice
+    text = _all_advice(findings)
+    assert not re.search(r"(?i)tf32|bfloat16|bf16", text)
+    # FP16 tensor cores at 70% of 125 TFLOP/s: 137.4 GFLOP takes 1.571 ms of each 10 ms.
+    ideal = sc.expected["flops"] / (0.7 * 125e12) * 1e9
+    assert mm.impact_ns == pytest.approx(sc.expected["gemm_ns"] - 4 * ideal, abs=4)
+    # occupancy's FP32 finding leaves the operator hot_ops counts alone
+    fp32 = [f for f in findings if f.id == finding_id("occupancy", "fp32_on_tensor_cores", 0)]
+    assert all(f.impact_ns == 0 for f in fp32)
+
+
+def test_fp32_gemm_on_ampere_may_use_tf32(scenario_db) -> None:
+    db = scenario_db(fp32_gemm_training(A100, "ampere_sgemm_128x64_nn"))
+    (mm,) = [f for f in hot_ops.analyze(db, Thresholds()) if f.evidence["operator"] == "aten::mm"]
+    assert "set_float32_matmul_precision" in mm.advice and "bfloat16" in mm.advice
+    assert mm.evidence["cost"]["peak_used"].startswith("tf32")
+
+
+def test_compiled_code_is_not_told_to_compile(scenario_db) -> None:
+    db = scenario_db(compiled_pointwise())
+    findings = [f for f in run_all(db, Thresholds()) if f.analyzer in ("hot_ops", "occupancy")]
+    assert findings
+    assert "torch.compile" not in _all_advice(findings)
+
+
+def test_cuda_c_program_gets_no_pytorch_api(scenario_db) -> None:
+    db = scenario_db(cuda_c_program())
+    findings = run_all(db, Thresholds())
+    assert {f.analyzer for f in findings} >= {"occupancy"}
+    mine = [f for f in findings if f.analyzer in ("hot_ops", "occupancy")]
+    assert mine
+    assert not re.search(r"torch|autocast|GradScaler|channels_last", _all_advice(mine))
+
+
+def test_inference_gets_no_optimizer_advice(scenario_db) -> None:
+    db = scenario_db(explicit_attention())
+    assert not re.search(r"fused=True|foreach", _all_advice(run_all(db, Thresholds())))
+
+
+def test_unknown_gpu_gives_no_estimate(scenario_db) -> None:
+    from tracelens.testing.scenario import DeviceSpec
+
+    sc = bf16_gemm_near_peak()
+    sc.devices = [DeviceSpec(name="Mystery GPU", compute_major=0, compute_minor=0)]
+    sc.name = "planted_unknown_gpu"
+    db = scenario_db(sc)
+    assert cost_tables(db, Thresholds()).spec is None
+    (f,) = [f for f in hot_ops.analyze(db, Thresholds()) if f.evidence["operator"] == "aten::mm"]
+    assert f.impact_ns == 0 and "known peaks" in f.impact_basis
+
+
+def test_occupancy_skips_time_explicit_attention_counts(scenario_db) -> None:
+    sc = explicit_attention()
+    db = scenario_db(sc)
+    for f in occupancy.analyze(db, Thresholds()):
+        assert f.id != finding_id("occupancy", "fp32_on_tensor_cores", 0)
+
+
+def test_peaks_by_dtype_and_gpu() -> None:
+    from tracelens.analyzers.cost_model import math_peak
+    from tracelens.core.gpu_specs import lookup
+
+    a100 = lookup("NVIDIA A100-SXM4-80GB", "8.0")
+    v100 = lookup("Tesla V100-SXM2-32GB", "7.0")
+    mi300 = lookup("AMD Instinct MI300X", "9.4", 304)
+    assert a100 and v100 and mi300
+    assert math_peak(a100, MATMUL, "bf16") == ("bf16 tensor", 312)
+    assert math_peak(a100, MATMUL, "fp32")[1] == 156  # TF32, what the advice switches to
+    assert math_peak(v100, MATMUL, "fp32")[1] == 125  # FP16 autocast on Volta
+    assert math_peak(v100, MATMUL, "fp64") is None
+    # MI300X: the sheet's 1307 TFLOP/s at the clock it sustains under matrix load
+    assert math_peak(mi300, MATMUL, "bf16")[1] == pytest.approx(0.7 * 1307)

@@ -1,0 +1,383 @@
+"""Per-operator cost: FLOPs and bytes against the GPU's roofline, and explicit attention.
+
+For every operator call that launched kernels (``kernel_ops``) and whose recorded shapes
+give its work (:mod:`tracelens.core.op_cost`), the *ideal* time is the longest of
+
+- its FLOPs at ``efficiency x peak`` of the math it runs (the peak the clocks sustain:
+  ``Arch.sustained_matrix`` of the sheet figure on MI300X) (FP16/BF16/FP8 tensor cores for
+  those dtypes; for FP32 math the tensor-core rate the advice switches it to: TF32 from
+  Ampere and on CDNA3, FP16 on Volta/Turing, the FP32 rate without tensor cores),
+- its bytes at ``cost_memory_efficiency x`` the memory bandwidth,
+- ``cost_min_kernel_ns`` per kernel it launched,
+
+and its impact is the GPU time beyond the ideal: never negative, never more than its time.
+The bound resource is the one that sets the ideal (compute when the arithmetic intensity
+is at or above the ridge point ``peak / bandwidth``). Without a known GPU there are no
+peaks and no estimate.
+
+Explicit attention: in one parent call, a batched matmul [.., L, d] x [.., d, S], then a
+softmax over [.., L, S], then a matmul [.., L, S] x [.., S, dv] is attention written out.
+Its time (every kernel launched from the first matmul to the second, scaling and masking
+included) against a fused kernel's (the FLOPs of QKᵀ and PV at
+``cost_attention_efficiency``, the bytes of Q, K, V and the output: no L x S matrix in
+memory) is its impact. The calls it covers are claimed: no per-operator estimate counts
+them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.core.gpu_specs import GpuSpec
+from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, OpCost, op_cost, parse_list
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
+
+_MATH_KINDS = (MATMUL, CONV, ATTENTION)
+
+
+@dataclass
+class OpEstimate:
+    """One operator's work, aggregated over the calls whose shapes gave it."""
+
+    op_name: str
+    gpu_ns: int = 0  # all kernel time of the operator
+    costed_ns: int = 0  # kernel time of the calls with a cost, not claimed by attention
+    claimed_ns: int = 0  # kernel time claimed by explicit attention
+    flops: float = 0.0
+    bytes: float = 0.0
+    ideal_ns: float = 0.0
+    impact_ns: int = 0
+    kind: str | None = None
+    dtypes: set[str] = field(default_factory=set)
+    math: str | None = None  # the peak used: "bf16 tensor", "fp32", ...
+    peak_tflops: float | None = None
+    mem_gbps: float | None = None
+
+    @property
+    def achieved_tflops(self) -> float | None:
+        return self.flops / self.costed_ns / 1e3 if self.costed_ns and self.flops else None
+
+    @property
+    def achieved_gbps(self) -> float | None:
+        return self.bytes / self.costed_ns if self.costed_ns and self.bytes else None
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.bytes if self.bytes else None
+
+    @property
+    def bound(self) -> str | None:
+        if not self.costed_ns:
+            return None
+        if self.kind == MEMORY or not self.peak_tflops or not self.mem_gbps:
+            return "memory"
+        ridge = self.peak_tflops * 1e3 / self.mem_gbps  # FLOP per byte
+        return "compute" if (self.intensity or 0.0) >= ridge else "memory"
+
+    def evidence(self) -> dict:
+        return {
+            "flops": round(self.flops),
+            "bytes": round(self.bytes),
+            "costed_ns": self.costed_ns,
+            "achieved_tflops": _r(self.achieved_tflops),
+            "achieved_gbps": _r(self.achieved_gbps),
+            "arithmetic_intensity": _r(self.intensity),
+            "bound": self.bound,
+            "peak_used": self.math,
+            "peak_tflops": self.peak_tflops,
+            "memory_gbps": self.mem_gbps,
+            "ideal_ns": round(self.ideal_ns),
+            "dtypes": sorted(self.dtypes),
+        }
+
+
+@dataclass
+class AttentionSite:
+    parent: str
+    batch_heads: int
+    lq: int
+    s: int
+    d: int
+    dtype: str
+    calls: int
+    gpu_ns: int
+    fused_ns: float
+    op_ids: list[int]
+
+    @property
+    def impact_ns(self) -> int:
+        return int(max(0.0, min(self.gpu_ns, self.gpu_ns - self.fused_ns)))
+
+
+@dataclass
+class CostTables:
+    spec: GpuSpec | None
+    ops: dict[str, OpEstimate]
+    attention: list[AttentionSite]
+    claimed_op_ids: set[int]
+
+
+def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
+    """The per-operator estimates and explicit-attention sites, computed once per trace."""
+    cache = getattr(db, "_cost_tables", None)
+    if cache is None:
+        cache = {}
+        db._cost_tables = cache  # type: ignore[attr-defined]
+    key = (
+        t.cost_gemm_efficiency,
+        t.cost_conv_efficiency,
+        t.cost_attention_efficiency,
+        t.cost_memory_efficiency,
+        t.cost_min_kernel_ns,
+    )
+    if key not in cache:
+        cache[key] = _build(db, t)
+    return cache[key]
+
+
+def math_peak(spec: GpuSpec, kind: str, dtype: str) -> tuple[str, float] | None:
+    """(label, TFLOP/s) of the math an operator of ``kind`` and ``dtype`` runs, or should."""
+    p = spec.peaks
+    if kind == MEMORY:
+        return ("fp32", p.fp32)
+    sustained = spec.arch.sustained_matrix
+    if dtype in ("fp16", "bf16", "fp8"):
+        rate = {"fp16": p.fp16, "bf16": p.bf16, "fp8": p.fp8}[dtype]
+        return (f"{dtype} tensor", rate * sustained) if rate else ("fp32", p.fp32)
+    if dtype == "fp32":
+        if p.tf32 and spec.has_tensor("tf32"):
+            return ("tf32 tensor (FP32 math switched to TF32)", p.tf32 * sustained)
+        if p.fp16 and spec.has_tensor("fp16"):
+            return ("fp16 tensor (FP32 math switched to FP16 autocast)", p.fp16 * sustained)
+        return ("fp32", p.fp32)
+    return None
+
+
+def _r(v: float | None) -> float | None:
+    return round(v, 3) if v is not None else None
+
+
+_CALLS = """
+WITH calls AS (
+    SELECT op_id, sum(dur_ns) AS ns, count(*) AS kernels FROM kernel_ops
+    WHERE op_id IS NOT NULL GROUP BY op_id
+)
+SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels,
+       o.pid, o.tid, o.start_ns
+FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
+"""
+
+_CONV_NAMES = (
+    "'aten::convolution', 'aten::_convolution', 'aten::cudnn_convolution', "
+    "'aten::miopen_convolution', 'aten::conv2d', 'aten::conv1d', 'aten::conv3d'"
+)
+# The output of a convolution is the first input of one of the next operators on its thread
+# (its bias add, batch norm, activation): the shapes do not record stride or padding.
+_CONV_NEXT = f"""
+WITH o AS (
+    SELECT op_id, name, input_shapes,
+           list(input_shapes) OVER (PARTITION BY pid, tid ORDER BY start_ns, op_id
+                                    ROWS BETWEEN 1 FOLLOWING AND 8 FOLLOWING) AS nxt
+    FROM cpu_ops WHERE input_shapes IS NOT NULL
+)
+SELECT op_id, input_shapes, nxt FROM o
+WHERE name IN ({_CONV_NAMES}) AND op_id IN (SELECT op_id FROM kernel_ops)
+"""
+
+
+def _conv_out(shapes_text: str, nxt: list[str] | None) -> list[int] | None:
+    shapes = parse_list(shapes_text)
+    if len(shapes) < 2 or not isinstance(shapes[0], list) or not isinstance(shapes[1], list):
+        return None
+    x, w = shapes[0], shapes[1]
+    if len(x) < 3 or len(w) != len(x):
+        return None
+    for text in nxt or []:
+        cand = parse_list(text)
+        first = cand[0] if cand and isinstance(cand[0], list) else None
+        if first and len(first) == len(x) and first[0] == x[0] and first[1] == w[0]:
+            return [int(v) for v in first[2:]]
+    return None
+
+
+def _build(db: TraceDB, t: Thresholds) -> CostTables:
+    spec = workload_of(db).gpu.spec
+    if not db.scalar("SELECT count(*) FROM kernels"):
+        return CostTables(spec, {}, [], set())
+    build_kernel_attribution(db)
+    has_shapes = bool(
+        db.scalar("SELECT count(*) FROM cpu_ops WHERE input_shapes IS NOT NULL LIMIT 1")
+    )
+    ops: dict[str, OpEstimate] = {}
+    for name, ns in db.rows("SELECT op_name, sum(dur_ns) FROM kernel_ops GROUP BY op_name"):
+        ops[name] = OpEstimate(name, gpu_ns=int(ns))
+    if not has_shapes:
+        return CostTables(spec, ops, [], set())
+    attention = _explicit_attention(db, t, spec)
+    claimed = {i for site in attention for i in site.op_ids}
+    conv_out: dict[int, list[int] | None] = {}
+    if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
+        for op_id, shapes_text, nxt in db.rows(_CONV_NEXT):
+            conv_out[int(op_id)] = _conv_out(shapes_text, nxt)
+    memo: dict[tuple, OpCost | None] = {}
+    for name, shapes_text, types_text, op_id, ns, kernels, *_ in db.rows(_CALLS):
+        est = ops.setdefault(name, OpEstimate(name))
+        if op_id in claimed:
+            est.claimed_ns += int(ns)
+            continue
+        out = conv_out.get(int(op_id))
+        key = (name, shapes_text, types_text, tuple(out) if out else None)
+        if key not in memo:
+            memo[key] = op_cost(name, parse_list(shapes_text), parse_list(types_text), out)
+        cost = memo[key]
+        if cost is None or spec is None:
+            continue
+        peak = math_peak(spec, cost.kind, cost.dtype)
+        if peak is None:
+            continue
+        label, tflops = peak
+        eff = {
+            MATMUL: t.cost_gemm_efficiency,
+            CONV: t.cost_conv_efficiency,
+            ATTENTION: t.cost_attention_efficiency,
+        }.get(cost.kind, 1.0)
+        compute_ns = cost.flops / (eff * tflops * 1e3) if cost.kind in _MATH_KINDS else 0.0
+        memory_ns = cost.bytes / (t.cost_memory_efficiency * spec.peaks.mem_gbps)
+        ideal = max(compute_ns, memory_ns, float(kernels) * t.cost_min_kernel_ns)
+        est.costed_ns += int(ns)
+        est.flops += cost.flops
+        est.bytes += cost.bytes
+        est.ideal_ns += min(ideal, float(ns))
+        est.impact_ns += int(max(0.0, ns - ideal))
+        est.dtypes.add(cost.dtype)
+        if est.kind is None or (est.kind == MEMORY and cost.kind != MEMORY):
+            est.kind = cost.kind
+            est.math = label if cost.kind in _MATH_KINDS else None
+            est.peak_tflops = tflops if cost.kind in _MATH_KINDS else None
+        est.mem_gbps = spec.peaks.mem_gbps
+    return CostTables(spec, ops, attention, claimed)
+
+
+_ATTN_OPS = """
+SELECT o.op_id, o.name, o.input_shapes, o.input_types, o.pid, o.tid, o.start_ns, o.end_ns,
+       o.parent_id, coalesce(p.name, '(top level)') AS parent
+FROM cpu_ops o LEFT JOIN cpu_ops p ON p.op_id = o.parent_id
+WHERE o.name IN ('aten::bmm', 'aten::matmul', 'aten::softmax', 'aten::_softmax')
+  AND coalesce(p.name, '') NOT IN ('aten::matmul', 'aten::softmax')
+ORDER BY o.pid, o.tid, o.parent_id NULLS FIRST, o.start_ns, o.op_id
+"""
+
+
+def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> list[AttentionSite]:
+    rows = db.dicts(_ATTN_OPS)
+    if not rows:
+        return []
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["pid"], r["tid"], r["parent_id"]), []).append(r)
+    found: list[tuple[dict, dict, dict]] = []
+    for seq in groups.values():
+        i = 0
+        while i + 2 < len(seq):
+            a, sm, b = seq[i], seq[i + 1], seq[i + 2]
+            if _is_attention(a, sm, b):
+                found.append((a, sm, b))
+                i += 3
+            else:
+                i += 1
+    if not found:
+        return []
+    spans = _span_kernels(
+        db, [(a["pid"], a["tid"], a["start_ns"], b["end_ns"]) for a, _, b in found]
+    )
+    sites: dict[tuple, AttentionSite] = {}
+    for i, (a, _sm, b) in enumerate(found):
+        sa, sb = parse_list(a["input_shapes"]), parse_list(b["input_shapes"])
+        types = parse_list(a["input_types"])
+        q, kt, v = sa[0], sa[1], sb[1]
+        lq, d, s, dv = q[-2], q[-1], kt[-1], v[-1]
+        bh = max(1, _prod(q[:-2]))
+        dtype = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16"}.get(
+            types[0] if types else "", "fp32"
+        )
+        ids, ns = spans[i]
+        fused = float("inf")
+        if spec is not None:
+            peak = math_peak(spec, ATTENTION, dtype)
+            es = 4 if dtype == "fp32" else 2
+            flops = 2.0 * bh * lq * s * (d + dv)
+            moved = es * bh * (lq * d + s * d + s * dv + lq * dv)
+            if peak:
+                fused = max(
+                    flops / (t.cost_attention_efficiency * peak[1] * 1e3),
+                    moved / (t.cost_memory_efficiency * spec.peaks.mem_gbps),
+                    t.cost_min_kernel_ns,
+                )
+        key = (a["parent"], bh, lq, s, d, dtype)
+        site = sites.get(key)
+        if site is None:
+            site = sites[key] = AttentionSite(a["parent"], bh, lq, s, d, dtype, 0, 0, 0.0, [])
+        site.calls += 1
+        site.gpu_ns += ns
+        site.fused_ns += fused if fused != float("inf") else ns
+        site.op_ids.extend(ids)
+    return sorted(sites.values(), key=lambda s: (-s.gpu_ns, s.parent, s.lq))
+
+
+def _span_kernels(db: TraceDB, spans: list[tuple]) -> list[tuple[list[int], int]]:
+    """For each (pid, tid, start, end): the operator calls with kernels that start in it on
+    that thread (the attention's matmuls, scaling, masking, softmax) and their kernel time."""
+    db.con.execute(
+        "CREATE OR REPLACE TEMP TABLE attention_spans "
+        "(i INT, pid BIGINT, tid BIGINT, s BIGINT, e BIGINT)"
+    )
+    db.con.executemany(
+        "INSERT INTO attention_spans VALUES (?, ?, ?, ?, ?)",
+        [(i, *span) for i, span in enumerate(spans)],
+    )
+    rows = db.rows(
+        """WITH calls AS (SELECT op_id, sum(dur_ns) AS ns FROM kernel_ops GROUP BY op_id)
+           SELECT w.i, list(c.op_id ORDER BY c.op_id), sum(c.ns)
+           FROM attention_spans w JOIN cpu_ops o
+             ON o.pid = w.pid AND o.tid = w.tid AND o.start_ns >= w.s AND o.start_ns <= w.e
+           JOIN calls c ON c.op_id = o.op_id
+           GROUP BY w.i"""
+    )
+    out: list[tuple[list[int], int]] = [([], 0) for _ in spans]
+    for i, ids, ns in rows:
+        out[int(i)] = ([int(x) for x in ids], int(ns))
+    return out
+
+
+def _prod(dims: list) -> int:
+    out = 1
+    for x in dims:
+        out *= int(x)
+    return out
+
+
+def _is_attention(a: dict, sm: dict, b: dict) -> bool:
+    if "softmax" not in sm["name"] or "softmax" in a["name"] or "softmax" in b["name"]:
+        return False
+    sa, ss, sb = (parse_list(x["input_shapes"]) for x in (a, sm, b))
+    try:
+        q, kt = sa[0], sa[1]
+        x = ss[0]
+        p, v = sb[0], sb[1]
+        if min(len(q), len(kt), len(p), len(v)) < 3 or len(x) < 2:
+            return False
+        lq, d, s = q[-2], q[-1], kt[-1]
+        return (
+            kt[-2] == d
+            and list(x[-2:]) == [lq, s]
+            and list(p[-2:]) == [lq, s]
+            and v[-2] == s
+            and _prod(q[:-2]) == _prod(p[:-2]) == _prod(x[:-2])
+            and lq > 1
+            and s > 1
+        )
+    except (IndexError, TypeError):
+        return False

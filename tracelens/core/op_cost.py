@@ -1,0 +1,262 @@
+"""FLOPs and bytes of an operator call from its recorded input shapes and dtypes.
+
+The PyTorch profiler records each operator's input shapes and dtypes (``record_shapes``);
+from them the work of the operators that dominate GPU time follows by arithmetic:
+
+- ``mm`` [M,K]x[K,N]: 2·M·K·N FLOPs; ``addmm``/``baddbmm`` add M·N for the bias; ``bmm``
+  [B,M,K]x[B,K,N]: 2·B·M·K·N; ``linear`` x[...,K], w[N,K]: 2·prod(x[:-1])·K·N;
+  ``matmul``: broadcast batch dims times 2·M·K·N (vectors as in ``torch.matmul``).
+- convolution x[N,C,H,W], w[Co,C/g,kh,kw], output [N,Co,Ho,Wo]: 2·N·Co·Ho·Wo·(C/g)·kh·kw.
+  The output's spatial size needs stride and padding, which the shapes do not record; the
+  caller passes it (from the next operator's input) or gets no estimate.
+  ``convolution_backward`` [grad_out, x, w]: twice the forward (input and weight grads);
+  ``cudnn_convolution_backward_input``: the forward's FLOPs.
+- attention q[B,H,L,d], k[B,H,S,d], v[B,H,S,dv]: 2·B·H·L·S·d for QKᵀ plus 2·B·H·L·S·dv
+  for PV, as if no mask (causal masking can halve what a FlashAttention kernel computes:
+  the count is an upper bound there). ``_flash_attention_forward`` and
+  ``_efficient_attention_forward`` take [B,L,H,d].
+- softmax, layer/RMS/batch norm and elementwise ops are memory-bound: bytes are the tensor
+  inputs plus the output (the broadcast of the inputs; in-place ops write their first input).
+
+Bytes are the compulsory traffic: every input read once and the output written once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+# Recorded dtype names -> (our dtype key, bytes per element).
+_DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4),
+    "double": ("fp64", 8),
+    "c10::Half": ("fp16", 2),
+    "half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2),
+    "bfloat16": ("bf16", 2),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+    "long int": ("int64", 8),
+    "int": ("int32", 4),
+    "short int": ("int16", 2),
+    "signed char": ("int8", 1),
+    "unsigned char": ("uint8", 1),
+    "bool": ("bool", 1),
+    "c10::complex<float>": ("complex64", 8),
+}
+
+MATMUL, CONV, ATTENTION, MEMORY = "matmul", "conv", "attention", "memory"
+
+_MM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul"}
+_CONV = {
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::cudnn_convolution",
+    "aten::conv2d",
+    "aten::conv1d",
+    "aten::conv3d",
+    "aten::miopen_convolution",
+}
+# Backward layouts: convolution_backward [grad_out, x, w] and cudnn_convolution_backward
+# [x, grad_out, w] compute both gradients; cudnn_convolution_backward_input
+# [x_size, grad_out, w] the input gradient only (as many FLOPs as the forward). The weight
+# gradient alone records no kernel size: no estimate.
+_CONV_BWD = {
+    "aten::convolution_backward": (0, 1, 2, 2.0),
+    "aten::cudnn_convolution_backward": (1, 0, 2, 2.0),
+}
+_CONV_BWD_INPUT = {
+    "aten::cudnn_convolution_backward_input",
+    "aten::miopen_convolution_backward_input",
+}
+_SDPA_BHLD = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+)$")
+_SDPA_BLHD = {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+_SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
+_NORM = {
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::rms_norm",
+    "aten::_fused_rms_norm",
+    "aten::group_norm",
+    "aten::native_group_norm",
+    "aten::batch_norm",
+    "aten::native_batch_norm",
+    "aten::cudnn_batch_norm",
+    "aten::_batch_norm_impl_index",
+}
+_ELEMENTWISE = re.compile(
+    r"^aten::(add|sub|mul|div|rsub|neg|relu|gelu|silu|sigmoid|tanh|exp|log|sqrt|rsqrt|pow|"
+    r"abs|clamp|clamp_min|threshold|where|masked_fill|dropout|native_dropout|copy|"
+    r"_to_copy|fill|zero|hardtanh|leaky_relu|mish|erf|cos|sin|maximum|minimum|addcmul|"
+    r"addcdiv|lerp|square|reciprocal|sign|eq|ne|lt|gt|le|ge|logical_and|logical_or)_?$"
+)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    kind: str  # matmul | conv | attention | memory
+    flops: float
+    bytes: float
+    dtype: str  # fp32, bf16, ... of the first tensor input
+
+
+def parse_list(text: str | None) -> list:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return []
+    return value if isinstance(value, list) else []
+
+
+def dtype_of(name: str | None) -> tuple[str, int] | None:
+    return _DTYPES.get((name or "").strip())
+
+
+def _numel(shape: list) -> int:
+    return math.prod(int(x) for x in shape) if shape else 1
+
+
+def _is_tensor(shape: object, dtype: object) -> bool:
+    return (
+        isinstance(shape, list) and dtype_of(dtype if isinstance(dtype, str) else None) is not None
+    )
+
+
+def _broadcast(shapes: list[list[int]]) -> list[int]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+        out.append(max(dims) if dims else 1)
+    return out
+
+
+def _mm_dims(a: list[int], b: list[int]) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of ``torch.matmul(a, b)``; None when the shapes do not multiply."""
+    if not a or not b:
+        return None
+    a2 = [1, *a] if len(a) == 1 else list(a)
+    b2 = [*b, 1] if len(b) == 1 else list(b)
+    m, k = a2[-2], a2[-1]
+    k2, n = b2[-2], b2[-1]
+    if k != k2:
+        return None
+    batch = _numel(_broadcast([a2[:-2], b2[:-2]])) if (a2[:-2] or b2[:-2]) else 1
+    return batch, m, k, n
+
+
+def op_cost(
+    name: str,
+    shapes: list,
+    types: list,
+    conv_out_spatial: list[int] | None = None,
+) -> OpCost | None:
+    """The FLOPs and bytes of one call of ``name``; None where the shapes do not say."""
+    tensors = [(s, dtype_of(t)) for s, t in zip(shapes, types, strict=False) if _is_tensor(s, t)]
+    if not tensors:
+        return None
+    dtype, es = tensors[0][1]  # type: ignore[misc]
+    try:
+        return _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial)
+    except (IndexError, TypeError, ValueError):
+        return None
+
+
+def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial) -> OpCost | None:
+    def nbytes(shape: list[int], size: int = es) -> int:
+        return _numel(shape) * size
+
+    if name in _MM:
+        if name in ("aten::addmm", "aten::baddbmm"):
+            bias, a, b = shapes[0], shapes[1], shapes[2]
+        else:
+            bias, a, b = None, shapes[0], shapes[1]
+        if name == "aten::linear":
+            if len(b) != 2:
+                return None
+            rows = _numel(a[:-1])
+            k, n = a[-1], b[0]
+            if b[1] != k:
+                return None
+            flops = 2.0 * rows * k * n
+            out = rows * n
+            bias_el = _numel(shapes[2]) if len(shapes) > 2 and shapes[2] else 0
+            return OpCost(
+                MATMUL,
+                flops + (out if bias_el else 0),
+                (rows * k + k * n + out + bias_el) * es,
+                dtype,
+            )
+        if name in ("aten::bmm", "aten::baddbmm") and (len(a) != 3 or len(b) != 3 or a[0] != b[0]):
+            return None
+        if name in ("aten::mm", "aten::addmm") and (len(a) != 2 or len(b) != 2):
+            return None
+        dims = _mm_dims(a, b)
+        if dims is None:
+            return None
+        batch, m, k, n = dims
+        out = batch * m * n
+        flops = 2.0 * batch * m * k * n + (out if bias is not None else 0)
+        moved = nbytes(a) + nbytes(b) + out * es + (nbytes(bias) if bias else 0)
+        return OpCost(MATMUL, flops, moved, dtype)
+    if name in _CONV_BWD_INPUT:
+        grad, w = shapes[1], shapes[2]
+        if len(grad) < 3 or len(w) != len(grad) or grad[1] != w[0]:
+            return None
+        macs = grad[0] * w[0] * _numel(grad[2:]) * w[1] * _numel(w[2:])
+        # reads grad_out and w, writes grad_in (at least: at the output's spatial size)
+        x_el = grad[0] * w[1] * _numel(grad[2:])
+        return OpCost(CONV, 2.0 * macs, float((_numel(grad) + _numel(w) + x_el) * es), dtype)
+    if name in _CONV or name in _CONV_BWD:
+        if name in _CONV_BWD:
+            gi, xi, wi, factor = _CONV_BWD[name]
+            grad, x, w = shapes[gi], shapes[xi], shapes[wi]
+            out_spatial = grad[2:]
+        else:
+            x, w = shapes[0], shapes[1]
+            out_spatial = conv_out_spatial
+            factor = 1.0
+        if not out_spatial or len(x) < 3 or len(w) != len(x) or len(out_spatial) != len(x) - 2:
+            return None
+        n, co = x[0], w[0]
+        macs = n * co * _numel(out_spatial) * w[1] * _numel(w[2:])
+        out = n * co * _numel(out_spatial)
+        moved = (nbytes(x) + nbytes(w) + out * es) * (1.5 if factor > 1 else 1.0)
+        return OpCost(CONV, factor * 2.0 * macs, moved, dtype)
+    if _SDPA_BHLD.match(name) or name in _SDPA_BLHD:
+        q, k, v = shapes[0], shapes[1], shapes[2]
+        if len(q) != 4 or len(k) != 4 or len(v) != 4:
+            return None
+        if name in _SDPA_BLHD:  # [B, L, H, d]
+            b, lq, h, d = q
+            s, dv = k[1], v[3]
+        else:  # [B, H, L, d]
+            b, h, lq, d = q
+            s, dv = k[2], v[3]
+        flops = 2.0 * b * h * lq * s * (d + dv)
+        moved = nbytes(q) + nbytes(k) + nbytes(v) + b * h * lq * dv * es
+        return OpCost(ATTENTION, flops, moved, dtype)
+    if name in _SOFTMAX:
+        x = shapes[0]
+        return OpCost(MEMORY, 5.0 * _numel(x), 2.0 * nbytes(x), dtype)
+    if name in _NORM:
+        x = shapes[0]
+        params = sum(nbytes(s, dt[1]) for s, dt in tensors[1:])
+        return OpCost(MEMORY, 8.0 * _numel(x), 2.0 * nbytes(x) + params, dtype)
+    if _ELEMENTWISE.match(name):
+        ins = [(s, dt) for s, dt in tensors if s]
+        if not ins:
+            return None
+        read = sum(nbytes(s, dt[1]) for s, dt in ins)
+        if name.endswith("_") and not name.endswith("__"):
+            out_el = _numel(ins[0][0])
+        else:
+            out_el = _numel(_broadcast([s for s, _ in ins]))
+        return OpCost(MEMORY, float(out_el), float(read + out_el * es), dtype)
+    return None
