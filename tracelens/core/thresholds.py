@@ -27,8 +27,11 @@ class Thresholds:
     h2d_small_copy_bytes: int = 64 * 1024
     # H2D: at least this many small copies before "many small copies" is reported.
     h2d_small_copy_min_count: int = 100
-    # H2D: pinned-memory bandwidth assumed when estimating what pinning would save (GB/s).
-    h2d_pinned_gbps: float = 20.0
+    # H2D: pinned-copy bandwidth (GB/s) for what pinning would save; 0 takes it from the
+    # GPU's host link (PCIe 3/4/5 x16 about 12/25/50 GB/s, NVLink-C2C on Grace Hopper).
+    h2d_pinned_gbps: float = 0.0
+    # H2D: fixed cost of one pinned copy (ns) on top of its bytes over the link.
+    h2d_copy_latency_ns: int = 2_000
     # H2D: a transfer size repeated at least this many times is "copied again every step".
     h2d_repeat_min_count: int = 5
 

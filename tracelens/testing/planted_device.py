@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracelens.testing.planted_host import BF16_GEMM, US
-from tracelens.testing.scenario import Scenario
+from tracelens.testing.scenario import DeviceSpec, Scenario
 
 GIB = 1024**3
 
@@ -142,5 +142,60 @@ def occupancy_problems(steps: int = 10) -> Scenario:
         "fp32_ns": steps * 4_300 * US,
         "claimed_by_hot_ops": ["aten::mm"],
         "fp32_impact_ns": steps * 300 * US // 2,
+    }
+    return sc
+
+
+def pageable_copies_cuda_c(steps: int = 8) -> Scenario:
+    """A CUDA C program (no framework operators) on an RTX 3060 (PCIe 4.0 x16, ~25 GB/s).
+
+    Each 3 ms step copies 8 MiB from pageable memory to the GPU in 1,000 us with no kernel
+    running (fully exposed), runs a 1,000 us kernel, then reads 8 MiB back into pageable
+    memory in 1,000 us. Pinned, each copy would take 8 MiB / 25 GB/s + 2 us = 337,544 ns.
+    """
+    sc = Scenario(name="planted_pageable_cuda_c")
+    sc.devices = [DeviceSpec(0, "NVIDIA GeForce RTX 3060", 28, 12 * GIB, 8, 6)]
+    nbytes = 8 * 1024 * 1024
+    for k in range(steps):
+        s = k * 3_000 * US
+        sc.copy(
+            None,
+            "HtoD",
+            "pageable",
+            "device",
+            nbytes,
+            s,
+            s + 20 * US,
+            1_000 * US,
+            api_dur_ns=1_030 * US,
+            api_name="cudaMemcpy",
+        )
+        sc.launch(
+            None,
+            "vecAdd(float const*, float const*, float*, int)",
+            s + 1_050 * US,
+            s + 1_060 * US,
+            1_000 * US,
+            grid=(8192, 1, 1),
+            block=(256, 1, 1),
+        )
+        sc.copy(
+            None,
+            "DtoH",
+            "device",
+            "pageable",
+            nbytes,
+            s + 1_060 * US,
+            s + 2_080 * US,
+            1_000 * US,
+            api_dur_ns=1_030 * US,
+            api_name="cudaMemcpy",
+        )
+    per_copy_pinned = round(nbytes / 25 + 2_000)
+    sc.expected = {
+        "htod_ns": steps * 1_000 * US,
+        "dtoh_ns": steps * 1_000 * US,
+        "pin_save_per_direction_ns": steps * (1_000 * US - per_copy_pinned),
+        "dtoh_copies": steps,
     }
     return sc
