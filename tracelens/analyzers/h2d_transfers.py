@@ -127,7 +127,8 @@ def _copies_table(db: TraceDB, link_gbps: float, t: Thresholds) -> None:
         y AS (
             -- 2. batching: what is left of a small HtoD copy beyond its bytes at bulk rate
             SELECT *, CASE WHEN kind = 'HtoD' AND bytes < {t.h2d_small_copy_bytes}
-                           THEN CAST(greatest(0, dur_ns - pin_save_ns - bytes / {link_gbps}) AS BIGINT)
+                           THEN CAST(greatest(0, dur_ns - pin_save_ns
+                                              - bytes / {link_gbps}) AS BIGINT)
                            ELSE 0 END AS batch_save_ns
             FROM x
         )
