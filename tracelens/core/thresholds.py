@@ -53,6 +53,9 @@ class Thresholds:
     # Variance: groups whose time above the median is below this share of the window are
     # not worth a finding (nanosecond jitter on tiny kernels, rare host hiccups).
     variance_min_impact_pct: float = 0.5
+    # Variance: a group whose durations correlate with launch order at least this strongly
+    # (|Pearson r|) is a trend (shrinking or growing work), not erratic.
+    variance_trend_min_corr: float = 0.7
 
     # Launch overhead: kernels shorter than this are "tiny" (launch cost rivals their work).
     launch_short_kernel_ns: int = 5_000
@@ -84,6 +87,9 @@ class Thresholds:
 
     # Communication: report when exposed (not overlapped) NCCL time reaches this share.
     comm_min_exposed_pct: float = 1.0
+    # Communication: report a rank's waiting for its peers inside collective kernels when the
+    # exposed part of it reaches this share of the window.
+    comm_min_wait_pct: float = 1.0
 
     # Occupancy: a kernel group is reported when it holds at least this share of kernel time.
     occupancy_min_share_pct: float = 2.0
