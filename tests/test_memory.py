@@ -25,6 +25,8 @@ def test_planted_memory_pressure(scenario_db) -> None:
     assert near.evidence["peak_allocated_bytes"] == exp["peak_allocated_bytes"]
     assert near.evidence["device_memory_bytes"] == exp["device_memory_bytes"]
     assert near.impact_ns == 0 and near.severity.label == "medium"
+    # forward GEMMs only, no backward or optimizer: inference advice, no optimizer advice
+    assert "optimizer" not in near.advice and "inference_mode" in near.advice
     # judged on the two peaks: 76 GiB reserved over 40 GiB at most allocated
     assert frag.evidence["reserved_over_peak_allocated"] == exp["reserved_over_peak_allocated"]
     assert frag.evidence["unused_reserved_bytes"] == 36 * 1024**3

@@ -19,6 +19,7 @@ from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, se
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "memory"
 
@@ -111,11 +112,7 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
                 summary=f"Peak allocated {fmt_bytes(peak_alloc)}, peak reserved "
                 f"{fmt_bytes(reserved)} of {fmt_bytes(cap)} device memory.",
                 evidence={**evidence, "peak_reserved_pct_of_device": round(share, 2)},
-                advice="Headroom is thin. Cut activation memory with activation checkpointing "
-                "(`torch.utils.checkpoint`), keep weights/activations in bf16/fp16 (or 8-bit "
-                "optimizers/weights), shrink the KV cache (paged attention, a lower "
-                "`max_num_seqs`/context), and set `PYTORCH_CUDA_ALLOC_CONF="
-                "expandable_segments:True` so fragmentation does not tip it over.",
+                advice=_capacity_advice(workload_of(db)),
                 time_ranges=ranges,
             )
         )
@@ -157,6 +154,30 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
             )
         )
     return out
+
+
+def _capacity_advice(wl: Workload) -> str:
+    alloc = (
+        "set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` so fragmentation does not tip "
+        "it over"
+    )
+    if wl.is_training:
+        return (
+            "Headroom is thin. Cut activation memory with activation checkpointing "
+            "(`torch.utils.checkpoint`), keep weights and activations in bf16/fp16, shard "
+            "optimizer state (FSDP/ZeRO) or use 8-bit optimizers, and " + alloc + "."
+        )
+    if wl.kind == "serving":
+        return (
+            "Headroom is thin. Size the KV cache explicitly (e.g. vLLM "
+            "`gpu_memory_utilization`, a lower `max_num_seqs` or context length), keep "
+            "weights in bf16/fp16 or quantized (8-bit/4-bit), and " + alloc + "."
+        )
+    return (
+        "Headroom is thin. Run inference under `torch.inference_mode()` so no autograd state "
+        "is kept, keep weights in bf16/fp16 or quantized, lower the batch size or sequence "
+        "length, and " + alloc + "."
+    )
 
 
 _FRAGMENTATION_ADVICE = (
