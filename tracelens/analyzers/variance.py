@@ -32,8 +32,14 @@ ANALYZER = "variance"
 # Collective kernels: their duration includes waiting for the slowest rank.
 COLLECTIVE_SQL = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
 
-# (table with name, start_ns, end_ns, self_ns; grouping key). Operators nest, so their
-# time above the median is measured on self time (duration minus children): an outer
+_KERNEL_KEY = (
+    "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
+    " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
+    " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'"
+)
+
+# (table with name, start_ns, end_ns, self_ns; grouping key; columns; finding-id key).
+# Operators nest, so their time above the median is measured on self time (duration minus children): an outer
 # operator made slow by an erratic child must not count the child's time again. Kernels
 # take the input shapes of the operator that launched them (through the launch call's
 # correlation and external ids), so one kernel serving different layer sizes is split.
@@ -50,11 +56,11 @@ _GROUPS = {
                         WHERE external_id IS NOT NULL GROUP BY external_id) op
                     ON op.external_id = a.ext
              WHERE NOT {COLLECTIVE_SQL})""",
-        "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
-        " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
-        " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'"
-        " || coalesce(' ' || input_shapes, '')",
+        _KERNEL_KEY + " || coalesce(' ' || input_shapes, '')",
         "name, grid_x, grid_y, grid_z, block_x, block_y, block_z, input_shapes",
+        # The finding id leaves the shapes out: an Nsight export of the same run links no
+        # operator shapes to its kernels, and the same problem must keep its id.
+        _KERNEL_KEY,
     ),
     "operator": (
         "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
@@ -65,6 +71,7 @@ _GROUPS = {
         " ON c.parent_id = o.op_id)",
         "name || coalesce(' ' || input_shapes, '')",
         "name, input_shapes",
+        "name || coalesce(' ' || input_shapes, '')",
     ),
 }
 
@@ -76,7 +83,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # operator's host duration swings freely behind a full launch queue.
     windows = sum(d.window_ns for d in db.devices)
     host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
-    for kind, (table, key, cols) in _GROUPS.items():
+    for kind, (table, key, cols, id_key) in _GROUPS.items():
         # Rows are grouped by a hash of the grouping columns; the readable key is built
         # only for the groups, not for millions of rows.
         firsts = ", ".join(f"min({c}) AS {c}" for c in cols.split(", "))
@@ -108,7 +115,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                            AS slow_early
                 FROM x JOIN s USING (h) WHERE x.self_ns > s.self_p50 GROUP BY x.h
             )
-            SELECT {key} AS k, s.*, coalesce(above.above, 0) AS above,
+            SELECT {key} AS k, {id_key} AS id_k, s.*, coalesce(above.above, 0) AS above,
                    coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
             FROM s LEFT JOIN above USING (h)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
@@ -117,6 +124,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],
         )
         reported = 0
+        ids: set[str] = set()
         for r in rows:
             above = int(r["above"] or 0)
             impact = above if kind == "kernel" else int(above * host_share)
@@ -134,6 +142,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 # Durations follow launch order (shrinking or growing work): a trend the
                 # program makes, not noise to chase.
                 continue
+            fid = finding_id(ANALYZER, kind, r["id_k"])
+            if fid in ids:  # a second shape group of the same kernel and launch
+                fid = finding_id(ANALYZER, kind, r["k"])
+            ids.add(fid)
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM {table} WHERE hash({cols}) = ?
                     ORDER BY end_ns - start_ns DESC, start_ns, end_ns LIMIT 5""",
@@ -148,7 +160,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
             findings.append(
                 Finding(
-                    id=finding_id(ANALYZER, kind, r["k"]),
+                    id=fid,
                     analyzer=ANALYZER,
                     title=(
                         f"Slow first calls of {kind} `{_short(r['name'])}` (warm-up): "
