@@ -39,10 +39,11 @@ _KERNEL_KEY = (
 )
 
 # (table with name, start_ns, end_ns, self_ns; grouping key; columns; finding-id key).
-# Operators nest, so their time above the median is measured on self time (duration minus children): an outer
-# operator made slow by an erratic child must not count the child's time again. Kernels
-# take the input shapes of the operator that launched them (through the launch call's
-# correlation and external ids), so one kernel serving different layer sizes is split.
+# Operators nest, so their time above the median is measured on self time (duration
+# minus children): an outer operator made slow by an erratic child must not count the
+# child's time again. Kernels take the input shapes of the operator that launched them
+# (through the launch call's correlation and external ids), so one kernel serving
+# different layer sizes is split.
 _GROUPS = {
     "kernel": (
         f"""(SELECT k.name, k.start_ns, k.end_ns, k.grid_x, k.grid_y, k.grid_z, k.block_x,
