@@ -232,7 +232,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             Finding(
                 id=finding_id(ANALYZER, subject),
                 analyzer=ANALYZER,
-                title=f"{n:,} {words} ({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)}; "
+                title=f"{n:,} {words if n != 1 else words.replace('copies', 'copy', 1)} "
+                f"({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)}; "
                 f"{link} ≈ {link_gbps:g} GB/s pinned)",
                 severity=severity_for(pct, t),
                 impact_ns=impact,
