@@ -1,21 +1,22 @@
 """Every corpus trace: each millisecond counted once, and the same file gives the same
-findings every time it is analysed."""
+findings every time it is analysed.
+
+Both run the analysis in fresh processes (``python -m tracelens.testing.checks``): loading
+every corpus trace would otherwise grow the test session, and separate processes hash
+strings differently, so an order that depends on a set or dict shows up as a difference.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from corpus_cache import _db
 
-from ingest import load_trace
-from tracelens.analyzers import communication, h2d_transfers, memory, run_all, steps, variance
-from tracelens.core.thresholds import Thresholds
-from tracelens.core.tracedb import TraceDB
-from tracelens.testing.checks import counted_once_problems
-
-MINE = (variance, memory, h2d_transfers, communication, steps)
+MINE = "variance,memory,h2d_transfers,communication,steps"
 
 
 def _traces(corpus: Path) -> list[Path]:
@@ -26,17 +27,26 @@ def _traces(corpus: Path) -> list[Path]:
     return found
 
 
+def _checks(*args: str, seed: str = "0") -> list[dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracelens.testing.checks", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
 @pytest.mark.corpus
 def test_impacts_never_add_up_past_what_they_explain(corpus: Path) -> None:
     """A report that claims more time than the window (or more than the copies or NCCL
     kernels took) counts something twice: no corpus trace may do that."""
-    bad = {}
-    for path in _traces(corpus):
-        db = _db(path)
-        problems = counted_once_problems(db, run_all(db, Thresholds()))
-        if problems:
-            bad[str(path.relative_to(corpus))] = problems
-    assert bad == {}
+    results = _checks(*(str(p) for p in _traces(corpus)))
+    assert len(results) == len(_traces(corpus))
+    assert {r["trace"]: r["problems"] for r in results if r["problems"]} == {}
 
 
 @pytest.mark.corpus
@@ -52,13 +62,8 @@ def test_impacts_never_add_up_past_what_they_explain(corpus: Path) -> None:
 )
 def test_three_analyses_of_one_file_are_identical(corpus: Path, name: str) -> None:
     """Ties broken on unique keys: a self-diff must never show phantom findings."""
-    runs = set()
-    for _ in range(3):
-        loaded = load_trace(corpus / name)
-        try:
-            db = TraceDB(loaded.con)
-            found = [f.to_dict() for m in MINE for f in m.analyze(db, Thresholds())]
-            runs.add(json.dumps(found, sort_keys=True))
-        finally:
-            loaded.close()
+    runs = {
+        json.dumps(_checks("--findings", MINE, str(corpus / name), seed=seed))
+        for seed in ("1", "2", "3")
+    }
     assert len(runs) == 1

@@ -39,3 +39,46 @@ def counted_once_problems(db: TraceDB, findings: list[Finding]) -> list[str]:
         if comm > nccl:
             problems.append(f"GPU {dev}: communication findings claim {comm:,} of {nccl:,} ns")
     return problems
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m tracelens.testing.checks [--findings ANALYZER,...] TRACE...``: one JSON
+    line per trace with its counted-once problems, or with the named analyzers' findings.
+
+    Tests run it in a fresh process so that loading many traces does not grow theirs, and
+    so that repeated analyses run under different hash seeds.
+    """
+    import json
+
+    from ingest import load_trace
+    from tracelens.analyzers import ANALYZERS, run_all
+    from tracelens.core.thresholds import Thresholds
+
+    only: list[str] | None = None
+    if argv[:1] == ["--findings"]:
+        only, argv = argv[1].split(","), argv[2:]
+    for path in argv:
+        loaded = load_trace(path)
+        try:
+            db = TraceDB(loaded.con)
+            if only is None:
+                out = {
+                    "trace": path,
+                    "problems": counted_once_problems(db, run_all(db, Thresholds())),
+                }
+            else:
+                mods = [m for m in ANALYZERS if m.ANALYZER in only]
+                out = {
+                    "trace": path,
+                    "findings": [f.to_dict() for m in mods for f in m.analyze(db, Thresholds())],
+                }
+        finally:
+            loaded.close()
+        print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))
