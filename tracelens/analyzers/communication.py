@@ -86,7 +86,7 @@ _PER_COLLECTIVE = f"""
 WITH k AS (
     SELECT k.device_id, k.name, k.start_ns, k.end_ns, a.pid, a.tid, a.start_ns AS api_start
     FROM kernels k LEFT JOIN (
-        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+        SELECT correlation_id, min(pid) AS pid, min(tid) AS tid,
                min(start_ns) AS start_ns
         FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
     ) a USING (correlation_id)
