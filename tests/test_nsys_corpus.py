@@ -163,3 +163,23 @@ def test_nearly_empty_export_gives_a_clean_report(nsys_dir: Path) -> None:
     assert report["metrics"]["kernel_count"] == 0 and report["metrics"]["memset_count"] == 1
     text = CliRunner().invoke(main, ["analyze", str(path)])
     assert text.exit_code == 0 and "No findings" in text.output
+
+
+def test_nsys_diagnostics_explain_missing_data(nsys_dir: Path) -> None:
+    """The RTX 3060 export's DIAGNOSTIC_EVENT table has an error that unified memory cannot
+    be traced on a GPU without peer-to-peer support: that is why the report has no
+    migrations for it, and the report says so. Its CPU-sampling and OpenGL warnings say
+    nothing about GPU data and stay out; the 2023.1 TensorRT export has no such table."""
+    loaded = load_trace(nsys_dir / "rtx3060_vecadd_nsys2025.5.sqlite")
+    try:
+        notes = build_report(loaded)["notes"]
+    finally:
+        loaded.close()
+    nsys_notes = [n for n in notes if n.startswith("Nsight Systems")]
+    assert len(nsys_notes) == 1
+    assert nsys_notes[0].startswith("Nsight Systems error: CUDA device 0: Unified Memory cannot")
+    old = load_trace(nsys_dir / "rtx3090_tensorrt_nvtx_textid_nsys2023.1.sqlite")
+    try:
+        assert not [n for n in old.notes if n.startswith("Nsight Systems")]
+    finally:
+        old.close()

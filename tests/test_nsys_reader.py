@@ -461,3 +461,36 @@ def test_rows_ending_before_they_start_are_skipped_and_counted(tmp_path: Path) -
         assert "1 GPU activity or API rows without a valid end time were skipped" in loaded.notes
     finally:
         loaded.close()
+
+
+def test_diagnostic_warnings_and_errors_become_report_notes(tmp_path: Path) -> None:
+    """nsys says in DIAGNOSTIC_EVENT when tracing went wrong (CUDA profiling not started,
+    unified memory untraceable): that explains missing data, so the report says it. Info
+    rows and messages about collectors tracelens never reads (OpenGL, CPU sampling) stay
+    out; an export without the table (before nsys 2023.3) has no such notes."""
+    from tracelens.report import build_report
+    from tracelens.testing.nsys_writer import add_diagnostic_events, write_nsys_sqlite
+    from tracelens.testing.planted import training_steps
+
+    path = write_nsys_sqlite(training_steps(3), tmp_path / "diag.sqlite")
+    plain = load_trace(path)
+    assert not any("Nsight Systems" in n for n in plain.notes)
+    add_diagnostic_events(
+        path,
+        [
+            (0, 1, "Profiling has started."),
+            (10, 3, "CUDA profiling might have not been started correctly."),
+            (20, 2, "No OpenGL events collected. Does the process use OpenGL?"),
+            (30, 2, "CUPTI   buffers\nwere  dropped."),
+        ],
+    )
+    loaded = load_trace(path)
+    assert loaded.notes[-2:] == [
+        "Nsight Systems error: CUDA profiling might have not been started correctly.",
+        "Nsight Systems warning: CUPTI buffers were dropped.",
+    ]
+    report = build_report(loaded)
+    assert (
+        "Nsight Systems error: CUDA profiling might have not been started correctly."
+        in (report["notes"])
+    )

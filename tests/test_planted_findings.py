@@ -84,15 +84,20 @@ def test_pageable_h2d(report: dict, planted_trace: tuple[Path, dict]) -> None:
     totals = f["evidence"]["totals"]
     assert totals["bytes"] == exp["h2d_bytes"]
     assert totals["pageable_share_pct"] == 100.0
-    # 40 MiB at 20 GB/s pinned = 2,097,152 ns; the copies took 4 ms
-    assert f["impact_ns"] == exp["h2d_time_ns"] - 2_097_152
+    # The planted A100 sits on PCIe 4.0 x16: 25 GB/s pinned. Each 4 MiB copy would take
+    # 167,772 ns plus 2 us of per-copy latency instead of 400 us.
+    assert f["evidence"]["host_link"]["achievable_gbps"] == 25.0
+    assert f["impact_ns"] == 10 * round(400_000 - (4 * 1024 * 1024 / 25 + 2_000))
     assert "pin_memory" in f["advice"]
     exposed = next(
         f
         for f in _by(report, "h2d_transfers")
         if f["id"] == finding_id("h2d_transfers", "not_overlapped")
     )
-    assert exposed["impact_ns"] == exp["h2d_time_ns"]  # no kernel ran during any copy
+    # No kernel ran during any copy: all 4 ms are exposed, but what pinning saves is
+    # already counted by the pageable finding; overlap can hide the rest, once.
+    assert exposed["evidence"]["totals"]["exposed_ns"] == exp["h2d_time_ns"]
+    assert exposed["impact_ns"] + f["impact_ns"] == exp["h2d_time_ns"]
 
 
 def test_hot_operator(report: dict, planted_trace: tuple[Path, dict]) -> None:
@@ -131,10 +136,10 @@ def test_high_variance_kernel(report: dict, planted_trace: tuple[Path, dict]) ->
 def test_ranking_is_by_impact(report: dict) -> None:
     impacts = [f["impact_ns"] for f in report["findings"]]
     assert impacts == sorted(impacts, reverse=True)
-    top = [f["analyzer"] for f in report["findings"][:4]]
-    # GEMM savings (37.4 ms) > data loading (18.45 ms) > optimizer host code (10.3 ms) >
-    # exposed copies (4 ms)
-    assert top == ["hot_ops", "data_loading", "idle_gpu", "h2d_transfers"]
+    top = [f["analyzer"] for f in report["findings"][:3]]
+    # GEMM savings (37.4 ms) > data loading (18.45 ms) > optimizer host code (10.3 ms); the
+    # copies' 4 ms are split between pinning (2.3 ms) and overlap (1.7 ms), counted once
+    assert top == ["hot_ops", "data_loading", "idle_gpu"]
 
 
 def test_ids_are_stable_across_reingest(planted_trace: tuple[Path, dict], tmp_path: Path) -> None:

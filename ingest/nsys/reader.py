@@ -20,6 +20,7 @@ no operator records, so ``cpu_ops`` stays empty and attribution falls back to ra
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 import struct
 from collections.abc import Callable
@@ -226,6 +227,7 @@ def _read(
         cuda_to_gpu = cuda_device_map(src, tables)
         host = hostname(src, tables)
         session_utc = session_start_utc(src, tables)
+        diagnostics = _diagnostic_notes(src, tables)
     finally:
         src.close()
     insert_devices(con, gpus, cuda_to_gpu)
@@ -248,6 +250,7 @@ def _read(
         notes.append(f"{bad:,} GPU activity or API rows without a valid end time were skipped")
     if not meta:
         notes.append("export has no version metadata (nsys 2020.x or older)")
+    notes.extend(diagnostics)
     t0 = earliest_ns(con)
     set_info(
         con,
@@ -265,6 +268,48 @@ def _read(
     )
     for staging in [*_STAGING_COLUMNS, "_nsys_strings", "_nsys_api_names", "_nsys_nvtx_text"]:
         con.execute(f"DROP TABLE IF EXISTS {staging}")
+    return notes
+
+
+# DIAGNOSTIC_EVENT.severity (ENUM_DIAGNOSTIC_SEVERITY_LEVEL): 1 Info, 2 Warning, 3 Error.
+_DIAG_WARNING, _DIAG_ERROR = 2, 3
+# Messages about collectors tracelens never reads (graphics APIs, CPU sampling) explain no
+# missing data in a report about GPU compute.
+_DIAG_IRRELEVANT = re.compile(
+    r"(?i)OpenGL|Vulkan|DirectX|\bDX1[12]\b|WDDM|CPU kernel IP|backtrace|paranoid|OS runtime"
+    r"|Scheduling information|NVTX events? (might have not|might not)|No NVTX events"
+)
+_DIAG_MAX_NOTES = 10
+
+
+def _diagnostic_notes(src: sqlite3.Connection, tables: dict[str, set[str]]) -> list[str]:
+    """Nsight Systems' own warnings and errors, e.g. that CUDA tracing did not start.
+
+    They explain data missing from the export (no kernels, no unified-memory rows), so
+    they are passed on as notes; the table is absent in older exports.
+    """
+    columns = tables.get("DIAGNOSTIC_EVENT")
+    if not columns or not {"severity", "text"} <= columns:
+        return []
+    order = "timestamp, " if "timestamp" in columns else ""
+    rows = src.execute(
+        f"SELECT severity, text FROM DIAGNOSTIC_EVENT WHERE severity IN (?, ?) "
+        f"ORDER BY {order}severity, text",
+        [_DIAG_WARNING, _DIAG_ERROR],
+    ).fetchall()
+    notes: list[str] = []
+    for severity, raw in rows:
+        text = " ".join(str(raw or "").split())
+        if not text or _DIAG_IRRELEVANT.search(text):
+            continue
+        if len(text) > 300:
+            text = text[:299] + "…"
+        label = "error" if severity == _DIAG_ERROR else "warning"
+        note = f"Nsight Systems {label}: {text}"
+        if note not in notes:
+            notes.append(note)
+    if len(notes) > _DIAG_MAX_NOTES:
+        notes = [*notes[:_DIAG_MAX_NOTES], f"… and {len(notes) - _DIAG_MAX_NOTES} more"]
     return notes
 
 

@@ -11,6 +11,15 @@ Each NCCL kernel is matched to the collective call that launched it (the profile
 size), giving per-collective message sizes and achieved bandwidth (algorithm bandwidth =
 bytes / kernel time; bus bandwidth scales it by 2(n-1)/n for all-reduce, (n-1)/n for
 all-gather/reduce-scatter, as nccl-tests report it).
+
+A collective kernel starts when its own rank launches it and ends only after every peer
+has joined, so its duration is transfer plus *waiting for peers*. The transfer part of each
+kernel is estimated as its bytes at the best bandwidth this rank reached for that collective
+(for kernels without sizes, the fastest instance of the same kernel and launch
+configuration); the rest is waiting: load imbalance between ranks, not slow communication.
+Of each kernel's exposed time, waiting claims its share first; the exposed-communication
+finding keeps the rest, so the two never add up to more than the NCCL time. Waiting is
+reported with the steps where it happened.
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "communication"
 
-_COMM = "name ILIKE '%nccl%'"
+_COMM = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
+_COMM_K = "(k.name ILIKE '%nccl%' OR k.name ILIKE '%rccl%')"
 
 # Bytes per element of the dtype names the profiler writes.
 _DTYPE_BYTES = """CASE lower(dtype)
@@ -30,7 +41,10 @@ _DTYPE_BYTES = """CASE lower(dtype)
     WHEN 'double' THEN 8 WHEN 'long' THEN 8 WHEN 'int64' THEN 8 WHEN 'float64' THEN 8
     WHEN 'half' THEN 2 WHEN 'bfloat16' THEN 2 WHEN 'float16' THEN 2 WHEN 'short' THEN 2
     WHEN 'byte' THEN 1 WHEN 'char' THEN 1 WHEN 'bool' THEN 1 WHEN 'uint8' THEN 1
-    WHEN 'int8' THEN 1 END"""
+    WHEN 'int8' THEN 1 WHEN 'unsigned char' THEN 1 WHEN 'signed char' THEN 1
+    WHEN 'c10::half' THEN 2 WHEN 'c10::bfloat16' THEN 2 WHEN 'unsigned short' THEN 2
+    WHEN 'unsigned int' THEN 4 WHEN 'unsigned long' THEN 8 WHEN 'long int' THEN 8
+    WHEN 'float8_e4m3fn' THEN 1 WHEN 'float8_e5m2' THEN 1 END"""
 
 
 def _merged(sel: str) -> str:
@@ -72,11 +86,11 @@ _PER_COLLECTIVE = f"""
 WITH k AS (
     SELECT k.device_id, k.name, k.start_ns, k.end_ns, a.pid, a.tid, a.start_ns AS api_start
     FROM kernels k LEFT JOIN (
-        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+        SELECT correlation_id, min(pid) AS pid, min(tid) AS tid,
                min(start_ns) AS start_ns
         FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
     ) a USING (correlation_id)
-    WHERE k.device_id = ? AND k.{_COMM}
+    WHERE k.device_id = ? AND {_COMM_K}
 ),
 c AS (
     SELECT pid, tid, start_ns, end_ns, collective, dtype, group_size,
@@ -97,6 +111,79 @@ SELECT coalesce(collective, regexp_extract(name, 'ncclKernel_([A-Za-z]+)|nccl([A
        median(bytes / nullif(end_ns - start_ns, 0)) AS median_algbw_gbps
 FROM m GROUP BY 1 ORDER BY kernel_ns DESC, 1
 """
+
+
+# One row per NCCL kernel on a device: its collective and bytes (as _PER_COLLECTIVE matches
+# them), the step its launch fell in, and its time not overlapped by compute kernels.
+_PER_KERNEL = f"""
+WITH k AS (
+    SELECT row_number() OVER (ORDER BY k.start_ns, k.end_ns, k.stream_id, k.name) AS kid,
+           k.device_id, k.name, k.start_ns, k.end_ns, k.grid_x, k.grid_y, k.grid_z,
+           k.block_x, k.block_y, k.block_z, a.pid, a.tid, a.start_ns AS api_start
+    FROM kernels k LEFT JOIN (
+        SELECT correlation_id, min(pid) AS pid, min(tid) AS tid, min(start_ns) AS start_ns
+        FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+    ) a USING (correlation_id)
+    WHERE k.device_id = ? AND {_COMM_K}
+),
+c AS (
+    SELECT pid, tid, start_ns, end_ns, collective, in_nelems * ({_DTYPE_BYTES}) AS bytes
+    FROM comm_ops WHERE in_nelems IS NOT NULL
+),
+m AS (
+    SELECT k.*, CASE WHEN c.end_ns >= k.api_start THEN c.collective END AS collective,
+           CASE WHEN c.end_ns >= k.api_start THEN c.bytes END AS bytes
+    FROM k ASOF LEFT JOIN c ON c.pid = k.pid AND c.tid = k.tid AND c.start_ns <= k.api_start
+),
+cu AS {
+    _merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE device_id = ? AND NOT {_COMM}")
+},
+ov AS (
+    SELECT m.kid, sum(least(m.end_ns, cu.end_ns) - greatest(m.start_ns, cu.start_ns)) AS ns
+    FROM m JOIN cu ON cu.start_ns < m.end_ns AND cu.end_ns > m.start_ns GROUP BY m.kid
+),
+steps AS (
+    SELECT DISTINCT name, start_ns, end_ns FROM (
+        SELECT name, start_ns, end_ns FROM ranges
+        WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
+        UNION ALL SELECT name, start_ns, end_ns FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')
+)
+SELECT m.kid, m.name, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS d,
+       m.end_ns - m.start_ns - coalesce(ov.ns, 0) AS exposed,
+       coalesce(m.collective, regexp_extract(m.name,
+                'ncclKernel_([A-Za-z]+)|nccl(?:DevKernel_)?([A-Za-z]+)', 1), 'nccl') AS coll,
+       m.bytes, concat_ws(',', m.grid_x, m.grid_y, m.grid_z, m.block_x, m.block_y, m.block_z)
+           AS launch,
+       (SELECT min(s.name) FROM steps s
+        WHERE s.start_ns <= coalesce(m.api_start, m.start_ns)
+          AND s.end_ns > coalesce(m.api_start, m.start_ns)) AS step
+FROM m LEFT JOIN ov USING (kid) ORDER BY m.kid
+"""
+
+
+def _waiting(kernels: list[dict]) -> list[dict]:
+    """Each kernel's waiting for peers: its duration beyond the transfer estimate."""
+    best: dict[str, float] = {}
+    fastest: dict[tuple, int] = {}
+    count: dict[tuple, int] = {}
+    for k in kernels:
+        if k["bytes"] and k["d"] > 0:
+            best[k["coll"]] = max(best.get(k["coll"], 0.0), k["bytes"] / k["d"])
+        key = (k["name"], k["launch"], k["coll"])
+        fastest[key] = min(fastest.get(key, k["d"]), k["d"])
+        count[key] = count.get(key, 0) + 1
+    out = []
+    for k in kernels:
+        d = int(k["d"])
+        if k["bytes"] and best.get(k["coll"]):
+            transfer = min(d, round(k["bytes"] / best[k["coll"]]))
+        elif count[(k["name"], k["launch"], k["coll"])] >= 2:
+            transfer = fastest[(k["name"], k["launch"], k["coll"])]
+        else:
+            transfer = d
+        wait = d - transfer
+        out.append(k | {"wait": wait, "wait_exposed": max(0, min(wait, int(k["exposed"])))})
+    return out
 
 
 def _bus_factor(collective: str, n: int | None) -> float | None:
@@ -124,6 +211,16 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         share = 100.0 * exposed / window if window else 0.0
         if share < t.comm_min_exposed_pct:
             continue
+        wl = workload_of(db)
+        kernels = _waiting(db.dicts(_PER_KERNEL, [dev, dev]))
+        # waiting claims its share of the exposed time first, never more than all of it
+        waited = min(exposed, sum(k["wait_exposed"] for k in kernels))
+        wait_share = 100.0 * waited / window if window else 0.0
+        if wait_share >= t.comm_min_wait_pct:
+            findings.append(_waiting_finding(db, t, dev, kernels, waited, comm_ns, wl))
+        else:
+            waited = 0
+        transfer_exposed = exposed - waited
         per = db.dicts(_PER_COLLECTIVE, [dev])
         collectives = []
         for p in per:
@@ -148,7 +245,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
             [dev],
         )
-        pct = db.pct_of_window(exposed)
+        pct = db.pct_of_window(transfer_exposed)
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
         top = collectives[0] if collectives else None
         size_text = (
@@ -161,15 +258,21 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             Finding(
                 id=finding_id(ANALYZER, dev),
                 analyzer=ANALYZER,
-                title=f"GPU {dev}: {fmt_ns(exposed)} of NCCL communication not hidden by compute "
+                title=f"GPU {dev}: {fmt_ns(exposed)} of {'RCCL' if wl.amd else 'NCCL'} "
+                "communication not hidden by compute "
                 f"({share:.1f}% of its window)",
                 severity=severity_for(pct, t),
-                impact_ns=exposed,
+                impact_ns=transfer_exposed,
                 impact_pct=pct,
                 impact_basis="Communication kernel time (union over streams) minus the part "
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
-                "communicates, which overlap can hide. NCCL kernels also spin while waiting for "
-                "slower ranks, so part of it may be load imbalance rather than transfer.",
+                "communicates, which overlap can hide."
+                + (
+                    f" {fmt_ns(waited)} of it is waiting for peer ranks, counted by the "
+                    "peer-waiting finding, not again here."
+                    if waited
+                    else ""
+                ),
                 summary=f"NCCL kernels ran {fmt_ns(comm_ns)} on GPU {dev}; "
                 f"{overlap_pct:.0f}% of it overlapped compute{size_text}.",
                 evidence={
@@ -177,12 +280,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "comm_ns": comm_ns,
                     "overlapped_ns": overlap_ns,
                     "exposed_ns": exposed,
+                    "exposed_waiting_for_peers_ns": waited,
+                    "exposed_transfer_ns": transfer_exposed,
                     "overlap_pct": round(overlap_pct, 2),
                     "collectives": collectives,
                     "bandwidth_note": "Kernel time includes waiting for peer ranks, so the "
                     "achieved bandwidth is a lower bound on the link's.",
                 },
-                advice=_advice(overlap_pct, collectives),
+                advice=_advice(overlap_pct, collectives, wl),
                 time_ranges=[
                     TimeRange(int(k["start_ns"]), int(k["end_ns"]), dev, "NCCL") for k in longest
                 ],
@@ -191,9 +296,94 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-def _advice(overlap_pct: float, collectives: list[dict]) -> str:
+def _waiting_finding(
+    db: TraceDB,
+    t: Thresholds,
+    dev: int,
+    kernels: list[dict],
+    waited: int,
+    comm_ns: int,
+    wl: Workload,
+) -> Finding:
+    lib = "RCCL" if wl.amd else "NCCL"
+    by_step: dict[str, dict] = {}
+    for k in kernels:
+        s = by_step.setdefault(
+            k["step"] or "(outside steps)", {"step": k["step"], "waiting_ns": 0, "kernels": 0}
+        )
+        s["waiting_ns"] += int(k["wait"])
+        s["kernels"] += 1
+    steps = sorted(by_step.values(), key=lambda s: (-s["waiting_ns"], s["step"] or ""))
+    total_wait = sum(int(k["wait"]) for k in kernels)
+    worst = sorted(kernels, key=lambda k: (-k["wait"], k["kid"]))[:5]
+    pct = db.pct_of_window(waited)
+    where = f", most in `{steps[0]['step']}`" if steps and steps[0]["step"] else ""
+    return Finding(
+        id=finding_id(ANALYZER, dev, "peer_waiting"),
+        analyzer=ANALYZER,
+        title=f"GPU {dev}: {fmt_ns(waited)} of exposed {lib} time is waiting for peer ranks{where}",
+        severity=severity_for(pct, t),
+        impact_ns=waited,
+        impact_pct=pct,
+        impact_basis="Each collective kernel's duration beyond its bytes at the best "
+        "bandwidth this rank reached for that collective (or beyond the fastest instance of "
+        "the same kernel when sizes are unknown) is time spent waiting for the slowest rank; "
+        "counted only where no compute ran beside it.",
+        summary=f"{lib} kernels ran {fmt_ns(comm_ns)}; {fmt_ns(total_wait)} of that was "
+        "spent waiting for other ranks to arrive, so the spread of their durations is load "
+        "imbalance between ranks rather than erratic communication.",
+        evidence={
+            "device_id": dev,
+            "comm_ns": comm_ns,
+            "waiting_ns": total_wait,
+            "exposed_waiting_ns": waited,
+            "by_step": steps[:10],
+            "longest_waits": [
+                {
+                    "kernel": k["name"],
+                    "collective": k["coll"],
+                    "bytes": k["bytes"],
+                    "duration_ns": int(k["d"]),
+                    "waiting_ns": int(k["wait"]),
+                    "step": k["step"],
+                }
+                for k in worst
+            ],
+        },
+        advice=f"This rank reaches its collectives before its peers and its {lib} kernels spin "
+        "until they arrive: the cost is on the slower ranks. Compare the ranks' step times "
+        "on the same steps to find the straggler, then look there for uneven work (variable "
+        "sequence lengths or batch sizes per rank: bucket or pack them), data loading or host "
+        "stalls, a slower GPU (clocks, thermal throttling) or a shared node. "
+        + (
+            "`torch.distributed.monitored_barrier` and per-rank step timing "
+            "(`TORCH_NCCL_ENABLE_TIMING=1` / the flight recorder) locate it."
+            if wl.is_pytorch
+            else f"Per-rank timing around the collectives (`{lib}_DEBUG=INFO` for topology) "
+            "locates it."
+        ),
+        time_ranges=[
+            TimeRange(int(k["start_ns"]), int(k["end_ns"]), dev, "waiting for peers") for k in worst
+        ],
+    )
+
+
+def _advice(overlap_pct: float, collectives: list[dict], wl: Workload) -> str:
     parts = []
-    if overlap_pct < 50:
+    if not wl.is_pytorch:
+        lib = "RCCL" if wl.amd else "NCCL"
+        parts.append(
+            f"Overlap {lib} collectives with compute: issue them on their own stream, split "
+            "the data so the exchange of one chunk runs while the next computes, and wait on an "
+            "event only where the result is needed."
+        )
+    elif not wl.is_training:
+        parts.append(
+            "Overlap communication with compute: in tensor- or pipeline-parallel inference "
+            "overlap the collectives with the next layer's GEMMs (async collectives, "
+            "micro-batching), and prefer fused all-reduce kernels for small messages."
+        )
+    elif overlap_pct < 50:
         parts.append(
             "Most communication runs while the GPU does nothing else. Overlap it with compute: "
             "for DDP keep gradient bucketing on (`bucket_cap_mb` 25-100, "
@@ -214,9 +404,11 @@ def _advice(overlap_pct: float, collectives: list[dict]) -> str:
             + ", ".join(f"`{c['collective']}`" for c in small[:3])
             + ") are latency-bound: batch them (coalesce tensors, larger buckets)."
         )
+    fabric = "Infinity Fabric" if wl.amd else "NVLink"
+    debug = "RCCL_DEBUG=INFO" if wl.amd else "NCCL_DEBUG=INFO"
     parts.append(
-        "Compare the achieved bandwidth with the interconnect (NVLink hundreds of GB/s, PCIe "
-        "tens, network per NIC); far below it, check topology (`NCCL_DEBUG=INFO`) and rank "
+        f"Compare the achieved bandwidth with the interconnect ({fabric} hundreds of GB/s, "
+        f"PCIe tens, network per NIC); far below it, check topology (`{debug}`) and rank "
         "placement."
     )
     return " ".join(parts)

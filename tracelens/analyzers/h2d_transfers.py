@@ -1,16 +1,59 @@
-"""Host-to-device transfers: what the explicit HtoD copies cost and how to cut it.
+"""Host transfers: what explicit copies between host and GPU cost and how to cut it.
 
+Each copy's time is counted once, split in this order:
+
+1. *pinning* (pageable copies only, both directions): the copy's time minus the same bytes
+   at the achievable bandwidth of the GPU's host link plus a per-copy latency;
+2. *batching* (host-to-device copies below ``h2d_small_copy_bytes``): what is left of the
+   copy minus its bytes at bulk bandwidth: per-copy latency that one batched copy saves;
+3. *overlap* (host-to-device): the part of the copy during which no kernel ran, less what
+   1 and 2 already claim: what prefetching on a side stream would hide.
+
+So the findings about the same copies never add up to more than the copies took. The
+link is taken from the GPU model (:func:`host_link`): PCIe 3/4/5 x16 at about 12/25/50
+GB/s achievable, NVLink-C2C on Grace Hopper; the finding states it as an assumption.
 Unified-memory migrations (``UVM_*`` kinds) are counted apart and never as explicit copies.
 """
 
 from __future__ import annotations
 
+import re
+
 from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "h2d_transfers"
+
+# (pattern on the GPU model or architecture, link, achievable GB/s per direction). First
+# match wins. Achievable is what a pinned cudaMemcpy reaches, about 80% of the raw rate.
+_LINKS: list[tuple[str, str, float]] = [
+    (r"GH200|GB200|Grace", "NVLink-C2C", 400.0),
+    (r"RTX 40[56]0|RTX 30[5]0", "PCIe 4.0 x8", 12.0),
+    (r"H100|H200|H20\b|B100|B200|Hopper|Blackwell", "PCIe 5.0 x16", 50.0),
+    (r"MI300|MI325|CDNA3", "PCIe 5.0 x16", 50.0),
+    (
+        r"A100|A10|A30|A40|A16|A2\b|RTX 30|RTX A|L4|L40|RTX 40|Ampere|Ada|MI250|MI210|CDNA2",
+        "PCIe 4.0 x16",
+        25.0,
+    ),
+    (r"V100|T4|P100|P4\b|RTX 20|Quadro|Titan|Volta|Turing|Pascal", "PCIe 3.0 x16", 12.0),
+]
+
+
+def host_link(wl: Workload, t: Thresholds) -> tuple[str, float, str]:
+    """The GPU's host link, its achievable pinned-copy bandwidth (GB/s), and why."""
+    if t.h2d_pinned_gbps > 0:
+        return "configured", t.h2d_pinned_gbps, "threshold h2d_pinned_gbps"
+    gpu = wl.gpu
+    label = " ".join(x for x in (gpu.spec.name if gpu.spec else None, gpu.name, gpu.arch) if x)
+    for pattern, link, gbps in _LINKS:
+        if label and re.search(pattern, label, re.IGNORECASE):
+            return link, gbps, f"assumed from the GPU ({label.strip()}): {link}"
+    return "PCIe 4.0 x16", 25.0, "GPU model unknown: assumed PCIe 4.0 x16"
+
 
 _SYNC_COPY_CALLS = (
     "cudaMemcpy",
@@ -21,10 +64,14 @@ _SYNC_COPY_CALLS = (
     "cuMemcpy",
     "cuMemcpy2D",
     "cuMemcpy3D",
+    "hipMemcpy",
+    "hipMemcpyWithStream",
 )
 
 
-def _copies_table(db: TraceDB) -> None:
+def _copies_table(db: TraceDB, link_gbps: float, t: Thresholds) -> None:
+    """Temp table ``h2d``: explicit HtoD and DtoH copies, each with its time split once
+    into what pinning, batching and overlap would save (see the module docstring)."""
     sync_list = ", ".join(f"'{n}'" for n in _SYNC_COPY_CALLS)
     db.con.execute(
         f"""
@@ -45,7 +92,10 @@ def _copies_table(db: TraceDB) -> None:
             ) GROUP BY device_id, seg
         ),
         c AS (
-            SELECT row_number() OVER () AS cid, * FROM memcpys WHERE kind = 'HtoD'
+            SELECT row_number() OVER (ORDER BY start_ns, end_ns, device_id, stream_id, kind,
+                                      bytes, correlation_id) AS cid, *,
+                   CASE WHEN kind = 'HtoD' THEN src_mem ELSE dst_mem END AS host_mem
+            FROM memcpys WHERE kind IN ('HtoD', 'DtoH')
         ),
         ov AS (
             SELECT c.cid, sum(least(c.end_ns, k.end_ns) - greatest(c.start_ns, k.start_ns)) AS ns
@@ -54,21 +104,49 @@ def _copies_table(db: TraceDB) -> None:
             GROUP BY c.cid
         ),
         api AS (
-            SELECT correlation_id, any_value(name) AS api_name, any_value(external_id) AS ext,
-                   any_value(pid) AS pid, any_value(tid) AS tid, any_value(start_ns) AS api_start
+            SELECT correlation_id, min(name) AS api_name, min(external_id) AS ext,
+                   min(pid) AS pid, min(tid) AS tid, min(start_ns) AS api_start
             FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+        ),
+        x AS (
+            SELECT c.*, c.end_ns - c.start_ns AS dur_ns,
+                   c.end_ns - c.start_ns - coalesce(ov.ns, 0) AS raw_exposed_ns,
+                   api.api_name, api.pid, api.tid, api.api_start,
+                   api.api_name IN ({sync_list}) OR c.host_mem = 'pageable' AS host_blocking,
+                   op.name AS op_name,
+                   -- 1. pinning: time beyond the same bytes over the link plus one latency
+                   CASE WHEN c.host_mem = 'pageable' THEN CAST(greatest(0, (c.end_ns - c.start_ns)
+                        - (c.bytes / {link_gbps} + {t.h2d_copy_latency_ns})) AS BIGINT)
+                        ELSE 0 END
+                       AS pin_save_ns
+            FROM c LEFT JOIN ov USING (cid) LEFT JOIN api USING (correlation_id)
+            LEFT JOIN (SELECT external_id, min(name) AS name FROM cpu_ops
+                       WHERE external_id IS NOT NULL GROUP BY external_id) op
+                   ON op.external_id = api.ext
+        ),
+        y AS (
+            -- 2. batching: what is left of a small HtoD copy beyond its bytes at bulk rate
+            SELECT *, CASE WHEN kind = 'HtoD' AND bytes < {t.h2d_small_copy_bytes}
+                           THEN CAST(greatest(0, dur_ns - pin_save_ns
+                                              - bytes / {link_gbps}) AS BIGINT)
+                           ELSE 0 END AS batch_save_ns
+            FROM x
         )
-        SELECT c.*, c.end_ns - c.start_ns AS dur_ns,
-               c.end_ns - c.start_ns - coalesce(ov.ns, 0) AS exposed_ns,
-               api.api_name, api.pid, api.tid, api.api_start,
-               api.api_name IN ({sync_list}) OR c.src_mem = 'pageable' AS host_blocking,
-               op.name AS op_name
-        FROM c LEFT JOIN ov USING (cid) LEFT JOIN api USING (correlation_id)
-        LEFT JOIN (SELECT external_id, any_value(name) AS name FROM cpu_ops
-                   WHERE external_id IS NOT NULL GROUP BY external_id) op
-               ON op.external_id = api.ext
+        -- 3. overlap: exposed HtoD time that 1 and 2 do not already claim
+        SELECT *, raw_exposed_ns AS exposed_total_ns,
+               CASE WHEN kind = 'HtoD'
+                    THEN greatest(0, raw_exposed_ns - pin_save_ns - batch_save_ns) ELSE 0 END
+                   AS exposed_ns
+        FROM y
         """
     )
+
+
+_DIRECTIONS = {
+    # kind: (id subject, title words, host memory column)
+    "HtoD": ("pageable", "host-to-device copies from pageable memory", "source"),
+    "DtoH": ("pageable_dtoh", "device-to-host copies into pageable memory", "destination"),
+}
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
@@ -78,127 +156,120 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                   coalesce(sum(end_ns - start_ns), 0) AS ns
            FROM memcpys WHERE kind LIKE 'UVM%' GROUP BY kind ORDER BY kind"""
     )
+    wl = workload_of(db)
     if uvm:
-        findings.append(_uvm_finding(db, t, uvm))
-    if not db.scalar("SELECT count(*) FROM memcpys WHERE kind = 'HtoD'"):
+        findings.append(_uvm_finding(db, t, uvm, wl))
+    if not db.scalar("SELECT count(*) FROM memcpys WHERE kind IN ('HtoD', 'DtoH')"):
         return findings
-    _copies_table(db)
+    link, link_gbps, link_basis = host_link(wl, t)
+    _copies_table(db, link_gbps, t)
+    link_ev = {"link": link, "achievable_gbps": link_gbps, "basis": link_basis}
     tot = db.dicts(
-        """SELECT count(*) AS n, sum(bytes) AS bytes, sum(dur_ns) AS ns,
-                  sum(exposed_ns) AS exposed_ns,
+        """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
+                  coalesce(sum(exposed_total_ns), 0) AS exposed_ns,
                   count(*) FILTER (WHERE src_mem = 'pageable') AS pageable_n,
                   coalesce(sum(bytes) FILTER (WHERE src_mem = 'pageable'), 0) AS pageable_bytes,
-                  coalesce(sum(dur_ns) FILTER (WHERE src_mem = 'pageable'), 0) AS pageable_ns,
                   count(*) FILTER (WHERE host_blocking) AS blocking_n
-           FROM h2d"""
+           FROM h2d WHERE kind = 'HtoD'"""
     )[0]
     totals = {
         "copies": int(tot["n"]),
-        "bytes": int(tot["bytes"] or 0),
-        "time_ns": int(tot["ns"] or 0),
-        "achieved_gbps": round((tot["bytes"] or 0) / tot["ns"], 3) if tot["ns"] else None,
+        "bytes": int(tot["bytes"]),
+        "time_ns": int(tot["ns"]),
+        "achieved_gbps": round(tot["bytes"] / tot["ns"], 3) if tot["ns"] else None,
         "pageable_bytes": int(tot["pageable_bytes"]),
         "pageable_share_pct": round(100.0 * tot["pageable_bytes"] / tot["bytes"], 2)
         if tot["bytes"]
         else 0.0,
-        "exposed_ns": int(tot["exposed_ns"] or 0),
+        "exposed_ns": int(tot["exposed_ns"]),
         "host_blocking_copies": int(tot["blocking_n"]),
     }
     sites = db.dicts(
         """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
                   sum(bytes) AS bytes, sum(dur_ns) AS ns
-           FROM h2d GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5"""
+           FROM h2d WHERE kind = 'HtoD' GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5"""
     )
     repeated = db.dicts(
-        """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d
+        """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d WHERE kind = 'HtoD'
            GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC, bytes LIMIT 5""",
         [t.h2d_repeat_min_count],
     )
-    base_evidence = {"totals": totals, "call_sites": sites, "repeated_sizes": repeated}
+    base_evidence = {
+        "totals": totals,
+        "call_sites": sites,
+        "repeated_sizes": repeated,
+        "host_link": link_ev,
+    }
 
     # 1. Pageable memory: copies are staged through a bounce buffer and block the host.
-    if tot["pageable_n"]:
-        pb, pns = int(tot["pageable_bytes"]), int(tot["pageable_ns"])
-        pinned_ns = pb / t.h2d_pinned_gbps  # bytes / (GB/s) = ns
-        impact = max(0, int(pns - pinned_ns))
+    for kind, (subject, words, side) in _DIRECTIONS.items():
+        pg = db.dicts(
+            """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes,
+                      coalesce(sum(dur_ns), 0) AS ns, coalesce(sum(pin_save_ns), 0) AS save
+               FROM h2d WHERE kind = ? AND host_mem = 'pageable'""",
+            [kind],
+        )[0]
+        pb, pns, impact = int(pg["bytes"]), int(pg["ns"]), int(pg["save"])
+        if not pg["n"] or impact <= 0:
+            # latency-bound copies a pinned buffer would not speed up: nothing to give back
+            continue
+        pinned_ns = pns - impact
+        dir_sites = db.dicts(
+            """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
+                      sum(bytes) AS bytes, sum(dur_ns) AS ns
+               FROM h2d WHERE kind = ? AND host_mem = 'pageable'
+               GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5""",
+            [kind],
+        )
         longest = db.dicts(
-            "SELECT start_ns, end_ns FROM h2d WHERE src_mem = 'pageable' "
-            "ORDER BY dur_ns DESC, start_ns LIMIT 5"
+            "SELECT start_ns, end_ns FROM h2d WHERE kind = ? AND host_mem = 'pageable' "
+            "ORDER BY dur_ns DESC, start_ns, cid LIMIT 5",
+            [kind],
         )
         pct = db.pct_of_window(impact)
+        n = int(pg["n"])
         findings.append(
             Finding(
-                id=finding_id(ANALYZER, "pageable"),
+                id=finding_id(ANALYZER, subject),
                 analyzer=ANALYZER,
-                title=f"{int(tot['pageable_n']):,} host-to-device copies from pageable memory "
-                f"({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)})",
+                title=f"{n:,} {words if n != 1 else words.replace('copies', 'copy', 1)} "
+                f"({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)}; "
+                f"{link} ≈ {link_gbps:g} GB/s pinned)",
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
-                impact_basis=f"Pageable copies took {fmt_ns(pns)}; the same bytes at "
-                f"{t.h2d_pinned_gbps:g} GB/s (pinned, threshold h2d_pinned_gbps) would take "
-                f"{fmt_ns(pinned_ns)}.",
-                summary=f"{totals['pageable_share_pct']:.1f}% of HtoD bytes come from pageable "
-                "host memory: each copy is staged through a driver buffer at reduced bandwidth "
-                "and blocks the calling thread, so it cannot overlap with compute.",
+                impact_basis=f"Pageable copies took {fmt_ns(pns)}; pinned, the same bytes at "
+                f"{link_gbps:g} GB/s ({link_basis}) plus {fmt_ns(t.h2d_copy_latency_ns)} per "
+                f"copy (h2d_copy_latency_ns) would take {fmt_ns(pinned_ns)}. Each copy's "
+                "time is counted once across this analyzer's findings.",
+                summary=f"{n:,} copies with a pageable host {side}: each is staged through a "
+                "driver buffer at reduced bandwidth and blocks the calling thread, so it "
+                "cannot overlap with compute.",
                 evidence=base_evidence
-                | {"pageable_copies": int(tot["pageable_n"]), "pageable_ns": pns},
-                advice=(
-                    "Allocate the source in pinned (page-locked) memory and copy asynchronously: "
-                    "`DataLoader(..., pin_memory=True)` or `tensor.pin_memory()`, then "
-                    "`.to(device, non_blocking=True)`"
-                    + (f"; the largest copies come from `{sites[0]['call_site']}`" if sites else "")
-                    + ". For inputs reused every step, keep them resident on the GPU instead."
-                ),
+                | {
+                    "direction": kind,
+                    "pageable_copies": n,
+                    "pageable_bytes": pb,
+                    "pageable_ns": pns,
+                    "pinned_estimate_ns": pinned_ns,
+                    "pageable_call_sites": dir_sites,
+                },
+                advice=_pin_advice(wl, kind, dir_sites),
                 time_ranges=[
-                    TimeRange(r["start_ns"], r["end_ns"], None, "pageable HtoD") for r in longest
+                    TimeRange(r["start_ns"], r["end_ns"], None, f"pageable {kind}") for r in longest
                 ],
             )
         )
 
-    # 2. Copies the GPU waits for: transfer time not hidden behind kernels.
-    exposed = int(tot["exposed_ns"] or 0)
-    if exposed > 0 and db.pct_of_window(exposed) >= t.severity_low_pct:
-        longest = db.dicts(
-            "SELECT start_ns, end_ns, exposed_ns FROM h2d "
-            "ORDER BY exposed_ns DESC, start_ns LIMIT 5"
-        )
-        pct = db.pct_of_window(exposed)
-        findings.append(
-            Finding(
-                id=finding_id(ANALYZER, "not_overlapped"),
-                analyzer=ANALYZER,
-                title=f"{fmt_ns(exposed)} of host-to-device copy time not overlapped with compute",
-                severity=severity_for(pct, t),
-                impact_ns=exposed,
-                impact_pct=pct,
-                impact_basis="HtoD copy time during which no kernel ran on the same GPU; copies "
-                "prefetched on a side stream would hide it behind compute.",
-                summary=f"{fmt_ns(exposed)} of {fmt_ns(totals['time_ns'])} of HtoD transfer ran "
-                "while the GPU computed nothing.",
-                evidence=base_evidence,
-                advice=(
-                    "Prefetch the next batch on a side stream while the current step computes "
-                    "(`with torch.cuda.stream(copy_stream): x = x.to(dev, non_blocking=True)`, "
-                    "then `torch.cuda.current_stream().wait_stream(copy_stream)` and "
-                    "`x.record_stream(...)`), from pinned memory so the copy is truly async."
-                ),
-                time_ranges=[
-                    TimeRange(r["start_ns"], r["end_ns"], None, "exposed HtoD") for r in longest
-                ],
-            )
-        )
-
-    # 3. Many small copies: per-copy latency dominates.
+    # 2. Many small copies: per-copy latency dominates.
     small = db.dicts(
-        """SELECT count(*) AS n, sum(bytes) AS bytes, sum(dur_ns) AS ns,
-                  median(dur_ns) AS p50 FROM h2d WHERE bytes < ?""",
+        """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
+                  median(dur_ns) AS p50, coalesce(sum(batch_save_ns), 0) AS save
+           FROM h2d WHERE kind = 'HtoD' AND bytes < ?""",
         [t.h2d_small_copy_bytes],
     )[0]
     if small["n"] and small["n"] >= t.h2d_small_copy_min_count:
-        bulk_gbps = totals["achieved_gbps"] or t.h2d_pinned_gbps
-        bulk_gbps = max(bulk_gbps, 1e-9)
-        impact = max(0, int(small["ns"] - small["bytes"] / max(bulk_gbps, t.h2d_pinned_gbps)))
+        impact = int(small["save"])
         pct = db.pct_of_window(impact)
         findings.append(
             Finding(
@@ -209,8 +280,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 severity=severity_for(pct, t),
                 impact_ns=impact,
                 impact_pct=pct,
-                impact_basis="Time of the small copies minus their bytes moved in one batch at "
-                "bulk bandwidth: what batching them into one transfer would save.",
+                impact_basis=f"Time of the small copies minus their bytes moved in one batch at "
+                f"{link_gbps:g} GB/s ({link_basis}), less what pinning them already saves: "
+                "what batching them into one transfer would save.",
                 summary=f"Small copies average {fmt_bytes(small['bytes'] / small['n'])} and take "
                 f"a median {fmt_ns(small['p50'])} each: latency-bound, not bandwidth-bound.",
                 evidence=base_evidence
@@ -219,18 +291,115 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "small_bytes": int(small["bytes"]),
                     "small_ns": int(small["ns"]),
                 },
-                advice="Batch small tensors into one pinned buffer and copy once (e.g. "
-                "`torch.cat` on the host, or a preallocated pinned staging tensor), or create "
-                "the values directly on the GPU instead of copying scalars and shapes.",
+                advice=_batch_advice(wl),
+            )
+        )
+
+    # 3. Copies the GPU waits for: transfer time not hidden behind kernels.
+    exposed = int(db.scalar("SELECT coalesce(sum(exposed_ns), 0) FROM h2d") or 0)
+    if exposed > 0 and db.pct_of_window(exposed) >= t.severity_low_pct:
+        longest = db.dicts(
+            "SELECT start_ns, end_ns, exposed_ns FROM h2d WHERE exposed_ns > 0 "
+            "ORDER BY exposed_ns DESC, start_ns, cid LIMIT 5"
+        )
+        pct = db.pct_of_window(exposed)
+        claimed = totals["exposed_ns"] - exposed
+        findings.append(
+            Finding(
+                id=finding_id(ANALYZER, "not_overlapped"),
+                analyzer=ANALYZER,
+                title=f"{fmt_ns(exposed)} of host-to-device copy time not overlapped with compute",
+                severity=severity_for(pct, t),
+                impact_ns=exposed,
+                impact_pct=pct,
+                impact_basis="HtoD copy time during which no kernel ran on the same GPU; copies "
+                "prefetched on a side stream would hide it behind compute."
+                + (
+                    f" {fmt_ns(claimed)} more of exposed copy time is what pinning or batching "
+                    "saves, counted by those findings, not again here."
+                    if claimed > 0
+                    else ""
+                ),
+                summary=f"{fmt_ns(totals['exposed_ns'])} of {fmt_ns(totals['time_ns'])} of HtoD "
+                "transfer ran while the GPU computed nothing.",
+                evidence=base_evidence | {"exposed_after_pinning_and_batching_ns": exposed},
+                advice=_overlap_advice(wl),
+                time_ranges=[
+                    TimeRange(r["start_ns"], r["end_ns"], None, "exposed HtoD") for r in longest
+                ],
             )
         )
     return findings
 
 
-def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict]) -> Finding:
+def _host_alloc(wl: Workload) -> str:
+    if wl.amd:
+        return "`hipHostMalloc` (or `hipHostRegister` on an existing buffer)"
+    return "`cudaMallocHost`/`cudaHostAlloc` (or `cudaHostRegister` on an existing buffer)"
+
+
+def _pin_advice(wl: Workload, kind: str, sites: list[dict]) -> str:
+    where = f"; the largest come from `{sites[0]['call_site']}`" if sites else ""
+    if wl.is_pytorch:
+        if kind == "HtoD":
+            feed = (
+                "`DataLoader(..., pin_memory=True)` or `tensor.pin_memory()`"
+                if wl.is_training
+                else "`tensor.pin_memory()` on the input buffers (reuse them across requests)"
+            )
+            return (
+                f"Allocate the source in pinned (page-locked) memory and copy asynchronously: "
+                f"{feed}, then `.to(device, non_blocking=True)`{where}. For inputs reused "
+                "every step, keep them resident on the GPU instead."
+            )
+        return (
+            "Copy results into a preallocated pinned buffer (`torch.empty(..., "
+            "pin_memory=True)`, then `dst.copy_(src, non_blocking=True)` and synchronize on an "
+            f"event only when the host needs the values){where}. Avoid `.cpu()`/`.item()`/"
+            "`.numpy()` on device tensors inside the loop: each is a pageable, blocking copy."
+        )
+    api = "hipMemcpyAsync" if wl.amd else "cudaMemcpyAsync"
+    return (
+        f"Allocate the host buffer with {_host_alloc(wl)} instead of `malloc`/`new`, and use "
+        f"`{api}` on a non-default stream so the copy runs at full link bandwidth and "
+        f"overlaps other work{where}."
+    )
+
+
+def _batch_advice(wl: Workload) -> str:
+    if wl.is_pytorch:
+        return (
+            "Batch small tensors into one pinned buffer and copy once (e.g. `torch.cat` on the "
+            "host, or a preallocated pinned staging tensor), or create the values directly on "
+            "the GPU instead of copying scalars and shapes."
+        )
+    return (
+        f"Pack the small host buffers into one {_host_alloc(wl)} staging buffer and copy it "
+        "with one asynchronous call, or compute the values on the GPU."
+    )
+
+
+def _overlap_advice(wl: Workload) -> str:
+    if wl.is_pytorch:
+        return (
+            "Prefetch the next batch on a side stream while the current step computes "
+            "(`with torch.cuda.stream(copy_stream): x = x.to(dev, non_blocking=True)`, "
+            "then `torch.cuda.current_stream().wait_stream(copy_stream)` and "
+            "`x.record_stream(...)`), from pinned memory so the copy is truly async."
+        )
+    p = "hip" if wl.amd else "cuda"
+    return (
+        f"Split the data into chunks and pipeline them: `{p}MemcpyAsync` chunk i+1 on one "
+        f"stream while kernels process chunk i on another, ordered with `{p}EventRecord`/"
+        f"`{p}StreamWaitEvent`, from memory allocated with {_host_alloc(wl)}."
+    )
+
+
+def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> Finding:
     n = sum(int(r["n"]) for r in uvm)
     nbytes = sum(int(r["bytes"]) for r in uvm)
     ns = sum(int(r["ns"]) for r in uvm)
+    p = "hip" if wl.amd else "cuda"
     return Finding(
         id=finding_id(ANALYZER, "uvm"),
         analyzer=ANALYZER,
@@ -242,7 +411,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict]) -> Finding:
         "copies; their cost shows up as kernel stalls rather than copy time.",
         summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over {fmt_ns(ns)}.",
         evidence={"by_kind": uvm},
-        advice="Prefetch managed memory before the kernels that use it "
-        "(`cudaMemPrefetchAsync` to the device), set `cudaMemAdviseSetPreferredLocation`, or "
+        advice=f"Prefetch managed memory before the kernels that use it "
+        f"(`{p}MemPrefetchAsync` to the device), set `{p}MemAdviseSetPreferredLocation`, or "
         "use explicit device allocations for data the GPU touches every step.",
     )

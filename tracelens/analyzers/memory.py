@@ -19,6 +19,7 @@ from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, se
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "memory"
 
@@ -34,23 +35,31 @@ _ALLOC_CALLS = (
     "cudaHostAlloc",
 )
 
-# Per device: peak allocated and reserved (from the totals, or the running sum without them),
-# and the allocated total at the moment reserved peaked.
+# Per device: peak allocated and reserved, each the maximum over the whole trace (from the
+# totals, or the running sum without them), and the first moment each was reached. Ties are
+# broken on time and then on the event's own columns, so the same file always gives the
+# same answer.
 _PEAKS = """
 WITH e AS (
     SELECT device_id, ts_ns, total_allocated, total_reserved,
-           sum(bytes) OVER (PARTITION BY device_id ORDER BY ts_ns, bytes
+           sum(bytes) OVER (PARTITION BY device_id ORDER BY ts_ns, bytes, addr,
+                                         total_allocated, total_reserved
                             ROWS UNBOUNDED PRECEDING) AS running
     FROM memory_events WHERE device_id >= 0
+),
+p AS (
+    SELECT device_id, count(*) AS events,
+           count(total_allocated) > 0 AS has_totals,
+           coalesce(max(total_allocated), max(running)) AS peak_allocated,
+           max(total_reserved) AS peak_reserved
+    FROM e GROUP BY device_id
 )
-SELECT device_id, count(*) AS events,
-       count(total_allocated) > 0 AS has_totals,
-       coalesce(max(total_allocated), max(running)) AS peak_allocated,
-       max(total_reserved) AS peak_reserved,
-       arg_max(ts_ns, coalesce(total_allocated, running)) AS peak_allocated_ts,
-       arg_max(ts_ns, total_reserved) AS peak_reserved_ts,
-       arg_max(total_allocated, total_reserved) AS allocated_at_reserved_peak
-FROM e GROUP BY device_id ORDER BY device_id
+SELECT p.*,
+       (SELECT min(ts_ns) FROM e WHERE e.device_id = p.device_id
+          AND coalesce(e.total_allocated, e.running) = p.peak_allocated) AS peak_allocated_ts,
+       (SELECT min(ts_ns) FROM e WHERE e.device_id = p.device_id
+          AND e.total_reserved = p.peak_reserved) AS peak_reserved_ts
+FROM p ORDER BY device_id
 """
 
 
@@ -86,7 +95,6 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
         # Without allocator totals only growth inside the recording is known: no judgement.
         return out
     reserved = int(p["peak_reserved"] or 0)
-    at_peak = int(p["allocated_at_reserved_peak"] or 0)
     ranges = [TimeRange(int(p["peak_reserved_ts"]), int(p["peak_reserved_ts"]) + 1, dev, "peak")]
     if cap and 100.0 * reserved / cap >= t.memory_near_capacity_pct:
         share = 100.0 * reserved / cap
@@ -104,47 +112,81 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
                 summary=f"Peak allocated {fmt_bytes(peak_alloc)}, peak reserved "
                 f"{fmt_bytes(reserved)} of {fmt_bytes(cap)} device memory.",
                 evidence={**evidence, "peak_reserved_pct_of_device": round(share, 2)},
-                advice="Headroom is thin. Cut activation memory with activation checkpointing "
-                "(`torch.utils.checkpoint`), keep weights/activations in bf16/fp16 (or 8-bit "
-                "optimizers/weights), shrink the KV cache (paged attention, a lower "
-                "`max_num_seqs`/context), and set `PYTORCH_CUDA_ALLOC_CONF="
-                "expandable_segments:True` so fragmentation does not tip it over.",
+                advice=_capacity_advice(workload_of(db)),
                 time_ranges=ranges,
             )
         )
-    slack = reserved - at_peak
+    # Fragmentation compares the two peaks: reserved memory the allocator holds beyond the
+    # most the program ever had allocated at once is memory no tensor could use. Allocated
+    # at the moment reserved peaked says nothing: reserved stays at its maximum long after
+    # tensors are freed (a cache, not fragmentation), so any low point of allocated while
+    # it stays there would make a false ratio.
+    slack = reserved - peak_alloc
     if (
-        at_peak > 0
-        and reserved >= t.memory_reserved_over_allocated * at_peak
+        peak_alloc > 0
+        and reserved >= t.memory_reserved_over_allocated * peak_alloc
         and slack >= t.memory_min_slack_bytes
     ):
+        ratio = reserved / peak_alloc
         out.append(
             Finding(
                 id=finding_id(ANALYZER, dev, "fragmentation"),
                 analyzer=ANALYZER,
-                title=f"GPU {dev}: {fmt_bytes(reserved)} reserved but only {fmt_bytes(at_peak)} "
-                f"allocated at the peak ({reserved / at_peak:.1f}x): allocator fragmentation",
+                title=f"GPU {dev}: {fmt_bytes(reserved)} reserved but at most "
+                f"{fmt_bytes(peak_alloc)} ever allocated ({ratio:.1f}x): allocator "
+                "fragmentation",
                 severity=Severity.LOW,
                 impact_ns=0,
                 impact_pct=0.0,
                 impact_basis="Not a time cost: memory held by the caching allocator that no "
                 "tensor uses, unavailable to larger batches or other processes.",
-                summary=f"When reserved memory peaked, {fmt_bytes(slack)} of it was cached "
-                "but unallocated.",
+                summary=f"Peak reserved exceeds peak allocated by {fmt_bytes(slack)}: even at "
+                "its fullest the program used only "
+                f"{100.0 * peak_alloc / reserved:.0f}% of what the allocator held.",
                 evidence={
                     **evidence,
-                    "allocated_at_reserved_peak_bytes": at_peak,
+                    "reserved_over_peak_allocated": round(ratio, 3),
                     "unused_reserved_bytes": slack,
+                    "peak_reserved_offset_ns": int(p["peak_reserved_ts"] - db.t0_ns),
                 },
-                advice="The caching allocator keeps freed blocks whose sizes do not fit new "
-                "requests. Set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (segments grow "
-                "instead of new ones being reserved), keep tensor shapes steady across steps "
-                "(pad or bucket variable sequence lengths), and avoid `torch.cuda.empty_cache()` "
-                "in the loop, which only moves the cost into cudaMalloc.",
+                advice=_FRAGMENTATION_ADVICE,
                 time_ranges=ranges,
             )
         )
     return out
+
+
+def _capacity_advice(wl: Workload) -> str:
+    alloc = (
+        "set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` so fragmentation does not tip "
+        "it over"
+    )
+    if wl.is_training:
+        return (
+            "Headroom is thin. Cut activation memory with activation checkpointing "
+            "(`torch.utils.checkpoint`), keep weights and activations in bf16/fp16, shard "
+            "optimizer state (FSDP/ZeRO) or use 8-bit optimizers, and " + alloc + "."
+        )
+    if wl.kind == "serving":
+        return (
+            "Headroom is thin. Size the KV cache explicitly (e.g. vLLM "
+            "`gpu_memory_utilization`, a lower `max_num_seqs` or context length), keep "
+            "weights in bf16/fp16 or quantized (8-bit/4-bit), and " + alloc + "."
+        )
+    return (
+        "Headroom is thin. Run inference under `torch.inference_mode()` so no autograd state "
+        "is kept, keep weights in bf16/fp16 or quantized, lower the batch size or sequence "
+        "length, and " + alloc + "."
+    )
+
+
+_FRAGMENTATION_ADVICE = (
+    "The caching allocator keeps freed blocks whose sizes do not fit new requests. Set "
+    "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (segments grow instead of new ones "
+    "being reserved), keep tensor shapes steady across steps (pad or bucket variable sequence "
+    "lengths), and avoid `torch.cuda.empty_cache()` in the loop, which only moves the cost "
+    "into cudaMalloc."
+)
 
 
 def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:

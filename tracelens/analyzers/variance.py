@@ -1,10 +1,23 @@
-"""High-variance operations: kernels and operators whose duration swings widely.
+"""High-variance operations: kernels and operators whose duration swings for no visible reason.
 
-Kernels are grouped by name and launch configuration (grid, block), operators by name and
-input shapes, so different work is never compared. A group is erratic when it has enough
-instances, a coefficient of variation at or above ``variance_min_cv`` and a p95 at least
-``variance_min_p95_over_p50`` times its median. Impact is the time spent above the median:
-what the group would give back if every instance ran at its typical speed.
+A spread is only "erratic" once what explains it is taken out:
+
+- *different work*: kernels are grouped by name, launch configuration (grid, block) and the
+  input shapes of the operator that launched them (one cuDNN batch-norm kernel with one grid
+  serves layers of 14x14 and 56x56 activations: that is two groups, not one erratic one);
+  operators by name and input shapes;
+- *a trend over the run*: durations that shrink or grow with launch order (an elimination
+  whose submatrix shrinks, a cache that fills) correlate with it; a group whose duration
+  correlates with its launch order at |r| >= ``variance_trend_min_corr`` is a trend, not noise;
+- *first calls*: a group whose slow instances are mostly among its first calls is reported
+  as warm-up, not as erratic;
+- *waiting for peers*: collective kernels (NCCL/RCCL) spin until every rank arrives; their
+  spread is load imbalance between ranks, which the communication analyzer reports.
+
+What remains is erratic when the group has enough instances, a coefficient of variation at
+or above ``variance_min_cv`` and a p95 at least ``variance_min_p95_over_p50`` times its
+median. Impact is the time spent above the median of those comparable instances: what the
+group would give back if every instance ran at its typical speed.
 """
 
 from __future__ import annotations
@@ -16,17 +29,39 @@ from tracelens.core.units import fmt_ns
 
 ANALYZER = "variance"
 
-# (table with name, start_ns, end_ns, self_ns; grouping key). Operators nest, so their
-# time above the median is measured on self time (duration minus children): an outer
-# operator made slow by an erratic child must not count the child's time again.
+# Collective kernels: their duration includes waiting for the slowest rank.
+COLLECTIVE_SQL = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
+
+_KERNEL_KEY = (
+    "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
+    " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
+    " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'"
+)
+
+# (table with name, start_ns, end_ns, self_ns; grouping key; columns; finding-id key).
+# Operators nest, so their time above the median is measured on self time (duration
+# minus children): an outer operator made slow by an erratic child must not count the
+# child's time again. Kernels take the input shapes of the operator that launched them
+# (through the launch call's correlation and external ids), so one kernel serving
+# different layer sizes is split.
 _GROUPS = {
     "kernel": (
-        "(SELECT name, start_ns, end_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
-        " end_ns - start_ns AS self_ns, false AS no_shapes FROM kernels)",
-        "name || ' grid(' || coalesce(grid_x, 0) || ',' || coalesce(grid_y, 0) || ','"
-        " || coalesce(grid_z, 0) || ') block(' || coalesce(block_x, 0) || ','"
-        " || coalesce(block_y, 0) || ',' || coalesce(block_z, 0) || ')'",
-        "name, grid_x, grid_y, grid_z, block_x, block_y, block_z",
+        f"""(SELECT k.name, k.start_ns, k.end_ns, k.grid_x, k.grid_y, k.grid_z, k.block_x,
+                    k.block_y, k.block_z, op.input_shapes,
+                    k.end_ns - k.start_ns AS self_ns, false AS no_shapes
+             FROM kernels k
+             LEFT JOIN (SELECT correlation_id, min(external_id) AS ext FROM api_calls
+                        WHERE correlation_id IS NOT NULL GROUP BY correlation_id) a
+                    USING (correlation_id)
+             LEFT JOIN (SELECT external_id, min(input_shapes) AS input_shapes FROM cpu_ops
+                        WHERE external_id IS NOT NULL GROUP BY external_id) op
+                    ON op.external_id = a.ext
+             WHERE NOT {COLLECTIVE_SQL})""",
+        _KERNEL_KEY + " || coalesce(' ' || input_shapes, '')",
+        "name, grid_x, grid_y, grid_z, block_x, block_y, block_z, input_shapes",
+        # The finding id leaves the shapes out: an Nsight export of the same run links no
+        # operator shapes to its kernels, and the same problem must keep its id.
+        _KERNEL_KEY,
     ),
     "operator": (
         "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
@@ -37,6 +72,7 @@ _GROUPS = {
         " ON c.parent_id = o.op_id)",
         "name || coalesce(' ' || input_shapes, '')",
         "name, input_shapes",
+        "name || coalesce(' ' || input_shapes, '')",
     ),
 }
 
@@ -48,10 +84,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # operator's host duration swings freely behind a full launch queue.
     windows = sum(d.window_ns for d in db.devices)
     host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
-    for kind, (table, key, cols) in _GROUPS.items():
+    for kind, (table, key, cols, id_key) in _GROUPS.items():
         # Rows are grouped by a hash of the grouping columns; the readable key is built
         # only for the groups, not for millions of rows.
-        firsts = ", ".join(f"any_value({c}) AS {c}" for c in cols.split(", "))
+        firsts = ", ".join(f"min({c}) AS {c}" for c in cols.split(", "))
         # Only what ran inside the analysed window: start-up (context creation, autotuning
         # before the first kernel) is not the steady state the user is tuning.
         in_window = f"WHERE start_ns >= {w_start} AND end_ns <= {w_end}" if db.devices else ""
@@ -60,7 +96,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             WITH x AS (
                 SELECT hash({cols}) AS h, {cols}, start_ns, end_ns - start_ns AS d, self_ns,
                        no_shapes,
-                       row_number() OVER (PARTITION BY hash({cols}) ORDER BY start_ns) AS seq
+                       row_number() OVER (PARTITION BY hash({cols})
+                                          ORDER BY start_ns, end_ns) AS seq
                 FROM {table} {in_window}
             ),
             s AS (
@@ -68,7 +105,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                        stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
                        quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
                        quantile_cont(self_ns, 0.5) AS self_p50,
-                       bool_and(no_shapes) AS no_shapes
+                       bool_and(no_shapes) AS no_shapes,
+                       coalesce(corr(d, seq), 0) AS trend_r
                 FROM x GROUP BY h HAVING count(*) >= ?
             ),
             above AS (
@@ -78,7 +116,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                            AS slow_early
                 FROM x JOIN s USING (h) WHERE x.self_ns > s.self_p50 GROUP BY x.h
             )
-            SELECT {key} AS k, s.*, coalesce(above.above, 0) AS above,
+            SELECT {key} AS k, {id_key} AS id_k, s.*, coalesce(above.above, 0) AS above,
                    coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
             FROM s LEFT JOIN above USING (h)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
@@ -87,6 +125,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],
         )
         reported = 0
+        ids: set[str] = set()
         for r in rows:
             above = int(r["above"] or 0)
             impact = above if kind == "kernel" else int(above * host_share)
@@ -100,9 +139,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 # Without input shapes (record_shapes=False) one group mixes different work
                 # (a prefill and a decode call of the same op): spread is expected, not news.
                 continue
+            if not warmup and abs(r["trend_r"]) >= t.variance_trend_min_corr:
+                # Durations follow launch order (shrinking or growing work): a trend the
+                # program makes, not noise to chase.
+                continue
+            fid = finding_id(ANALYZER, kind, r["id_k"])
+            if fid in ids:  # a second shape group of the same kernel and launch
+                fid = finding_id(ANALYZER, kind, r["k"])
+            ids.add(fid)
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM {table} WHERE hash({cols}) = ?
-                    ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
+                    ORDER BY end_ns - start_ns DESC, start_ns, end_ns LIMIT 5""",
                 [r["h"]],
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
@@ -114,11 +161,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
             findings.append(
                 Finding(
-                    id=finding_id(ANALYZER, kind, r["k"]),
+                    id=fid,
                     analyzer=ANALYZER,
-                    title=f"Erratic {kind} `{_short(r['name'])}`: p95 {fmt_ns(r['p95'])} vs "
-                    f"median {fmt_ns(r['p50'])} (CV {cv:.2f})"
-                    + (" — slowest in the first calls (warm-up)" if warmup else ""),
+                    title=(
+                        f"Slow first calls of {kind} `{_short(r['name'])}` (warm-up): "
+                        if warmup
+                        else f"Erratic {kind} `{_short(r['name'])}`: "
+                    )
+                    + f"p95 {fmt_ns(r['p95'])} vs median {fmt_ns(r['p50'])} (CV {cv:.2f})",
                     severity=severity_for(pct, t),
                     impact_ns=impact,
                     impact_pct=pct,
@@ -139,6 +189,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "above_median_ns": above,
                         "slow_instances": int(r["slow"]),
                         "slow_instances_in_first_calls": int(r["slow_early"]),
+                        "duration_vs_launch_order_r": round(r["trend_r"], 3),
+                        "input_shapes": r.get("input_shapes"),
                     },
                     advice=(_WARMUP_ADVICE if warmup else "") + _advice(kind),
                     # host time above the median while the GPU waited is part of the idle
@@ -170,7 +222,8 @@ def _short(name: str, n: int = 80) -> str:
 def _advice(kind: str) -> str:
     if kind == "kernel":
         return (
-            "Same kernel, same launch configuration, very different durations: look at what "
+            "Same kernel, same launch configuration and input shapes, very different "
+            "durations, with no trend over the run: look at what "
             "runs beside the slow instances on the timeline (concurrent kernels or copies "
             "contending for SMs or memory bandwidth, NCCL traffic), clock throttling "
             "(`nvidia-smi -q -d CLOCK,PERFORMANCE`), and data-dependent work (sparsity, "

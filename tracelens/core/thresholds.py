@@ -28,8 +28,11 @@ class Thresholds:
     h2d_small_copy_bytes: int = 64 * 1024
     # H2D: at least this many small copies before "many small copies" is reported.
     h2d_small_copy_min_count: int = 100
-    # H2D: pinned-memory bandwidth assumed when estimating what pinning would save (GB/s).
-    h2d_pinned_gbps: float = 20.0
+    # H2D: pinned-copy bandwidth (GB/s) for what pinning would save; 0 takes it from the
+    # GPU's host link (PCIe 3/4/5 x16 about 12/25/50 GB/s, NVLink-C2C on Grace Hopper).
+    h2d_pinned_gbps: float = 0.0
+    # H2D: fixed cost of one pinned copy (ns) on top of its bytes over the link.
+    h2d_copy_latency_ns: int = 2_000
     # H2D: a transfer size repeated at least this many times is "copied again every step".
     h2d_repeat_min_count: int = 5
 
@@ -69,6 +72,9 @@ class Thresholds:
     # Variance: groups whose time above the median is below this share of the window are
     # not worth a finding (nanosecond jitter on tiny kernels, rare host hiccups).
     variance_min_impact_pct: float = 0.5
+    # Variance: a group whose durations correlate with launch order at least this strongly
+    # (|Pearson r|) is a trend (shrinking or growing work), not erratic.
+    variance_trend_min_corr: float = 0.7
 
     # Launch overhead: kernels shorter than this are "tiny" (launch cost rivals their work).
     launch_short_kernel_ns: int = 5_000
@@ -100,6 +106,9 @@ class Thresholds:
 
     # Communication: report when exposed (not overlapped) NCCL time reaches this share.
     comm_min_exposed_pct: float = 1.0
+    # Communication: report a rank's waiting for its peers inside collective kernels when the
+    # exposed part of it reaches this share of the window.
+    comm_min_wait_pct: float = 1.0
 
     # Occupancy: a kernel group is reported when it holds at least this share of kernel time.
     occupancy_min_share_pct: float = 2.0

@@ -372,3 +372,27 @@ def _fill_target(db: sqlite3.Connection, sc: Scenario, schema: str) -> None:
             for d in sc.devices
         ]
         insert_rows(db, schema, "TARGET_INFO_CUDA_GPU", gpus)
+
+
+def add_diagnostic_events(path: str | Path, events: list[tuple[int, int, str]]) -> Path:
+    """Add ``DIAGNOSTIC_EVENT`` rows (timestamp, severity, text) to the export at ``path``.
+
+    Severity as nsys writes it: 1 Info, 2 Warning, 3 Error. The table is created as nsys
+    2023.3 and later create it; older exports have none.
+    """
+    db = sqlite3.connect(path)
+    try:
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS DIAGNOSTIC_EVENT (
+                   timestamp INTEGER NOT NULL, timestampType INTEGER NOT NULL,
+                   source INTEGER NOT NULL, severity INTEGER NOT NULL, text TEXT NOT NULL,
+                   globalPid INTEGER)"""
+        )
+        db.executemany(
+            "INSERT INTO DIAGNOSTIC_EVENT VALUES (?, 1, 1, ?, ?, NULL)",
+            [(ts, sev, text) for ts, sev, text in events],
+        )
+        db.commit()
+    finally:
+        db.close()
+    return Path(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracelens.testing.planted_host import BF16_GEMM, US
-from tracelens.testing.scenario import Scenario
+from tracelens.testing.scenario import DeviceSpec, Scenario
 
 GIB = 1024**3
 
@@ -34,9 +34,36 @@ def memory_pressure(steps: int = 4) -> Scenario:
         "device_memory_bytes": cap,
         "peak_allocated_bytes": 40 * GIB,
         "peak_reserved_bytes": 76 * GIB,
-        "allocated_at_reserved_peak_bytes": 40 * GIB,
+        "reserved_over_peak_allocated": 1.9,
         "churn_calls": steps * 6,
         "churn_ns": steps * 3 * (200 + 50) * US,
+    }
+    return sc
+
+
+def cached_not_fragmented(steps: int = 6) -> Scenario:
+    """A caching allocator that holds what the program needed, no more.
+
+    Each step allocates 9.5 GiB of activations on top of 0.5 GiB of weights (10 GiB
+    allocated at its peak) and frees them; reserved reaches 10.2 GiB on the first step and
+    stays there, so it ties its maximum on every event, including every moment only the
+    0.5 GiB of weights is allocated. Peak reserved over peak allocated is 1.02x: no
+    fragmentation, whichever of the tied events one looks at.
+    """
+    sc = Scenario(name="planted_cached_not_fragmented")
+    reserved = int(10.2 * GIB)
+    sc.memory(0, GIB // 2, GIB // 2, reserved)
+    for k in range(steps):
+        s = k * 10_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 10_000 * US)
+        mm = sc.op("aten::mm", s + 100 * US, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 110 * US, s + 200 * US, 8_000 * US)
+        act = int(9.5 * GIB)
+        sc.memory(s + 120 * US, act, 10 * GIB, reserved, addr=k + 1)
+        sc.memory(s + 9_000 * US, -act, GIB // 2, reserved, addr=k + 1)
+    sc.expected = {
+        "peak_allocated_bytes": 10 * GIB,
+        "peak_reserved_bytes": reserved,
     }
     return sc
 
@@ -115,5 +142,60 @@ def occupancy_problems(steps: int = 10) -> Scenario:
         "fp32_ns": steps * 4_300 * US,
         "claimed_by_hot_ops": ["aten::mm"],
         "fp32_impact_ns": steps * 300 * US // 2,
+    }
+    return sc
+
+
+def pageable_copies_cuda_c(steps: int = 8) -> Scenario:
+    """A CUDA C program (no framework operators) on an RTX 3060 (PCIe 4.0 x16, ~25 GB/s).
+
+    Each 3 ms step copies 8 MiB from pageable memory to the GPU in 1,000 us with no kernel
+    running (fully exposed), runs a 1,000 us kernel, then reads 8 MiB back into pageable
+    memory in 1,000 us. Pinned, each copy would take 8 MiB / 25 GB/s + 2 us = 337,544 ns.
+    """
+    sc = Scenario(name="planted_pageable_cuda_c")
+    sc.devices = [DeviceSpec(0, "NVIDIA GeForce RTX 3060", 28, 12 * GIB, 8, 6)]
+    nbytes = 8 * 1024 * 1024
+    for k in range(steps):
+        s = k * 3_000 * US
+        sc.copy(
+            None,
+            "HtoD",
+            "pageable",
+            "device",
+            nbytes,
+            s,
+            s + 20 * US,
+            1_000 * US,
+            api_dur_ns=1_030 * US,
+            api_name="cudaMemcpy",
+        )
+        sc.launch(
+            None,
+            "vecAdd(float const*, float const*, float*, int)",
+            s + 1_050 * US,
+            s + 1_060 * US,
+            1_000 * US,
+            grid=(8192, 1, 1),
+            block=(256, 1, 1),
+        )
+        sc.copy(
+            None,
+            "DtoH",
+            "device",
+            "pageable",
+            nbytes,
+            s + 1_060 * US,
+            s + 2_080 * US,
+            1_000 * US,
+            api_dur_ns=1_030 * US,
+            api_name="cudaMemcpy",
+        )
+    per_copy_pinned = round(nbytes / 25 + 2_000)
+    sc.expected = {
+        "htod_ns": steps * 1_000 * US,
+        "dtoh_ns": steps * 1_000 * US,
+        "pin_save_per_direction_ns": steps * (1_000 * US - per_copy_pinned),
+        "dtoh_copies": steps,
     }
     return sc
