@@ -143,8 +143,10 @@ def test_alexnet_is_almost_all_idle_and_says_why(reports: dict[str, dict]) -> No
         if f["analyzer"] == "idle_gpu" and f["evidence"]["cause"] == "host_compute"
     ]
     assert all(f["impact_pct"] < 1 for f in host)
-    pageable = [f for f in r["findings"] if "pageable" in f["title"]]
-    assert pageable and pageable[0]["evidence"]["totals"]["pageable_bytes"] == 244_403_360
+    # The 233 MiB of pageable uploads are the model's weights, copied during the warm-up:
+    # the metrics count them, but a steady-state finding about them would mislead.
+    assert r["metrics"]["h2d_pageable_bytes"] == 244_403_360
+    assert not [f for f in r["findings"] if "pageable" in f["title"]]
 
 
 @pytest.mark.corpus

@@ -316,6 +316,34 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ]
 
 
+def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
+    """The share of a finding's subject's time that falls in the warm-up span."""
+    lo, hi = span.start_ns, span.end_ns
+    if "operator" in f.evidence and db.scalar("SELECT count(*) FROM kernels"):
+        build_kernel_attribution(db)
+        row = db.rows(
+            """SELECT sum(greatest(0, least(start_ns + dur_ns, ?) - greatest(start_ns, ?))),
+                      sum(dur_ns)
+               FROM kernel_ops WHERE op_name = ?""",
+            [hi, lo, f.evidence["operator"]],
+        )
+    elif isinstance(f.evidence.get("kernel"), str):
+        row = db.rows(
+            """SELECT sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))),
+                      sum(end_ns - start_ns)
+               FROM kernels WHERE name = ?""",
+            [hi, lo, f.evidence["kernel"]],
+        )
+    elif f.time_ranges:
+        inside = sum(max(0, min(r.end_ns, hi) - max(r.start_ns, lo)) for r in f.time_ranges)
+        total = sum(max(0, r.end_ns - r.start_ns) for r in f.time_ranges)
+        return inside / total if total else 0.0
+    else:
+        return 0.0
+    inside, total = row[0] if row else (0, 0)
+    return float(inside or 0) / float(total) if total else 0.0
+
+
 def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> list[Finding]:
     """Make the other findings leave the warm-up span out, or say they include it."""
     if not any(f.analyzer == ANALYZER for f in findings):
@@ -369,11 +397,16 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
             )
         ):
             continue  # slow first calls: that is the warm-up, already reported
-        if f.time_ranges and all(
-            r.end_ns <= span.end_ns and r.start_ns >= span.start_ns for r in f.time_ranges
-        ):
-            f.impact_basis += " All of its time ranges fall in the warm-up span."
-        elif any(r.start_ns < span.end_ns for r in f.time_ranges):
-            f.impact_basis += " Some of its time ranges fall in the warm-up span."
+        share = _share_in_span(db, f, span)
+        if share >= 0.999:
+            continue  # all of it happened during the warm-up, which is counted already
+        if share > 0.0 and f.impact_ns > 0:
+            rest = int(f.impact_ns * (1.0 - share))
+            f.impact_basis += (
+                f" {100 * share:.0f}% of its time falls in the warm-up span, counted by the "
+                f"warm-up finding: this is the rest ({fmt_ns(rest)} of {fmt_ns(f.impact_ns)})."
+            )
+            f.impact_pct = f.impact_pct * rest / f.impact_ns
+            f.impact_ns = rest
         kept.append(f)
     return kept
