@@ -64,7 +64,7 @@ def test_naive_to_tuned_is_faster_and_resolves_findings(
     assert v["status"] == "faster" and v["change_pct"] < 0 and not v["regression"]
     resolved = {f["id"] for f in d["findings"]["resolved"]}
     assert finding_id("launch_overhead", 0) in resolved
-    assert [f["title"].split("`")[1] for f in d["findings"]["appeared"]] == ["CUDAGraph.replay"]
+    assert [f["title"].split("`")[1] for f in d["findings"]["appeared"]] == ["CUDA graph replay"]
     # Both reports list every kernel: no note, and total kernel time is comparable.
     assert d["notes"] == [] and "kernel_ns" in {m["key"] for m in d["metrics"]}
 

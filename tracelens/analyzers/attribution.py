@@ -11,6 +11,8 @@ from __future__ import annotations
 from tracelens.core.tracedb import TraceDB
 
 UNATTRIBUTED = "(no operator)"
+CUDA_GRAPH = "CUDA graph replay"
+HIP_GRAPH = "HIP graph replay"
 
 # Host ranges stand in for operators, except the profiler's step markers and the LLM
 # request/step annotations: a kernel launched outside any operator is unattributed, as it is
@@ -44,20 +46,31 @@ def build_kernel_attribution(db: TraceDB) -> None:
         f"""
         CREATE TEMP TABLE kernel_ops AS
         WITH k AS (
-            SELECT row_number() OVER () AS krow, device_id, name AS kernel_name, start_ns,
+            SELECT row_number() OVER (ORDER BY device_id, start_ns, correlation_id, name)
+                       AS krow, device_id, name AS kernel_name, start_ns,
                    end_ns - start_ns AS dur_ns, correlation_id
             FROM kernels
         ),
         api AS (
-            SELECT correlation_id, any_value(pid) pid, any_value(tid) tid,
-                   any_value(start_ns) start_ns, any_value(end_ns) end_ns,
-                   any_value(external_id) external_id
+            SELECT correlation_id, min(pid) pid, min(tid) tid,
+                   min(start_ns) start_ns, max(end_ns) end_ns,
+                   min(external_id) external_id, min(name) AS api_name
             FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
         ),
         ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),
         ka AS (
-            SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end, e.op_id,
-                   e.op_name
+            SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end,
+                   -- a graph replay launches many kernels from one call: name the replay,
+                   -- not the Python or pybind11 wrapper around it
+                   CASE WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
+                        THEN coalesce(e.op_id, -a.correlation_id)
+                        WHEN a.api_name = 'hipGraphLaunch'
+                        THEN coalesce(e.op_id, -a.correlation_id)
+                        ELSE e.op_id END AS op_id,
+                   CASE WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
+                        THEN '{CUDA_GRAPH}'
+                        WHEN a.api_name = 'hipGraphLaunch' THEN '{HIP_GRAPH}'
+                        ELSE e.op_name END AS op_name
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
         ),

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.derive_gaps import SYNC_CALLS
 from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
@@ -115,8 +116,14 @@ def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
                 AND l.input_shapes IS NOT DISTINCT FROM x.input_shapes
            WHERE x.seq = 1 AND x.n >= 2 AND x.d >= ? * greatest(l.m, 1)
              AND x.d - l.m >= ?
+             -- a first call that spent its time in a blocking call was waiting for the
+             -- GPU (a copy to the host behind queued work), not warming up
+             AND coalesce((SELECT sum(a.end_ns - a.start_ns) FROM api_calls a
+                           WHERE a.name IN (SELECT unnest(?::VARCHAR[]))
+                             AND a.start_ns >= x.start_ns AND a.end_ns <= x.end_ns), 0)
+                 < 0.5 * x.d
            ORDER BY x.start_ns, x.depth""",
-        [t.warmup_first_call_factor, t.warmup_min_call_ns],
+        [t.warmup_first_call_factor, t.warmup_min_call_ns, list(SYNC_CALLS)],
     )
     algo_changes: list[dict[str, Any]] = []
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE {_CONV_OPS.format(n='name')}") and db.scalar(
@@ -199,11 +206,28 @@ def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
         return None
     latest_start = w_start + window * t.warmup_max_start_pct / 100.0
     evidence = _intervals(db, t)
-    end = w_start
-    for rows in evidence.values():
-        for r in rows:
-            if r["start_ns"] <= latest_start and r["end_ns"] > end:
-                end = min(int(r["end_ns"]), w_end)
+    # The span ends at the last evidence interval that keeps it mostly warm-up: at that
+    # end, evidence covers at least warmup_min_coverage_pct of the span. A late one-off
+    # (a cudaMalloc halfway through) never stretches it over the steady state.
+    spans = sorted(
+        (max(int(r["start_ns"]), w_start), min(int(r["end_ns"]), w_end))
+        for rows in evidence.values()
+        for r in rows
+        if r["start_ns"] <= latest_start and r["end_ns"] > w_start
+    )
+    end, covered, cur_s, cur_e = w_start, 0, None, None
+    for s_ns, e_ns in spans:
+        if e_ns <= s_ns:
+            continue
+        if cur_e is None or s_ns > cur_e:
+            if cur_e is not None:
+                covered += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s_ns, e_ns
+        else:
+            cur_e = max(cur_e, e_ns)
+        so_far = covered + (cur_e - cur_s)  # type: ignore[operator]
+        if so_far * 100 >= t.warmup_min_coverage_pct * (cur_e - w_start):
+            end = max(end, cur_e)
     if end <= w_start:
         return None
     span = WarmupSpan(w_start, end)

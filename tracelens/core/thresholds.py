@@ -155,6 +155,8 @@ class Thresholds:
     warmup_max_start_pct: float = 50.0
     # Warm-up: the capture is "mostly warm-up" (a finding) when the span covers this share.
     warmup_min_share_pct: float = 20.0
+    # Warm-up: the span ends where warm-up evidence still covers this share of it.
+    warmup_min_coverage_pct: float = 50.0
 
     @classmethod
     def with_overrides(cls, overrides: dict[str, str]) -> Thresholds:
