@@ -240,3 +240,12 @@ def test_web_commands_without_the_web_extra_fail_cleanly(
     res = runner.invoke(group, ["serve"])
     assert res.exit_code == 2
     assert "install tracelens[web]" in res.output
+
+
+def test_thresholds_doc_is_generated_and_current() -> None:
+    """docs/thresholds.md lists every threshold: regenerate it with
+    `tracelens thresholds --markdown > docs/thresholds.md` when one changes."""
+    from tracelens.cli.thresholds import thresholds_markdown
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "thresholds.md"
+    assert doc.read_text() == thresholds_markdown()
