@@ -66,3 +66,22 @@ def test_gpu_table_and_architecture_fallbacks() -> None:
     mi300 = lookup("", compute_capability="9.4", sm_count=304, vendor_hint="amd")
     assert mi300 is not None and mi300.name == "MI300X" and "304" in (mi300.assumed or "")
     assert lookup(None) is None
+
+
+def test_amd_devices_with_empty_names_are_named_from_their_properties(corpus: Path) -> None:
+    """vLLM on MI300X writes an empty deviceProperties name; gfx 9.4 with 304 compute units
+    and 64-wide wavefronts is an MI300X, and the report says it was inferred."""
+    from ingest.gpu_identity import inferred_name
+
+    loaded = load_trace(corpus / "engines/vllm_decode_full/graph_execution.json.gz")
+    try:
+        name = loaded.con.execute("SELECT name FROM devices").fetchone()[0]
+        w = workload_of(TraceDB(loaded.con))
+    finally:
+        loaded.close()
+    assert name == "AMD Instinct MI300X"
+    assert w.gpu.assumed and "304 compute units" in w.gpu.assumed
+    assert inferred_name({"name": "", "warpSize": 32, "numSms": 108}) is None  # NVIDIA: no guess
+    assert inferred_name({"name": "", "gcnArchName": "gfx90a:sramecc+:xnack-"}) == (
+        "AMD GPU (gfx90a)"
+    )

@@ -31,6 +31,7 @@ from ingest.chrome.event_splitter import (
     EventBlob,
 )
 from ingest.errors import TraceInputError
+from ingest.gpu_identity import host_model, inferred_name
 from ingest.nesting import assign_nesting
 from ingest.schema import active_device_ids, earliest_ns, set_info
 
@@ -425,6 +426,8 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
                 by_id[p["id"]] = p
     active = active_device_ids(con)
     rows = []
+    named_after_host: list[int] = []
+    inferred: list[str] = []
     for dev in active:
         p = by_id.get(dev, {})
         cc = (
@@ -432,7 +435,28 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
             if "computeMajor" in p and "computeMinor" in p
             else None
         )
-        rows.append((dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc))
+        name = inferred_name(p) if p else None
+        if name and not str(p.get("name") or "").strip():
+            inferred.append(
+                f"GPU {dev} ({name}) from gfx {cc}, {p.get('numSms')} compute units, "
+                f"{p.get('warpSize')}-wide wavefronts"
+            )
+        if name is None and not p and by_id:
+            name = host_model(by_id)
+            if name is not None:
+                named_after_host.append(dev)
+        rows.append((dev, name, p.get("numSms"), p.get("totalGlobalMem"), cc))
+    gfx = {str(p.get("gcnArchName")) for p in by_id.values() if p.get("gcnArchName")}
+    if len(gfx) == 1:
+        set_info(con, {"gcn_arch": gfx.pop()})
+    if named_after_host:
+        inferred.append(
+            "GPU "
+            + ", ".join(str(d) for d in named_after_host)
+            + " has no device properties: named after the host's other GPUs"
+        )
+    if inferred:
+        set_info(con, {"device_names_inferred": "; ".join(inferred)})
     if rows:
         con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?)", rows)
     idle = sorted(set(by_id) - set(active))

@@ -244,6 +244,8 @@ def _gpu(db: TraceDB) -> GpuInfo:
     vendor = (
         spec.vendor if spec else ("amd" if amd_api else ("nvidia" if name or cuda_api else None))
     )
+    if db.info.get("device_names_inferred") and not assumed:
+        assumed = db.info["device_names_inferred"]  # the trace's device name was empty
     if spec and spec.assumed:
         assumed = f"{assumed}; {spec.assumed}" if assumed else spec.assumed
     return GpuInfo(
