@@ -199,3 +199,40 @@ def test_corpus_alexnet_inference_gets_no_training_advice(corpus: Path) -> None:
     assert "aten::cudnn_convolution" in top.title
     for f in idle + launch_overhead.analyze(db, Thresholds()):
         assert "optimizer" not in f.advice.lower()
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(
+    ("rel", "kind"),
+    [
+        # the GPU's own ~1 µs switch between back-to-back queued kernels: nothing waits
+        ("torch/v100_train_single_rank_ns.pt.trace.json.gz", "kernel_switch"),
+        # the one kernel's first launch loads its module (1.09 ms cuLibraryLoadData)
+        ("nsys/rtx3060_vecadd_nsys2025.5.sqlite", "first_launch"),
+        # queued behind an event from outside the trace while the host sat in a
+        # synchronous hipMemcpyWithStream
+        ("engines/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "host_blocked"),
+        # a tiny model on an MI300X: each kernel issued as the GPU ran dry, ~20 µs later
+        ("engines/mi300_bert_small.json.gz", "launch_latency"),
+    ],
+)
+def test_gpu_side_waits_say_what_they_were(corpus: Path, rel: str, kind: str) -> None:
+    """'Queued work waited on the GPU' is not one thing: an expert tells apart the GPU's
+    own kernel-to-kernel gaps, a first launch's lazy loading, a wait the host blocked in
+    too, and launch latency, and gives each its own fix."""
+    from ingest import load_trace
+    from tracelens.report import build_report
+
+    loaded = load_trace(corpus / rel)
+    try:
+        report = build_report(loaded)
+    finally:
+        loaded.close()
+    dep = [
+        f
+        for f in report["findings"]
+        if f["analyzer"] == "idle_gpu" and f["evidence"]["cause"] == "gpu_dependency"
+    ]
+    assert dep, [f["title"] for f in report["findings"]]
+    assert dep[0]["evidence"]["gpu_side_kinds"][0]["kind"] == kind
+    assert "another stream" not in dep[0]["title"]

@@ -16,6 +16,7 @@ from ingest.derive_gaps import (
     LAUNCH_ISSUE_SLACK_NS,
     LOADER_MIN_GAP_FRACTION,
     QUEUED_MIN_GAP_FRACTION,
+    SYNC_CALLS,
     SYNC_MIN_GAP_FRACTION,
 )
 from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
@@ -38,7 +39,73 @@ CAUSE_TITLES = {
 _NOTHING = "nothing recorded on the host explains it"
 
 
-def _title(cause: str, details: list[dict], ns: int) -> str:
+# What a GPU-side wait was, from its evidence: the GPU's own gap between back-to-back
+# kernels, a kernel's first launch (lazy module loading), a wait the host sat blocked in
+# too, or a dependency on other work (another stream, an event, a collective's peer).
+_GPU_SIDE = """
+WITH g AS (
+    SELECT start_ns, end_ns, end_ns - start_ns AS d, detail, launch_start_ns, launch_end_ns
+    FROM gaps WHERE device_id = ? AND cause = 'gpu_dependency'
+),
+firsts AS (SELECT name, min(start_ns) AS first_start FROM kernels WHERE device_id = ?
+           GROUP BY name),
+blocked AS (
+    SELECT g.start_ns,
+           max(least(a.end_ns, g.end_ns) - greatest(a.start_ns, g.start_ns)) AS blocked_ns,
+           arg_max(a.name, least(a.end_ns, g.end_ns) - greatest(a.start_ns, g.start_ns))
+               AS blocking_call
+    FROM g JOIN api_calls a
+      ON a.start_ns < g.end_ns AND a.end_ns > g.start_ns
+     AND a.name IN (SELECT unnest(?::VARCHAR[]))
+    WHERE g.d >= ?
+    GROUP BY g.start_ns
+),
+cls AS (
+    SELECT g.d, b.blocking_call,
+           CASE WHEN g.d <= ? THEN 'kernel_switch'
+                WHEN g.launch_end_ns - g.launch_start_ns >= ? AND f.first_start = g.end_ns
+                    THEN 'first_launch'
+                WHEN coalesce(b.blocked_ns, 0) >= 0.5 * g.d THEN 'host_blocked'
+                -- issued as the GPU went idle and started one launch latency later: the
+                -- GPU ran dry waiting for the launch to arrive
+                WHEN g.launch_start_ns > g.start_ns AND g.end_ns - g.launch_start_ns <= ?
+                    THEN 'launch_latency'
+                ELSE 'dependency' END AS kind
+    FROM g LEFT JOIN firsts f ON f.name = g.detail LEFT JOIN blocked b USING (start_ns)
+)
+SELECT kind, count(*) AS n, sum(d) AS ns, CAST(median(d) AS BIGINT) AS p50_ns,
+       mode(blocking_call) AS blocking_call
+FROM cls GROUP BY kind ORDER BY ns DESC, kind
+"""
+_GPU_SIDE_TITLES = {
+    "kernel_switch": "short gaps between back-to-back queued kernels (the GPU's own "
+    "per-kernel overhead)",
+    "first_launch": "a kernel's first launch waited for its module to load (one-off)",
+    "host_blocked": "queued work waited on a GPU-side event while the host blocked too",
+    "launch_latency": "each next kernel was issued as the GPU went idle and arrived one "
+    "launch latency later",
+    "dependency": CAUSE_TITLES["gpu_dependency"],
+}
+
+
+def _gpu_side(db: TraceDB, device_id: int, t: Thresholds) -> list[dict]:
+    return db.dicts(
+        _GPU_SIDE,
+        [
+            device_id,
+            device_id,
+            list(SYNC_CALLS),
+            t.idle_blocked_min_gap_ns,
+            t.idle_kernel_switch_ns,
+            t.idle_slow_first_launch_ns,
+            t.idle_launch_latency_ns,
+        ],
+    )
+
+
+def _title(cause: str, details: list[dict], ns: int, kinds: list[dict] | None = None) -> str:
+    if cause == "gpu_dependency" and kinds:
+        return _GPU_SIDE_TITLES[kinds[0]["kind"]]
     named = sum(int(d["ns"]) for d in details if d["detail"])
     if cause == "untraced" and 2 * named < ns:
         return _NOTHING
@@ -118,22 +185,71 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             "give each kernel more work."
         )
     if cause == "gpu_dependency":
+        api = "hip" if w.amd else "cuda"
+        kinds = ev.get("kinds") or []
+        main = kinds[0]["kind"] if kinds else "dependency"
+        if main == "kernel_switch":
+            k = kinds[0]
+            fuse = (
+                "fuse them (`torch.compile`, fused kernels)"
+                if torch and not w.torch_compile
+                else "fuse them into fewer, larger kernels"
+            )
+            return (
+                f"{k['n']:,} gaps of {fmt_ns(k['p50_ns'])} (median) between kernels that were "
+                "already queued: nothing is waiting, this is the GPU's own switch from one "
+                "kernel to the next. Graphs do not remove it; only fewer kernels do: "
+                f"{fuse}, or give each kernel more work (larger batches)."
+            )
+        if main == "first_launch":
+            loading = "HIP_MODULE_LOADING" if w.amd else "CUDA_MODULE_LOADING=EAGER"
+            return (
+                "The first launch of a kernel loads its module (lazy loading), and the GPU "
+                "waits for it once per process: not a steady-state cost. Launch once before "
+                f"timing, or set `{loading}` to load modules at start-up."
+                if not w.amd
+                else "The first launch of a kernel loads its code object, and the GPU waits "
+                "for it once per process: not a steady-state cost. Launch once before timing."
+            )
+        if main == "launch_latency":
+            k = kinds[0]
+            graphs = (
+                ""
+                if w.cuda_graphs
+                else f"capture the sequence in a {graph} so one launch runs many kernels, "
+            )
+            compile_hint = (
+                '`torch.compile(mode="reduce-overhead")`, ' if torch and not w.torch_compile else ""
+            )
+            return (
+                f"{k['n']:,} gaps (median {fmt_ns(k['p50_ns'])}) where the host issued the next "
+                "kernel just as the GPU went idle and the kernel started one launch latency "
+                "later: the GPU outruns the launcher. Launch fewer, larger kernels: "
+                f"{graphs}{compile_hint}fuse small kernels, or batch more work per kernel."
+            )
+        if main == "host_blocked":
+            call = kinds[0].get("blocking_call") or f"a synchronous {api} call"
+            return (
+                f"The queued work waited on a GPU-side dependency (an event recorded by work "
+                "on another stream, or outside this trace) while the host sat blocked in "
+                f"`{call}` behind it, so neither side made progress. Find what the waited "
+                f"event belongs to (`{api}StreamWaitEvent` before the queued work); replace a "
+                "synchronous copy behind queued work with an asynchronous one into pinned "
+                "memory and synchronize only when the value is needed."
+            )
         text = (
             f"In {ev['queued_before_gap']:,} of these gaps the next work had been launched "
             "before the GPU went idle, in "
             f"{ev['queued_during_gap']:,} it was queued for most of the gap: the host was not "
             "the bottleneck. The queued work waited on something on the GPU side"
             + (f" (next work: {top})" if top else "")
-            + ": an event from another stream or device, a collective's peer, a kernel's "
-            "first launch (lazy module loading), or the queue's own per-kernel latency. "
+            + ": an event from another stream or device, or a collective's peer. "
         )
-        api = "hip" if w.amd else "cuda"
         if torch:
             return text + (
                 f"Check cross-stream ordering (`wait_stream`/`record_stream` and the "
                 f"`{api}StreamWaitEvent` they issue, events), overlap "
-                "communication with independent compute, and balance work across ranks; many "
-                "short gaps between queued kernels mean many small kernels (fuse them)."
+                "communication with independent compute, and balance work across ranks."
             )
         return text + (
             f"Check which `{api}StreamWaitEvent`/event dependencies the queued kernels wait on, "
@@ -248,7 +364,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
             impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
-            title = _title(cause, details, ns)
+            kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
+            if kinds:
+                ev_for_advice["kinds"] = kinds
+            title = _title(cause, details, ns, kinds)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
                 Finding(
@@ -277,6 +396,21 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "gap_count": n,
                         "gap_ns": ns,
                         **deciding,
+                        **(
+                            {
+                                "gpu_side_kinds": [
+                                    {k: r[k] for k in ("kind", "n", "ns", "p50_ns")}
+                                    | (
+                                        {"blocking_call": r["blocking_call"]}
+                                        if r["kind"] == "host_blocked"
+                                        else {}
+                                    )
+                                    for r in kinds
+                                ]
+                            }
+                            if kinds
+                            else {}
+                        ),
                         "idle_ns_by_cause": idle_by_cause,
                         activity_key: [
                             {"detail": d["detail"], "gaps": int(d["n"]), "ns": int(d["ns"])}

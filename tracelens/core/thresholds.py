@@ -23,6 +23,16 @@ class Thresholds:
     idle_min_cause_pct: float = 1.0
     # Idle GPU: how many of the longest gaps a finding lists as evidence.
     idle_top_gaps: int = 5
+    # Idle GPU: a GPU-side wait this short (ns) between queued kernels is the GPU's own
+    # kernel-to-kernel overhead, not a dependency.
+    idle_kernel_switch_ns: int = 5_000
+    # Idle GPU: a launch call this long (ns) before a kernel's first run is lazy loading.
+    idle_slow_first_launch_ns: int = 500_000
+    # Idle GPU: a kernel issued during a GPU-side wait that starts within this long (ns)
+    # of its launch call is launch latency (the GPU outran the launcher).
+    idle_launch_latency_ns: int = 50_000
+    # Idle GPU: GPU-side waits at least this long (ns) are checked for a blocked host.
+    idle_blocked_min_gap_ns: int = 100_000
 
     # H2D: copies below this size count as "small" (per-copy overhead dominates).
     h2d_small_copy_bytes: int = 64 * 1024
