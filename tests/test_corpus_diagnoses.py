@@ -122,6 +122,9 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
     waits for its peers), and a quarter of the window is collective time no compute hides.
     The advice is about overlap and stragglers, not about the host."""
     r = report_of(corpus, "torch/sampled_2rank/rank-0.json.gz")
+    # only 1 % of the events survive HTA's sampling filter: no event or sync calls, so
+    # the report says its causes are uncertain
+    assert any("probably filtered" in n for n in r["notes"])
     first = top(r)[0]
     assert first["analyzer"] == "idle_gpu" and first["evidence"]["cause"] == "gpu_dependency"
     comm = [f for f in r["findings"] if f["analyzer"] == "communication"]
@@ -147,12 +150,17 @@ def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
 
 def test_unified_memory_program_idles_on_the_host(corpus: Path) -> None:
     """A T4 program using managed memory: one kernel and 2,370 unified-memory migrations
-    (512 MiB) behind one `cudaMemPrefetchAsync`; the GPU is busy under 10 % of the window
-    and nothing recorded on the host explains the rest (the program computes on the CPU
-    between). Migrations are not explicit copies and must not be reported as such."""
+    (512 MiB) behind one `cudaMemPrefetchAsync`. The host touches the buffers after the
+    prefetch (1,536 migrations back to the host), so the GPU sits idle between migrations,
+    and the kernel then stalls on 770 page faults while it runs. Migrations are not
+    explicit copies; the fix is the order of prefetches and host touches."""
     r = report_of(corpus, "nsys/t4_uvm_nsys2025.1.sqlite")
     first = top(r)[0]
     assert first["analyzer"] == "idle_gpu" and first["evidence"]["cause"] == "untraced"
+    assert "unified-memory migrations" in first["title"]
+    assert "cudaMemPrefetchAsync" in first["advice"]
+    faults = [f for f in r["findings"] if f["title"].startswith("GPU page faults")]
+    assert faults and faults[0]["impact_ns"] > 10_000_000
     assert r["metrics"]["h2d_bytes"] == 0 and r["metrics"]["uvm_migration_count"] == 2370
     assert_fits_workload(r)
 

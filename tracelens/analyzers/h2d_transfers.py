@@ -395,11 +395,77 @@ def _overlap_advice(wl: Workload) -> str:
     )
 
 
+_UVM_FAULTS = """
+WITH k AS (SELECT device_id, name, start_ns, end_ns FROM kernels),
+m AS (SELECT device_id, start_ns, end_ns, bytes FROM memcpys WHERE kind = 'UVM_HtoD'),
+hit AS (
+    SELECT k.name, k.start_ns AS k_start, k.end_ns AS k_end,
+           greatest(m.start_ns, k.start_ns) AS s, least(m.end_ns, k.end_ns) AS e, m.bytes
+    FROM k JOIN m ON m.device_id = k.device_id
+     AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns
+)
+SELECT name, count(*) AS migrations, sum(bytes) AS bytes,
+       count(DISTINCT k_start) AS launches,
+       -- the kernels' time covered by migrations: at least this long they waited on pages
+       least(sum(e - s), sum(DISTINCT k_end - k_start)) AS stalled_ns,
+       sum(DISTINCT k_end - k_start) AS kernel_ns
+FROM hit GROUP BY name ORDER BY stalled_ns DESC, name
+"""
+
+
+def short_kernel_name(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
 def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> Finding:
     n = sum(int(r["n"]) for r in uvm)
     nbytes = sum(int(r["bytes"]) for r in uvm)
     ns = sum(int(r["ns"]) for r in uvm)
     p = "hip" if wl.amd else "cuda"
+    faults = db.dicts(_UVM_FAULTS)
+    to_host = next((r for r in uvm if r["kind"] == "UVM_DtoH"), None)
+    host_note = (
+        f" {int(to_host['n']):,} migrations ({fmt_bytes(int(to_host['bytes']))}) went back to "
+        "the host: host code touched managed memory the GPU had, faulting it back."
+        if to_host
+        else ""
+    )
+    prefetch = (
+        f"Prefetch managed memory to the device right before the kernels that use it "
+        f"(`{p}MemPrefetchAsync(ptr, size, device, stream)`), after the host's last write, and "
+        f"back to the host (`{p}CpuDeviceId`) before host code reads it; mark data the GPU "
+        f"only reads with `{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`; or use explicit "
+        f"`{p}Malloc` buffers with pinned-memory copies for data the GPU touches every step."
+    )
+    if faults:
+        stalled = sum(int(r["stalled_ns"]) for r in faults)
+        top = faults[0]
+        pct = db.pct_of_window(stalled)
+        kernel = short_kernel_name(str(top["name"]))
+        return Finding(
+            id=finding_id(ANALYZER, "uvm"),
+            analyzer=ANALYZER,
+            title=f"GPU page faults: `{kernel}` waits on {int(top['migrations']):,} "
+            f"unified-memory migrations ({fmt_bytes(int(top['bytes']))}) while it runs",
+            severity=Severity.INFO,
+            impact_ns=stalled,
+            impact_pct=pct,
+            impact_basis="The kernels' time during which unified-memory pages were migrating "
+            "to the device: at least that long they waited on page faults instead of "
+            "computing (migrations are driver page traffic, not explicit copies).",
+            summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
+            f"{fmt_ns(ns)}; {sum(int(r['migrations']) for r in faults):,} of them ran during "
+            f"kernels, which were stalled on them for {fmt_ns(stalled)}." + host_note,
+            evidence={
+                "by_kind": uvm,
+                "faulting_kernels": [
+                    {k: (int(v) if isinstance(v, int | float) else v) for k, v in r.items()}
+                    for r in faults[:5]
+                ],
+            },
+            advice="The kernel touches managed memory that is not on the GPU, so it stalls "
+            "while the driver migrates pages on demand. " + prefetch,
+        )
     return Finding(
         id=finding_id(ANALYZER, "uvm"),
         analyzer=ANALYZER,
@@ -407,11 +473,10 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         severity=Severity.INFO,
         impact_ns=0,
         impact_pct=0.0,
-        impact_basis="Informational: migrations are driver page faults/prefetches, not explicit "
-        "copies; their cost shows up as kernel stalls rather than copy time.",
-        summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over {fmt_ns(ns)}.",
+        impact_basis="Informational: no migration ran while a kernel did, so none stalled a "
+        "kernel; they are driver prefetches or host faults, not explicit copies.",
+        summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
+        f"{fmt_ns(ns)}." + host_note,
         evidence={"by_kind": uvm},
-        advice=f"Prefetch managed memory before the kernels that use it "
-        f"(`{p}MemPrefetchAsync` to the device), set `{p}MemAdviseSetPreferredLocation`, or "
-        "use explicit device allocations for data the GPU touches every step.",
+        advice=prefetch,
     )

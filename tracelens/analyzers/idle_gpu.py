@@ -37,6 +37,7 @@ CAUSE_TITLES = {
     "untraced": "the host ran code the trace does not record",
 }
 _NOTHING = "nothing recorded on the host explains it"
+_UVM_TITLE = "idle between unified-memory migrations (managed memory faulting between host and GPU)"
 
 
 # What a GPU-side wait was, from its evidence: the GPU's own gap between back-to-back
@@ -277,6 +278,16 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             "Profile the host code (perf, Nsight Systems with `--sample=cpu`), move it off the "
             "launching thread, or queue more GPU work ahead of it."
         )
+    if 2 * ev.get("uvm_gaps", 0) >= ev.get("gap_count", 1) > 0:
+        p = "hip" if w.amd else "cuda"
+        return (
+            f"{ev['uvm_gaps']:,} of these gaps end in a unified-memory migration, not in "
+            "launched work: the GPU sat idle while pages of managed memory moved on demand "
+            "(the host touching memory the GPU had, or the reverse). Order the migrations "
+            f"yourself: `{p}MemPrefetchAsync` to the device after the host's last write and "
+            f"before the kernels, back to `{p}CpuDeviceId` before host reads, "
+            f"`{p}MemAdvise` for read-mostly data, or explicit device buffers and copies."
+        )
     unlaunched = (
         "No launching call is recorded for the work that ended "
         f"{ev['no_launch_record']:,} of these gaps (for example unified-memory migrations "
@@ -365,9 +376,22 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
+            if cause == "untraced":
+                ev_for_advice["uvm_gaps"] = int(
+                    db.scalar(
+                        """SELECT count(*) FROM gaps g WHERE g.device_id = ? AND g.cause = ?
+                             AND EXISTS (SELECT 1 FROM memcpys m WHERE m.device_id = g.device_id
+                                           AND m.kind LIKE 'UVM%' AND m.start_ns = g.end_ns)""",
+                        [dev.device_id, cause],
+                    )
+                    or 0
+                )
+                ev_for_advice["gap_count"] = n
             if kinds:
                 ev_for_advice["kinds"] = kinds
             title = _title(cause, details, ns, kinds)
+            if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
+                title = _UVM_TITLE
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
                 Finding(

@@ -62,6 +62,8 @@ class Workload:
     attention: str | None  # flash | efficient | triton | math_sdpa | None
     optimizer_steps: int
     backward_ops: int
+    # What the recording leaves out that the diagnosis would need (report notes).
+    recording_notes: tuple[str, ...] = ()
 
     @property
     def is_pytorch(self) -> bool:
@@ -191,7 +193,28 @@ def _detect(db: TraceDB) -> Workload:
         attention=_attention(db, kernel_names),
         optimizer_steps=optimizer,
         backward_ops=backward,
+        recording_notes=_recording_notes(db, api_names, len(kernel_names)),
     )
+
+
+# Runtime calls every real CUDA/HIP program makes besides launches and copies.
+_LAUNCH_OR_COPY = re.compile(
+    r"^(cuda|hip|cu)(LaunchKernel|Launch|ModuleLaunchKernel|ExtModuleLaunch"
+    r"Kernel|Memcpy\w*|Memset\w*|GraphLaunch)"
+)
+
+
+def _recording_notes(db: TraceDB, api_names: set[str], kernels: int) -> tuple[str, ...]:
+    notes: list[str] = []
+    launches = int(db.scalar("SELECT count(*) FROM api_calls") or 0)
+    if launches >= 100 and kernels and all(_LAUNCH_OR_COPY.match(n) for n in api_names):
+        notes.append(
+            "the trace holds only launch and copy runtime calls (no event, stream-wait or "
+            "synchronize calls): it was probably filtered or sampled after recording, so "
+            "idle causes that depend on those calls (dependencies, syncs, host code) are "
+            "uncertain; analyze the unfiltered trace"
+        )
+    return tuple(notes)
 
 
 def _attention(db: TraceDB, kernel_names: list[str]) -> str | None:

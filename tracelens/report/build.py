@@ -90,6 +90,7 @@ def build_report_from_db(
     }
     if not db.devices:
         report["notes"].append("no GPU work recorded in this trace")
+    report["notes"].extend(workload_of(db).recording_notes)
     for name, fn in SECTIONS.items():
         section = fn(db)
         if section is not None:

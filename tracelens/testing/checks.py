@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracelens.core.findings import Finding
+from tracelens.core.findings import Finding, finding_id
 from tracelens.core.tracedb import TraceDB
 
 
@@ -24,9 +24,14 @@ def counted_once_problems(db: TraceDB, findings: list[Finding]) -> list[str]:
         )
         or 0
     )
-    h2d = sum(f.impact_ns for f in findings if f.analyzer == "h2d_transfers")
+    uvm_id = finding_id("h2d_transfers", "uvm")  # page-fault stalls: kernel time, not copies
+    h2d = sum(f.impact_ns for f in findings if f.analyzer == "h2d_transfers" and f.id != uvm_id)
     if h2d > copies:
         problems.append(f"host-copy findings claim {h2d:,} ns of {copies:,} ns of copies")
+    kernel_ns = int(db.scalar("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels") or 0)
+    uvm = sum(f.impact_ns for f in findings if f.id == uvm_id)
+    if uvm > kernel_ns:
+        problems.append(f"page-fault stalls claim {uvm:,} ns of {kernel_ns:,} ns of kernels")
     for dev, nccl in db.rows(
         "SELECT device_id, sum(end_ns - start_ns) FROM kernels "
         "WHERE name ILIKE '%nccl%' OR name ILIKE '%rccl%' GROUP BY device_id ORDER BY 1"
