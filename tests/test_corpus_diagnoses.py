@@ -253,3 +253,29 @@ def test_reports_are_byte_identical_across_analyses(corpus: Path) -> None:
             finally:
                 loaded.close()
         assert len(texts) == 1, rel
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "engines/vllm_decode_full/capture_traces/"
+        "graph_capture_rank_0.1773709742341309550.pt.trace.json.gz",
+        "engines/sglang_decode/capture_traces/bs_32_rank0.json.gz",
+    ],
+)
+def test_graph_capture_traces_are_not_for_timing(corpus: Path, rel: str) -> None:
+    """The engines' capture traces record a CUDA/HIP graph being captured: kernels run
+    once, at capture speed. They name the operators behind a replay; their timing means
+    nothing, so the report says so and ranks nothing above info (no "critical 5 µs"), and
+    does not call a capture "warm-up" to be re-recorded."""
+    r = report_of(corpus, rel)
+    assert any("graph capture" in n for n in r["notes"])
+    assert all(f["severity"] == "info" for f in r["findings"])
+    assert not [f for f in r["findings"] if f["analyzer"] == "warmup"]
+
+
+def test_optimizer_advice_is_not_repeated_where_foreach_runs(corpus: Path) -> None:
+    """The V100 training trace already runs `aten::_foreach_add_`/`_foreach_mul_`: telling
+    it to use fused optimizers repeats what is done."""
+    r = report_of(corpus, "torch/v100_train_single_rank_ns.pt.trace.json.gz")
+    assert "foreach=True" not in advice_text(r)

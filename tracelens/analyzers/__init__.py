@@ -26,6 +26,7 @@ from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
 
 ANALYZERS: list[ModuleType] = [
     idle_gpu,
@@ -50,4 +51,4 @@ def run_all(db: TraceDB, thresholds: Thresholds) -> list[Finding]:
     for module in ANALYZERS:
         findings.extend(module.analyze(db, thresholds))
     findings = warmup.leave_out_warmup(findings, db, thresholds)
-    return rank(findings, thresholds)
+    return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tracelens.core.findings import Finding, severity_for
+from tracelens.core.findings import Finding, Severity, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.units import fmt_ns
 
@@ -143,10 +143,16 @@ def unique_titles(findings: list[Finding]) -> None:
                 f.title = f"{f.title} (#{i})"
 
 
-def rank(findings: list[Finding], t: Thresholds) -> list[Finding]:
-    """The ranked list: counted once, severity by share, readable and distinct titles."""
+def rank(findings: list[Finding], t: Thresholds, timing_valid: bool = True) -> list[Finding]:
+    """The ranked list: counted once, severity by share, readable and distinct titles.
+
+    Without valid timing (a graph-capture trace) nothing ranks above ``info``.
+    """
     findings = count_once(findings, t)
     apply_severity(findings, t)
+    if not timing_valid:
+        for f in findings:
+            f.severity = Severity.INFO
     findings.sort(key=lambda f: (-f.impact_ns, f.analyzer, f.id))
     readable_titles(findings)
     unique_titles(findings)

@@ -257,21 +257,26 @@ def _examples(kind: str, rows: list[dict[str, Any]]) -> list[str]:
             if r["name"] not in seen:
                 seen.append(r["name"])
         return [f"`{n}`" for n in seen[:3]]
-    by_name: dict[str, int] = {}
+    # per name, the union of its intervals: nested or repeated ranges count once
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by_name[r["name"]] = by_name.get(r["name"], 0) + int(r["end_ns"] - r["start_ns"])
+        grouped.setdefault(r["name"], []).append(r)
+    by_name = {
+        name: _union_ns(rs, min(int(r["start_ns"]) for r in rs), max(int(r["end_ns"]) for r in rs))
+        for name, rs in grouped.items()
+    }
     top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return [f"`{n}` ({fmt_ns(ns)})" for n, ns in top]
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     span = warmup_span(db, t)
-    if span is None:
-        return []
+    w = workload_of(db)
+    if span is None or w.graph_capture:
+        return []  # a capture trace is one-off work by nature: its note says so
     share = db.pct_of_window(span.duration_ns)
     if share < t.warmup_min_share_pct:
         return []
-    w = workload_of(db)
     parts = []
     for kind in ("annotated", "lazy_init", "compilation", "autotuning", "first_calls"):
         info = span.kinds.get(kind)
@@ -407,6 +412,7 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
                 f.impact_pct = f.impact_pct * rest / f.impact_ns if f.impact_ns else 0.0
                 f.impact_ns = rest
                 f.title = _IDLE_AMOUNT.sub(f"idle {fmt_ns(rest)} after the warm-up", f.title, 1)
+                f.summary += f" After the warm-up span, {fmt_ns(rest)} of it remains."
                 f.impact_basis += (
                     f" {fmt_ns(inside)} of these gaps fall in the warm-up span and are "
                     "counted by the warm-up finding; this is the rest."

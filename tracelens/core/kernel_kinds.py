@@ -265,7 +265,7 @@ def advice_for(
             parts.append("fuse them with `torch.compile`")
         else:
             parts.append("check why Inductor left them unfused (graph breaks)")
-        if wl.is_training:
+        if wl.is_training and not wl.fused_optimizer:
             parts.append("use fused optimizers (`foreach=True`/`fused=True`)")
         parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
         return "Many memory-bound elementwise kernels: " + ", ".join(parts) + "."

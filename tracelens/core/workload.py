@@ -64,6 +64,10 @@ class Workload:
     backward_ops: int
     # What the recording leaves out that the diagnosis would need (report notes).
     recording_notes: tuple[str, ...] = ()
+    # The optimizer already runs multi-tensor (foreach) or fused kernels.
+    fused_optimizer: bool = False
+    # The trace records a graph capture (stream capture, instantiation): not for timing.
+    graph_capture: bool = False
 
     @property
     def is_pytorch(self) -> bool:
@@ -194,6 +198,26 @@ def _detect(db: TraceDB) -> Workload:
         optimizer_steps=optimizer,
         backward_ops=backward,
         recording_notes=_recording_notes(db, api_names, len(kernel_names)),
+        fused_optimizer=bool(
+            _count(
+                db,
+                "cpu_ops",
+                "name LIKE 'aten::_foreach_%' OR name LIKE 'aten::_fused_adam%' "
+                "OR name LIKE 'aten::_fused_sgd%'",
+            )
+        ),
+        graph_capture=bool(
+            api_names
+            & {
+                "cudaStreamBeginCapture",
+                "hipStreamBeginCapture",
+                "cuStreamBeginCapture",
+                "cudaGraphInstantiate",
+                "hipGraphInstantiate",
+                "hipGraphInstantiateWithFlags",
+                "cudaGraphInstantiateWithFlags",
+            }
+        ),
     )
 
 
@@ -206,6 +230,12 @@ _LAUNCH_OR_COPY = re.compile(
 
 def _recording_notes(db: TraceDB, api_names: set[str], kernels: int) -> tuple[str, ...]:
     notes: list[str] = []
+    if api_names & {"cudaStreamBeginCapture", "hipStreamBeginCapture", "cuStreamBeginCapture"}:
+        notes.append(
+            "this trace records a CUDA/HIP graph capture: kernels recorded while capturing "
+            "do not run at their replay speed, so it names the operators behind a replay but "
+            "is not for timing; analyze a trace of the replays"
+        )
     launches = int(db.scalar("SELECT count(*) FROM api_calls") or 0)
     if launches >= 100 and kernels and all(_LAUNCH_OR_COPY.match(n) for n in api_names):
         notes.append(
