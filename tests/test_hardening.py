@@ -193,3 +193,32 @@ def test_utf8_bom_and_whitespace_only_files(tmp_path: Path) -> None:
         answer = upload(client, blank)
         assert answer.status_code == 400 and "only whitespace" in answer.json()["error"]
         assert time.monotonic() - started < 30
+
+
+def test_unknown_hosts_are_refused_and_rejected_uploads_spare_the_rate_limit(
+    tmp_path: Path,
+) -> None:
+    from web.settings import default_allowed_hosts
+
+    local = default_allowed_hosts("127.0.0.1", 8000, None) or ()
+    assert "127.0.0.1:8000" in local and "localhost:8000" in local
+    assert default_allowed_hosts("0.0.0.0", 8000, None) is None
+    assert default_allowed_hosts("0.0.0.0", 8000, "https://trace.example.com/") == (
+        "trace.example.com",
+    )
+
+    settings = make_settings(
+        tmp_path / "data",
+        allowed_hosts=("testserver.local",),
+        api_tokens=frozenset({"tok"}),
+        uploads_per_minute=2,
+    )
+    trace = write_planted(tmp_path / "p.pt.trace.json.gz")
+    with client_for(settings) as client:
+        # the Origin check compares with the Host header: a forged one must not pass
+        forged = client.get("/api/runs", headers={"host": "evil.example"})
+        assert forged.status_code == 400
+        for _ in range(4):  # refused for their token: they must not use up the allowance
+            assert upload(client, trace).status_code == 401
+        ok = upload(client, trace, headers={"authorization": "Bearer tok"})
+        assert ok.status_code == 201, ok.text

@@ -9,10 +9,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import click
-
-from tracelens.cli.options import fail
 
 # Fail at import, not mid-command: the core CLI then lists these commands as unavailable
 # and says which extra to install, instead of a traceback from a lazy import.
@@ -23,6 +22,13 @@ _MISSING = [
 ]
 if _MISSING:
     raise ImportError(f"{_MISSING[0]} is not installed", name=_MISSING[0])
+
+
+def fail(message: str) -> NoReturn:
+    # imported late: tracelens.cli loads this module as a plugin while it initializes
+    from tracelens.cli.options import fail as core_fail
+
+    core_fail(message)
 
 
 @click.command("serve")
@@ -74,6 +80,10 @@ def serve(
     from web.redis_check import redis_status
 
     settings = Settings.from_env(data_dir, **overrides)
+    if settings.allowed_hosts is None:
+        from web.settings import default_allowed_hosts
+
+        settings.allowed_hosts = default_allowed_hosts(host, port, settings.public_url)
     redis = redis_status(settings.redis_url)
     if redis is not None and redis.startswith("invalid"):
         fail(f"TRACELENS_REDIS_URL: {redis}")
@@ -98,6 +108,10 @@ def serve(
     os.environ["TRACELENS_HOME"] = str(settings.data_dir)
     if ingest_workers:
         os.environ["TRACELENS_INGEST_WORKERS"] = str(ingest_workers)
+    if settings.allowed_hosts:
+        os.environ["TRACELENS_ALLOWED_HOSTS"] = ",".join(settings.allowed_hosts)
+    if open_access:
+        os.environ["TRACELENS_OPEN_ACCESS"] = "1"
     uvicorn.run(
         "web.app:app_from_env",
         factory=True,

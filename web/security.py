@@ -169,7 +169,18 @@ def csrf_config(settings: Settings) -> CSRFConfig:
 
 
 def _is_upload(request: Request[Any, Any, Any]) -> bool:
-    return request.method == "POST" and request.url.path in UPLOAD_PATHS
+    """Uploads count against the rate limit, but only those the service would accept: a
+    request refused for its token (401) must not use up a real client's allowance."""
+    if request.method != "POST" or request.url.path not in UPLOAD_PATHS:
+        return False
+    access: AccessControl = request.app.state.services.access
+    if not access.tokens_required():
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    # HTML form uploads carry their token in the body: count them (the check comes later)
+    if scheme.lower() != "bearer":
+        return request.url.path != "/api/runs"
+    return bool(token.strip()) and access.token_valid(token.strip())
 
 
 def rate_limit_config(settings: Settings) -> RateLimitConfig:

@@ -13,6 +13,9 @@ Environment variables:
 - ``TRACELENS_INGEST_WORKERS``: traces ingested at once (2).
 - ``TRACELENS_SECRET_KEY``: CSRF signing key; generated once into the data directory.
 - ``TRACELENS_PUBLIC_URL``: base of permalinks when behind a proxy (default: request's host).
+- ``TRACELENS_ALLOWED_HOSTS``: comma-separated host names requests may address (others
+  answer 400); ``tracelens serve`` defaults it to the bind address, ``localhost`` and the
+  host of ``TRACELENS_PUBLIC_URL`` (any host when binding all interfaces without it).
 - ``TRACELENS_OPEN_ACCESS``: ``1`` accepts writes without a token even though catalog tokens
   exist or existed (``tracelens serve --open``); without it, revoking every token locks
   writes rather than opening them.
@@ -57,6 +60,9 @@ class Settings:
     public_url: str | None = None
     # Writes without a token although catalog tokens exist or existed (an explicit choice).
     open_access: bool = False
+    # Host names requests may address (the Host header); None accepts any. The Origin check
+    # compares against the Host header, so this is what makes it trustworthy.
+    allowed_hosts: tuple[str, ...] | None = None
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None, **overrides: object) -> Settings:
@@ -83,6 +89,12 @@ class Settings:
             "public_url": os.environ.get("TRACELENS_PUBLIC_URL") or None,
             "open_access": os.environ.get("TRACELENS_OPEN_ACCESS", "").strip().lower()
             in ("1", "true", "yes"),
+            "allowed_hosts": tuple(
+                h.strip()
+                for h in os.environ.get("TRACELENS_ALLOWED_HOSTS", "").split(",")
+                if h.strip()
+            )
+            or None,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -110,3 +122,25 @@ def _stored_secret(home: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(key)
     return key
+
+
+def default_allowed_hosts(
+    bind: str, port: int | None, public_url: str | None
+) -> tuple[str, ...] | None:
+    """The names this server answers to, as Host headers carry them (with the port): its
+    bind address, loopback names and the public URL's host. Binding every interface
+    without a public URL cannot know its names: any."""
+    from urllib.parse import urlsplit
+
+    hosts: list[str] = []
+    if public_url:
+        parts = urlsplit(public_url)
+        if parts.hostname:
+            hosts.append(parts.netloc.rsplit("@", 1)[-1])
+            hosts.append(parts.hostname)
+    if bind not in ("0.0.0.0", "::", ""):
+        for name in (bind, "localhost", "127.0.0.1", "[::1]"):
+            hosts.append(name)
+            if port is not None:
+                hosts.append(f"{name}:{port}")
+    return tuple(dict.fromkeys(hosts)) or None
