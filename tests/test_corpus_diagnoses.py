@@ -279,3 +279,12 @@ def test_optimizer_advice_is_not_repeated_where_foreach_runs(corpus: Path) -> No
     it to use fused optimizers repeats what is done."""
     r = report_of(corpus, "torch/v100_train_single_rank_ns.pt.trace.json.gz")
     assert "foreach=True" not in advice_text(r)
+
+
+def test_fp32_convolutions_on_volta_are_compute_bound(corpus: Path) -> None:
+    """ResNet-50's FP32 convolutions on a V100 run at 12-16 TFLOP/s with ~100 FLOP/byte:
+    compute-bound at the FP32 rate they run at (15.7 TFLOP/s), whatever the FP16 tensor
+    roofline the advice would move them to says."""
+    r = report_of(corpus, "torch/v100_resnet50_legacy2021.pt.trace.json.gz")
+    convs = [o for o in r["top_ops"] if o["name"] == "aten::cudnn_convolution"]
+    assert convs and convs[0]["bound"] == "compute"

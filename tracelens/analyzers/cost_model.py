@@ -11,9 +11,10 @@ give its work (:mod:`tracelens.core.op_cost`), the *ideal* time is the longest o
 - ``cost_min_kernel_ns`` per kernel it launched,
 
 and its impact is the GPU time beyond the ideal: never negative, never more than its time.
-The bound resource is the one that sets the ideal (compute when the arithmetic intensity
-is at or above the ridge point ``peak / bandwidth``). Without a known GPU there are no
-peaks and no estimate.
+The bound resource is judged at the math the operator runs now (an FP32 convolution on a
+V100 against the FP32 rate, not the FP16 tensor rate the advice would switch it to):
+compute when its arithmetic intensity is at or above the ridge point ``peak / bandwidth``.
+Without a known GPU there are no peaks and no estimate.
 
 Explicit attention: in one parent call, a batched matmul [.., L, d] x [.., d, S], then a
 softmax over [.., L, S], then a matmul [.., L, S] x [.., S, dv] is attention written out.
@@ -54,6 +55,9 @@ class OpEstimate:
     dtypes: set[str] = field(default_factory=set)
     math: str | None = None  # the peak used: "bf16 tensor", "fp32", ...
     peak_tflops: float | None = None
+    # the rate of the math it runs now (FP32 on CUDA cores for FP32 operators): what the
+    # bound resource is judged against, while the ideal uses the advised math
+    now_tflops: float | None = None
     mem_gbps: float | None = None
 
     @property
@@ -74,7 +78,7 @@ class OpEstimate:
             return None
         if self.kind == MEMORY or not self.peak_tflops or not self.mem_gbps:
             return "memory"
-        ridge = self.peak_tflops * 1e3 / self.mem_gbps  # FLOP per byte
+        ridge = (self.now_tflops or self.peak_tflops) * 1e3 / self.mem_gbps  # FLOP per byte
         return "compute" if (self.intensity or 0.0) >= ridge else "memory"
 
     def evidence(self) -> dict:
@@ -88,6 +92,7 @@ class OpEstimate:
             "bound": self.bound,
             "peak_used": self.math,
             "peak_tflops": self.peak_tflops,
+            "running_peak_tflops": self.now_tflops,
             "memory_gbps": self.mem_gbps,
             "ideal_ns": round(self.ideal_ns),
             "dtypes": sorted(self.dtypes),
@@ -257,6 +262,11 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
             est.kind = cost.kind
             est.math = label if cost.kind in _MATH_KINDS else None
             est.peak_tflops = tflops if cost.kind in _MATH_KINDS else None
+            est.now_tflops = (
+                (spec.peaks.fp32 if cost.dtype == "fp32" else tflops)
+                if cost.kind in _MATH_KINDS
+                else None
+            )
         est.mem_gbps = spec.peaks.mem_gbps
     return CostTables(spec, ops, attention, claimed)
 
