@@ -288,3 +288,11 @@ def test_fp32_convolutions_on_volta_are_compute_bound(corpus: Path) -> None:
     r = report_of(corpus, "torch/v100_resnet50_legacy2021.pt.trace.json.gz")
     convs = [o for o in r["top_ops"] if o["name"] == "aten::cudnn_convolution"]
     assert convs and convs[0]["bound"] == "compute"
+
+
+def test_an_encoder_is_not_told_about_kv_caches(corpus: Path) -> None:
+    """BERT-small is an encoder run once per input: there is no decoding to cache, and a
+    28 µs fused-attention call is bound by latency, not by its FLOPs."""
+    r = report_of(corpus, "engines/mi300_bert_small.json.gz")
+    text = advice_text(r)
+    assert "KV cache" not in text and "follows from its FLOPs" not in text

@@ -209,10 +209,13 @@ def advice_for(
         if is_fused_attention(kernel_name, op_name) or (
             wl.attention in ("flash", "efficient", "fused") and "softmax" not in kernel_name
         ):
+            # a KV cache and grouped-query heads are for generation; an encoder (BERT)
+            # or a training step has neither to gain
+            generating = wl.kind == "serving"
             return (
-                "Attention already runs as a fused kernel: its time follows from its FLOPs. "
-                "Cut the work instead: shorter or packed sequences (no padding), a KV cache "
-                "for decoding, grouped-query attention"
+                "Attention already runs as a fused kernel, so the lever is less work, not a "
+                "faster kernel: shorter or packed sequences (no padding)"
+                + (", a KV cache for decoding, grouped-query attention" if generating else "")
                 + (", FP8 attention" if gpu.has_tensor("fp8") else "")
                 + "."
             )
