@@ -296,3 +296,14 @@ def test_an_encoder_is_not_told_about_kv_caches(corpus: Path) -> None:
     r = report_of(corpus, "engines/mi300_bert_small.json.gz")
     text = advice_text(r)
     assert "KV cache" not in text and "follows from its FLOPs" not in text
+
+
+def test_the_fp32_finding_never_says_another_finding_claims_time_it_does_not(
+    corpus: Path,
+) -> None:
+    """On the V100 training trace hot_ops estimates no FP32 operator (no shapes), so the
+    FP32 finding counts all of it and must not say that `aten::add_` "claims the rest"."""
+    r = report_of(corpus, "torch/v100_train_single_rank_ns.pt.trace.json.gz")
+    fp32 = next(f for f in r["findings"] if f["analyzer"] == "occupancy" and "FP32" in f["title"])
+    assert "claims the rest" not in fp32["impact_basis"]
+    assert "counts the rest" not in fp32["impact_basis"]

@@ -235,7 +235,12 @@ def _fp32_math(
         impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
         "operators hot_ops does not already estimate and outside explicit attention; "
         "tensor-core math typically runs at least 2x the FP32 rate."
-        + (f" hot_ops claims the rest ({', '.join(sorted(claimed))})." if claimed else ""),
+        + (
+            # only the operators whose FP32 kernels are here: naming others claims nothing
+            f" hot_ops counts the rest ({', '.join(sorted(overlap))})."
+            if (overlap := claimed & {r["op_name"] for r in fp32})
+            else ""
+        ),
         summary=f"FP32 GEMM and single-precision cuDNN kernels ran {fmt_ns(fp32_ns)} "
         f"({share:.1f}% of kernel time).",
         evidence={
