@@ -368,6 +368,19 @@ def _waiting_finding(
     )
 
 
+def _mostly_all_to_all(collectives: list[dict]) -> bool:
+    """All-to-all is the largest collective and at least a third of collective time."""
+
+    def is_a2a(c: dict) -> bool:
+        name = str(c["collective"] or "").lower()
+        return "all_to_all" in name or "alltoall" in name
+
+    total = sum(int(c["kernel_ns"] or 0) for c in collectives)
+    a2a = sum(int(c["kernel_ns"] or 0) for c in collectives if is_a2a(c))
+    largest = max(collectives, key=lambda c: int(c["kernel_ns"] or 0), default=None)
+    return total > 0 and largest is not None and is_a2a(largest) and 3 * a2a >= total
+
+
 def _advice(overlap_pct: float, collectives: list[dict], wl: Workload) -> str:
     parts = []
     if not wl.is_pytorch:
@@ -382,6 +395,16 @@ def _advice(overlap_pct: float, collectives: list[dict], wl: Workload) -> str:
             "Overlap communication with compute: in tensor- or pipeline-parallel inference "
             "overlap the collectives with the next layer's GEMMs (async collectives, "
             "micro-batching), and prefer fused all-reduce kernels for small messages."
+        )
+    elif _mostly_all_to_all(collectives):
+        # embedding / expert exchanges, not gradient buckets: DDP settings do not touch them
+        parts.append(
+            "The largest collective is all-to-all (embedding or expert-parallel exchanges), "
+            "which gradient bucketing does not touch: overlap it with the dense part of the "
+            "step (pipeline the exchange of batch i+1 behind the compute of batch i, as "
+            "sparse/MoE training loops do), and balance tokens or ids across ranks so no "
+            "rank waits for a straggler. For the all-reduce share, keep DDP gradient "
+            "bucketing on and issue collectives with `async_op=True`."
         )
     elif overlap_pct < 50:
         parts.append(
