@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
 from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
+from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, Severity, finding_id, severity_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify
 from tracelens.core.thresholds import Thresholds
@@ -33,6 +34,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         return []
     build_kernel_attribution(db)
     wl = workload_of(db)
+    span = warmup_span(db, t)
+    tuning = span is not None and "autotuning" in span.kinds
     costs = cost_tables(db, t)
     findings: list[Finding] = []
     attention = _explicit_attention(db, t, costs, int(total))
@@ -104,7 +107,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 f"{int(op['kernels']):,} kernels totalling {fmt_ns(op['ns'])} "
                 f"({share:.1f}% of all kernel time).",
                 evidence=evidence,
-                advice=advice_for(kind, wl, top_kernel, name),
+                advice=advice_for(kind, wl, top_kernel, name, autotuning_seen=tuning),
             )
         )
     return findings

@@ -70,12 +70,6 @@ _CONV_OPS = "({n} LIKE '%convolution%' OR {n} LIKE '%conv2d%' OR {n} LIKE '%conv
 _IDLE_AMOUNT = re.compile(r"idle [0-9.,]+ [a-zµ]+ \([0-9.]+% of its window\)")
 
 
-# The clause of convolution advice that turns on cuDNN's algorithm search.
-_BENCHMARK_ADVICE = re.compile(
-    r",? (?:and )?`torch\.backends\.cudnn\.benchmark = True`[^.;]*(?=[.;])"
-)
-
-
 @dataclass
 class WarmupSpan:
     start_ns: int
@@ -385,9 +379,6 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
         if f.analyzer == ANALYZER:
             kept.append(f)
             continue
-        if "autotuning" in span.kinds and "cudnn.benchmark" in f.advice:
-            # The capture shows the algorithm search running: turning it on is no advice.
-            f.advice = _BENCHMARK_ADVICE.sub("", f.advice)
         if f.analyzer == "idle_gpu" and "device_id" in f.evidence and "cause" in f.evidence:
             inside = int(
                 db.scalar(

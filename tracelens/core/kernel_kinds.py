@@ -165,9 +165,17 @@ def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:
 
 
 def advice_for(
-    kind: KernelKind, wl: Workload | None, kernel_name: str = "", op_name: str = ""
+    kind: KernelKind,
+    wl: Workload | None,
+    kernel_name: str = "",
+    op_name: str = "",
+    autotuning_seen: bool = False,
 ) -> str:
-    """The advice for ``kind``, worded for the workload (framework, GPU, what is done)."""
+    """The advice for ``kind``, worded for the workload (framework, GPU, what is done).
+
+    ``autotuning_seen``: the capture shows cuDNN choosing convolution algorithms, so
+    turning its autotuner on is no advice.
+    """
     if wl is None:
         return kind.advice
     torch = wl.is_pytorch
@@ -253,6 +261,8 @@ def advice_for(
             + (
                 "; MIOpen picks algorithms from its find database (`MIOPEN_FIND_MODE`)"
                 if amd
+                else ""
+                if autotuning_seen
                 else ", and `torch.backends.cudnn.benchmark = True` for fixed input shapes"
             )
             + "."
