@@ -90,6 +90,12 @@ def _own_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
     return f"{connection.url.scheme}://{host}"
 
 
+def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, or ""."""
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 class AccessControl:
     """Token and origin checks, used as Litestar guards on state-changing routes."""
 
@@ -127,29 +133,24 @@ class AccessControl:
             raise PermissionDeniedException(f"cross-origin request from {origin} refused")
         if origin == "null":
             raise PermissionDeniedException("request from an opaque origin refused")
-        if not self.tokens_required(fresh=True):
-            return
-        auth = connection.headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else form_token
-        if not token:
-            raise NotAuthorizedException(
-                "this service requires an API token: send 'Authorization: Bearer <token>'"
-            )
-        if not self.token_valid(token):
-            raise NotAuthorizedException("unknown API token")
+        self._require_token(
+            bearer_token(connection) or form_token,
+            "this service requires an API token: send 'Authorization: Bearer <token>'",
+        )
 
     def check_read(self, connection: ASGIConnection[Any, Any, Any, Any]) -> None:
         """Reads of kept originals: a valid token once the service has tokens."""
+        self._require_token(
+            bearer_token(connection),
+            "the kept original needs an API token: send 'Authorization: Bearer <token>'",
+        )
+
+    def _require_token(self, token: str, missing: str) -> None:
         if not self.tokens_required(fresh=True):
             return
-        auth = connection.headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise NotAuthorizedException(
-                "the kept original needs an API token: send 'Authorization: Bearer <token>'"
-            )
-        if not self.token_valid(token.strip()):
+        if not token:
+            raise NotAuthorizedException(missing)
+        if not self.token_valid(token):
             raise NotAuthorizedException("unknown API token")
 
     def guard(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -176,11 +177,11 @@ def _is_upload(request: Request[Any, Any, Any]) -> bool:
     access: AccessControl = request.app.state.services.access
     if not access.tokens_required():
         return True
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = bearer_token(request)
     # HTML form uploads carry their token in the body: count them (the check comes later)
-    if scheme.lower() != "bearer":
+    if not token:
         return request.url.path != "/api/runs"
-    return bool(token.strip()) and access.token_valid(token.strip())
+    return access.token_valid(token)
 
 
 def rate_limit_config(settings: Settings) -> RateLimitConfig:
