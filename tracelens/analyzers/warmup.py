@@ -30,6 +30,7 @@ other finding whose time ranges fall in the span says that it includes warm-up.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,20 +178,23 @@ def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _union_ns(rows: list[dict[str, Any]], lo: int, hi: int) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted((max(lo, r["start_ns"]), min(hi, r["end_ns"])) for r in rows):
+def _union_steps(intervals: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """For intervals sorted by start: after each one, (end of the union so far, its length)."""
+    covered, cur_s, cur_e = 0, 0, None
+    for s, e in intervals:
         if e <= s:
             continue
         if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
+            covered += 0 if cur_e is None else cur_e - cur_s
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
-    return total
+        yield cur_e, covered + (cur_e - cur_s)
+
+
+def _union_ns(rows: list[dict[str, Any]], lo: int, hi: int) -> int:
+    clipped = sorted((max(lo, int(r["start_ns"])), min(hi, int(r["end_ns"]))) for r in rows)
+    return max((length for _, length in _union_steps(clipped)), default=0)
 
 
 def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
@@ -209,19 +213,10 @@ def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
         for r in rows
         if r["start_ns"] <= latest_start and r["end_ns"] > w_start
     )
-    end, covered, cur_s, cur_e = w_start, 0, None, None
-    for s_ns, e_ns in spans:
-        if e_ns <= s_ns:
-            continue
-        if cur_e is None or s_ns > cur_e:
-            if cur_e is not None:
-                covered += cur_e - cur_s  # type: ignore[operator]
-            cur_s, cur_e = s_ns, e_ns
-        else:
-            cur_e = max(cur_e, e_ns)
-        so_far = covered + (cur_e - cur_s)  # type: ignore[operator]
-        if so_far * 100 >= t.warmup_min_coverage_pct * (cur_e - w_start):
-            end = max(end, cur_e)
+    end = w_start
+    for union_end, covered in _union_steps(spans):
+        if covered * 100 >= t.warmup_min_coverage_pct * (union_end - w_start):
+            end = max(end, union_end)
     if end <= w_start:
         return None
     span = WarmupSpan(w_start, end)
