@@ -79,7 +79,7 @@ def short_subject(name: str) -> str:
     if m:
         text = f"{m.group(1)}()"
     # C++ kernel signatures: drop the return type and the argument list
-    if "(" in text and text.endswith(")") and ("<" in text or "::" in text):
+    if "(" in text and text.endswith(")") and not text.endswith("()"):
         depth = 0
         for i, ch in enumerate(text):
             if ch in "<":
@@ -87,7 +87,9 @@ def short_subject(name: str) -> str:
             elif ch == ">":
                 depth -= 1
             elif ch == "(" and depth == 0 and i > 0:
-                text = text[:i]
+                # a call's argument list ("f(int, float)"), not words in parentheses
+                if text[i - 1].isalnum() or text[i - 1] in "_>":
+                    text = text[:i]
                 break
         text = text.removeprefix("void ")
     if len(text) > _SUBJECT_MAX:
