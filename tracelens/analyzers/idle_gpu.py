@@ -398,13 +398,19 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     id=finding_id(ANALYZER, dev.device_id, cause),
                     analyzer=ANALYZER,
                     title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
-                    f"{title}",
+                    f"{title}" + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     severity=severity_for(impact_pct, t),
                     impact_ns=ns,
                     impact_pct=impact_pct,
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({_RULES[cause]}); removing their cause gives back at most this "
-                    "much GPU time.",
+                    "much GPU time."
+                    + (
+                        " The trace keeps only launch and copy runtime calls, so the events, "
+                        "waits and syncs that decide a cause may be missing."
+                        if w.filtered
+                        else ""
+                    ),
                     summary=f"{label} was busy {dev.busy_pct:.2f}% of its "
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
                     f"({share:.1f}%) have this cause: {title}.",

@@ -68,6 +68,8 @@ class Workload:
     fused_optimizer: bool = False
     # The trace records a graph capture (stream capture, instantiation): not for timing.
     graph_capture: bool = False
+    # Only launch and copy runtime calls survive: filtered or sampled after recording.
+    filtered: bool = False
 
     @property
     def is_pytorch(self) -> bool:
@@ -198,6 +200,7 @@ def _detect(db: TraceDB) -> Workload:
         optimizer_steps=optimizer,
         backward_ops=backward,
         recording_notes=_recording_notes(db, api_names, len(kernel_names)),
+        filtered=_filtered(db, api_names, len(kernel_names)),
         fused_optimizer=bool(
             _count(
                 db,
@@ -228,6 +231,11 @@ _LAUNCH_OR_COPY = re.compile(
 )
 
 
+def _filtered(db: TraceDB, api_names: set[str], kernels: int) -> bool:
+    calls = int(db.scalar("SELECT count(*) FROM api_calls") or 0)
+    return calls >= 100 and kernels > 0 and all(_LAUNCH_OR_COPY.match(n) for n in api_names)
+
+
 def _recording_notes(db: TraceDB, api_names: set[str], kernels: int) -> tuple[str, ...]:
     notes: list[str] = []
     if api_names & {"cudaStreamBeginCapture", "hipStreamBeginCapture", "cuStreamBeginCapture"}:
@@ -236,8 +244,7 @@ def _recording_notes(db: TraceDB, api_names: set[str], kernels: int) -> tuple[st
             "do not run at their replay speed, so it names the operators behind a replay but "
             "is not for timing; analyze a trace of the replays"
         )
-    launches = int(db.scalar("SELECT count(*) FROM api_calls") or 0)
-    if launches >= 100 and kernels and all(_LAUNCH_OR_COPY.match(n) for n in api_names):
+    if _filtered(db, api_names, kernels):
         notes.append(
             "the trace holds only launch and copy runtime calls (no event, stream-wait or "
             "synchronize calls): it was probably filtered or sampled after recording, so "
