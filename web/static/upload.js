@@ -21,29 +21,25 @@
 
   function follow(run) {
     bar.hidden = false;
-    const poll = () => {
-      fetch("/api/runs/" + encodeURIComponent(run.id), { headers: { Accept: "application/json" } })
-        .then((r) => r.json())
-        .then((r) => {
-          if (r.status === "ready") {
-            say("Ready: opening the run…");
-            window.location.assign("/runs/" + encodeURIComponent(r.id));
-          } else if (r.status === "failed") {
-            bar.hidden = true;
-            say("Ingestion failed: " + (r.error || "unknown error") + " ", true);
-            const link = document.createElement("a");
-            link.href = "/runs/" + encodeURIComponent(r.id);
-            link.textContent = "(the run)";
-            status.appendChild(link);
-          } else {
-            bar.value = r.progress || 0;
-            say(r.status === "queued" ? "Queued for ingestion…" : "Ingesting… " + Math.round(100 * (r.progress || 0)) + "%");
-            setTimeout(poll, 700);
-          }
-        })
-        .catch(() => setTimeout(poll, 1500));
-    };
-    poll();
+    window.tracelens.followRun(run.id, {
+      progress: (r, pct) => {
+        bar.value = r.progress || 0;
+        say(r.status === "queued" ? "Queued for ingestion…" : "Ingesting… " + pct + "%");
+      },
+      done: (r) => {
+        if (r.status === "ready") {
+          say("Ready: opening the run…");
+          window.location.assign("/runs/" + encodeURIComponent(r.id));
+          return;
+        }
+        bar.hidden = true;
+        say("Ingestion failed: " + (r.error || "unknown error") + " ", true);
+        const link = document.createElement("a");
+        link.href = "/runs/" + encodeURIComponent(r.id);
+        link.textContent = "(the run)";
+        status.appendChild(link);
+      },
+    });
   }
 
   function send(file) {
