@@ -17,7 +17,7 @@ from litestar.params import FromQuery
 from litestar.response import Template
 
 from tracelens.report.diff import build_diff
-from tracelens.report.render.diff import _delta, _value, render_diff_markdown
+from tracelens.report.render.diff import fmt_delta, fmt_value, render_diff_markdown
 from web.catalog import RunStatus
 from web.catalog import runs as catalog_runs
 from web.routes.api_runs import load_ready_run, run_json
@@ -118,8 +118,8 @@ def compare_page(
                 "run_b": run_b,
                 "markdown": render_diff_markdown(d),
                 # The CLI's formatting, so the page and the copied Markdown read alike.
-                "fmt_value": _value,
-                "fmt_delta": _delta,
+                "fmt_value": fmt_value,
+                "fmt_delta": fmt_delta,
             }
         )
     return Template("compare.html", context=context)

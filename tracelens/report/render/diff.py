@@ -8,7 +8,8 @@ from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.markdown import md_text
 
 
-def _value(v: float | int | None, unit: str) -> str:
+def fmt_value(v: float | int | None, unit: str) -> str:
+    """A metric in its unit, as the diff shows it (``-`` when missing)."""
     if v is None:
         return "-"
     if unit == "ns":
@@ -22,11 +23,12 @@ def _value(v: float | int | None, unit: str) -> str:
     return f"{v:,}"
 
 
-def _delta(row: dict[str, Any]) -> str:
+def fmt_delta(row: dict[str, Any]) -> str:
+    """A metric row's change, signed, with its percentage when known."""
     if row["delta"] is None:
         return "n/a"
     sign = "+" if row["delta"] > 0 else ""
-    d = _value(row["delta"], row["unit"]) if row["unit"] != "pct" else f"{row['delta']:.2f} pt"
+    d = fmt_value(row["delta"], row["unit"]) if row["unit"] != "pct" else f"{row['delta']:.2f} pt"
     pct = f" ({row['delta_pct']:+.1f}%)" if row["delta_pct"] is not None else ""
     return f"{sign}{d}{pct}"
 
@@ -88,8 +90,8 @@ def render_diff_text(d: dict[str, Any]) -> str:
     for r in d["metrics"]:
         mark = "" if r["changed"] else "  (same)"
         lines.append(
-            f"  {r['label']:<28} {_value(r['baseline'], r['unit']):>14} "
-            f"{_value(r['candidate'], r['unit']):>14}  {_delta(r)}{mark}"
+            f"  {r['label']:<28} {fmt_value(r['baseline'], r['unit']):>14} "
+            f"{fmt_value(r['candidate'], r['unit']):>14}  {fmt_delta(r)}{mark}"
         )
     for key, title in (("kernels", "Kernels"), ("operators", "Operators")):
         if d[key]:
@@ -122,8 +124,8 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
     ]
     for r in d["metrics"]:
         lines.append(
-            f"| {r['label']} | {_value(r['baseline'], r['unit'])} | "
-            f"{_value(r['candidate'], r['unit'])} | {_delta(r)} |"
+            f"| {r['label']} | {fmt_value(r['baseline'], r['unit'])} | "
+            f"{fmt_value(r['candidate'], r['unit'])} | {fmt_delta(r)} |"
         )
     for key, title in (("kernels", "Kernels"), ("operators", "Operators")):
         if d[key]:
