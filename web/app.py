@@ -10,7 +10,6 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Litestar, get
 from litestar.config.allowed_hosts import AllowedHostsConfig
-from litestar.config.response_cache import ResponseCacheConfig
 from litestar.di import NamedDependency, Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
@@ -151,7 +150,6 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             rate_limit_config(settings).middleware,
         ],
         stores=store_registry(settings),
-        response_cache_config=ResponseCacheConfig(),
         before_send=[security_headers_hook],
         allowed_hosts=(
             AllowedHostsConfig(allowed_hosts=list(settings.allowed_hosts), www_redirect=False)

@@ -21,7 +21,6 @@ from litestar.config.csrf import CSRFConfig
 from litestar.connection import ASGIConnection
 from litestar.datastructures import MutableScopeHeaders
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
-from litestar.handlers import BaseRouteHandler
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.stores.registry import StoreRegistry
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,8 +41,7 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "cross-origin-opener-policy": "same-origin",
 }
-UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-UPLOAD_PATHS = frozenset({"/api/runs", "/runs/upload"})
+UPLOAD_PATH = "/api/runs"
 
 
 def reject_nul_middleware(app: ASGIApp) -> ASGIApp:
@@ -97,7 +95,7 @@ def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
 
 
 class AccessControl:
-    """Token and origin checks, used as Litestar guards on state-changing routes."""
+    """Token and origin checks, called by the handlers that change or hand out runs."""
 
     # Whether the catalog holds tokens is re-read at most this often (every page asks).
     TOKENS_TTL_S = 2.0
@@ -153,9 +151,6 @@ class AccessControl:
         if not self.token_valid(token):
             raise NotAuthorizedException("unknown API token")
 
-    def guard(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        self.check(connection)
-
 
 def csrf_config(settings: Settings) -> CSRFConfig:
     # The JSON API is for scripts (curl -F file=@...): it is protected by the Origin check
@@ -172,16 +167,13 @@ def csrf_config(settings: Settings) -> CSRFConfig:
 def _is_upload(request: Request[Any, Any, Any]) -> bool:
     """Uploads count against the rate limit, but only those the service would accept: a
     request refused for its token (401) must not use up a real client's allowance."""
-    if request.method != "POST" or request.url.path not in UPLOAD_PATHS:
+    if request.method != "POST" or request.url.path != UPLOAD_PATH:
         return False
     access: AccessControl = request.app.state.services.access
     if not access.tokens_required():
         return True
     token = bearer_token(request)
-    # HTML form uploads carry their token in the body: count them (the check comes later)
-    if not token:
-        return request.url.path != "/api/runs"
-    return access.token_valid(token)
+    return bool(token) and access.token_valid(token)
 
 
 def rate_limit_config(settings: Settings) -> RateLimitConfig:

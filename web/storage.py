@@ -7,7 +7,6 @@ the run id (random hex) and the detected format, never from the uploaded file na
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -56,8 +55,3 @@ def write_json_atomic(path: Path, data: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def remove_quietly(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()

@@ -12,7 +12,6 @@ from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
 
-from tracelens.core.findings import Severity
 from tracelens.report.render.markdown import finding_markdown
 from tracelens.report.render.workload import workload_line
 from web.catalog import Run, RunStatus
@@ -185,13 +184,6 @@ def delete_run_form(
     svc.access.check(request, form_token=data.get("token", ""))
     remove_run(svc, run_id)
     return Redirect("/", status_code=303)
-
-
-def severity_rank(label: str) -> int:
-    try:
-        return int(Severity.parse(label))
-    except ValueError:
-        return 0
 
 
 ROUTES = [runs_page, run_page, finding_page, delete_run_form]
