@@ -265,6 +265,56 @@ def test_openapi_schema_lists_the_api(tmp_path: Path) -> None:
         assert client.get("/api/runs/0123456789ab").json() == {"error": "no run '0123456789ab'"}
 
 
+def _response_properties(spec: dict, path: str, method: str, status: int) -> set[str]:
+    """The property names the OpenAPI document gives one response's JSON body."""
+    body = spec["paths"][path][method]["responses"][str(status)]["content"]["application/json"]
+    schema = body["schema"]
+    if "$ref" in schema:
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return set(schema.get("properties", {}))
+
+
+def test_openapi_schema_describes_the_json_answers(tmp_path: Path, planted: Path) -> None:
+    """The documented response bodies are the ones the service sends, errors included."""
+    with client_for(make_settings(tmp_path / "data"), start_worker=False) as client:
+        spec = client.get("/schema/openapi.json").json()
+        uploaded = upload(client, planted)
+        assert uploaded.status_code == 201
+        again = upload(client, planted)
+        assert again.status_code == 200 and again.json()["duplicate"]
+        run_id = uploaded.json()["id"]
+        answers = [
+            ("/api/runs", "post", 201, uploaded.json()),
+            ("/api/runs", "post", 200, again.json()),
+            ("/api/runs", "get", 200, client.get("/api/runs").json()),
+            ("/api/runs/{run_id}", "get", 200, client.get(f"/api/runs/{run_id}").json()),
+            ("/api/runs/{run_id}", "get", 404, client.get("/api/runs/0123456789ab").json()),
+            ("/api/runs", "get", 400, client.get("/api/runs", params={"limit": 0}).json()),
+            (
+                "/api/runs/{run_id}/report",
+                "get",
+                409,
+                client.get(f"/api/runs/{run_id}/report").json(),
+            ),
+            ("/api/health", "get", 200, client.get("/api/health").json()),
+        ]
+        for path, method, status, answer in answers:
+            documented = _response_properties(spec, path, method, status)
+            assert set(answer) <= documented, (path, method, status)
+            assert documented, (path, method, status)
+        listed = client.get("/api/runs").json()["runs"][0]
+        run_schema = spec["components"]["schemas"]["RunView"]
+        assert set(listed) == set(run_schema["properties"]) == set(run_schema["required"])
+        assert set(listed["links"]) == set(spec["components"]["schemas"]["RunLinks"]["properties"])
+        # every API refusal is documented with the service's own error body
+        for path, item in spec["paths"].items():
+            for method, op in item.items():
+                for status in op["responses"]:
+                    if status.startswith(("4", "5")):
+                        props = _response_properties(spec, path, method, int(status))
+                        assert props == {"error"}, (path, method, status)
+
+
 def test_optional_report_sections_get_a_panel_on_the_run_page(
     tmp_path: Path, planted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

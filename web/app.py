@@ -5,12 +5,11 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
-from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from litestar import Litestar, get
+from litestar import Litestar
 from litestar.config.allowed_hosts import AllowedHostsConfig
-from litestar.di import NamedDependency, Provide
+from litestar.di import Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
@@ -24,8 +23,12 @@ from tracelens.core.units import fmt_bytes, fmt_ns
 from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
-from web.redis_check import redis_status
-from web.routes import api_runs, api_timeline, compare, pages
+from web.routes.api_report import ReportController
+from web.routes.api_runs import RunController, RunsController
+from web.routes.api_timeline import TimelineController
+from web.routes.compare import CompareApiController, ComparePageController
+from web.routes.health import health
+from web.routes.pages import RunListPageController, RunPagesController
 from web.run_data import RunData
 from web.security import (
     AccessControl,
@@ -76,19 +79,6 @@ def _template_engine() -> JinjaTemplateEngine:
     return JinjaTemplateEngine.from_environment(env)
 
 
-@get(
-    "/api/health", summary="Liveness, and whether the configured Redis answers", sync_to_thread=True
-)
-def health(svc: NamedDependency[Services]) -> dict[str, Any]:
-    body: dict[str, Any] = {"status": "ok", "version": __version__}
-    redis = redis_status(svc.settings.redis_url)
-    if redis is not None:
-        body["redis"] = redis
-        if redis != "ok":
-            body["status"] = "degraded"
-    return body
-
-
 def app_from_env() -> Litestar:
     """App factory for servers started by import string (several worker processes)."""
     return create_app(Settings.from_env())
@@ -128,11 +118,15 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
 
     app = Litestar(
         route_handlers=[
-            *api_runs.ROUTES,
-            *api_timeline.ROUTES,
-            *pages.ROUTES,
-            *compare.ROUTES,
+            RunsController,
+            RunController,
+            ReportController,
+            TimelineController,
+            CompareApiController,
             health,
+            RunListPageController,
+            RunPagesController,
+            ComparePageController,
             create_static_files_router(path="/static", directories=[HERE / "static"]),
         ],
         dependencies={"svc": Provide(lambda: services, sync_to_thread=False)},

@@ -9,12 +9,19 @@ import logging
 from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import ClientException, HTTPException, ValidationException
 from litestar.response import Template
 
+from web.api_schema import ErrorBody
 from web.uploads import UploadError
 
 log = logging.getLogger("tracelens.web")
+
+
+class ConflictException(ClientException):
+    """The run exists but cannot answer yet: not ready, or already being ingested."""
+
+    status_code = 409
 
 
 def _message(exc: HTTPException) -> str:
@@ -33,7 +40,7 @@ def _respond(request: Request[Any, Any, Any], status: int, message: str) -> Resp
     if request.url.path.startswith(("/api", "/schema")) or "text/html" not in request.headers.get(
         "accept", ""
     ):
-        return Response({"error": message}, status_code=status)
+        return Response(ErrorBody(message), status_code=status)
     return Template(
         "error.html", context={"status": status, "message": message}, status_code=status
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
@@ -304,29 +303,3 @@ def findings_of(s: Session, run_id: str) -> list[dict[str, Any]]:
 def finding_of(s: Session, run_id: str, finding_id: str) -> dict[str, Any] | None:
     row = s.get(FindingRow, (run_id, finding_id))
     return row.json if row is not None else None
-
-
-def run_dict(run: Run) -> dict[str, Any]:
-    """The run as the API shows it."""
-
-    def iso(d: datetime | None) -> str | None:
-        return d.isoformat() if d is not None else None
-
-    return {
-        "id": run.id,
-        "name": run.name,
-        "tags": run.tag_list,
-        "status": run.status,
-        "error": run.error,
-        "progress": round(run.progress, 4),
-        "original_filename": run.original_filename,
-        "size_bytes": run.size_bytes,
-        "sha256": run.sha256,
-        "format": run.format,
-        "finding_count": run.finding_count,
-        "top_severity": run.top_severity,
-        "facts": run.facts or {},
-        "created_at": iso(run.created_at),
-        "updated_at": iso(run.updated_at),
-        "ready_at": iso(run.ready_at),
-    }

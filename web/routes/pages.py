@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, Response, get, post
+from litestar import Controller, Request, Response
 from litestar.di import NamedDependency
 from litestar.enums import MediaType, RequestEncodingType
 from litestar.exceptions import NotFoundException
@@ -14,17 +14,14 @@ from litestar.utils.scope.state import ScopeState
 
 from tracelens.report.render.markdown import finding_markdown
 from tracelens.report.render.workload import workload_line
+from web.api_schema import RunView
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
-from web.routes.api_runs import (
-    ConflictException,
-    find_finding,
-    load_run,
-    open_run_database,
-    permalink,
-    remove_run,
-    run_json,
-)
+from web.errors import ConflictException
+from web.permalinks import finding_permalink
+from web.routes.blocking import blocking_get, blocking_post
+from web.run_lifecycle import remove_run
+from web.run_lookup import find_finding, load_run, open_run_database, ready_report
 from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
@@ -58,29 +55,6 @@ def section_title(key: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-@get("/", include_in_schema=False, sync_to_thread=True)
-def runs_page(
-    svc: NamedDependency[Services],
-    q: FromQuery[str | None] = None,
-    tag: FromQuery[str | None] = None,
-) -> Template:
-    with svc.catalog.session() as s:
-        runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
-        tags = catalog_runs.all_tags(s)
-    return Template(
-        "runs.html",
-        context={
-            "runs": [run_json(r) for r in runs],
-            "total": total,
-            "tags": tags,
-            "q": q or "",
-            "tag": tag or "",
-            "tokens_required": svc.access.tokens_required(),
-            "max_upload_bytes": svc.settings.max_upload_bytes,
-        },
-    )
-
-
 def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[int]]]:
     """Each finding's time ranges relative to the timeline's origin (what the JS draws)."""
     return {
@@ -93,35 +67,9 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
     }
 
 
-@get("/runs/{run_id:str}", include_in_schema=False, sync_to_thread=True)
-def run_page(
-    request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
-) -> Response[str]:
-    run = load_run(svc, run_id)
-    tokens_required = svc.access.tokens_required()
-    html = None
-    if run.status == RunStatus.READY:
-        # A ready run's page depends only on its report: render it once per ingest
-        # generation. The per-visitor CSRF token is spliced in afterwards.
-        try:
-            html = svc.run_data.memo(
-                (run.id, run.generation, "page", tokens_required),
-                lambda: _render_run_page(svc, run, tokens_required),
-            )
-        except ConflictException:  # built by an older version: now queued to re-ingest
-            run = load_run(svc, run_id)
-    if html is None:
-        html = _render_run_page(svc, run, tokens_required)
-    token = ScopeState.from_scope(request.scope).csrf_token
-    return Response(
-        html.replace(CSRF_PLACEHOLDER, token if isinstance(token, str) else ""),
-        media_type=MediaType.HTML,
-    )
-
-
 def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
     context: dict[str, Any] = {
-        "run": run_json(run),
+        "run": RunView.of(run),
         "report": None,
         "extra_sections": [],
         "tokens_required": tokens_required,
@@ -129,7 +77,7 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
         "csrf_token": lambda: CSRF_PLACEHOLDER,
     }
     if run.status == RunStatus.READY:
-        report = svc.run_data.report(run.id, run.generation)
+        report = ready_report(svc, run)
         cur, meta = open_run_database(svc, run)
         cur.close()
         context["report"] = report
@@ -149,41 +97,96 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
     return svc.templates.get_template("run.html").render(**context)
 
 
-@get("/runs/{run_id:str}/findings/{finding_id:str}", include_in_schema=False, sync_to_thread=True)
-def finding_page(
-    request: Request[Any, Any, Any],
-    svc: NamedDependency[Services],
-    run_id: FromPath[str],
-    finding_id: FromPath[str],
-) -> Template:
-    run = load_run(svc, run_id)
-    if run.status != RunStatus.READY:
-        raise NotFoundException(
-            f"run {run_id} is {run.status}; its findings appear once it is ready"
+class RunListPageController(Controller):
+    path = "/"
+    include_in_schema = False
+
+    @blocking_get("/")
+    def runs_page(
+        self,
+        svc: NamedDependency[Services],
+        q: FromQuery[str | None] = None,
+        tag: FromQuery[str | None] = None,
+    ) -> Template:
+        with svc.catalog.session() as s:
+            runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
+            tags = catalog_runs.all_tags(s)
+        return Template(
+            "runs.html",
+            context={
+                "runs": [RunView.of(r) for r in runs],
+                "total": total,
+                "tags": tags,
+                "q": q or "",
+                "tag": tag or "",
+                "tokens_required": svc.access.tokens_required(),
+                "max_upload_bytes": svc.settings.max_upload_bytes,
+            },
         )
-    _, f = find_finding(svc, run_id, finding_id)
-    link = permalink(svc, request, run_id, finding_id)
-    return Template(
-        "finding.html",
-        context={
-            "run": run_json(run),
-            "f": f,
-            "permalink": link,
-            "markdown": finding_markdown(f, permalink=link),
-        },
-    )
 
 
-@post("/runs/{run_id:str}/delete", include_in_schema=False, sync_to_thread=True)
-def delete_run_form(
-    request: Request[Any, Any, Any],
-    svc: NamedDependency[Services],
-    run_id: FromPath[str],
-    data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
-) -> Redirect:
-    svc.access.check(request, form_token=data.get("token", ""))
-    remove_run(svc, run_id)
-    return Redirect("/", status_code=303)
+class RunPagesController(Controller):
+    path = "/runs/{run_id:str}"
+    include_in_schema = False
 
+    @blocking_get("/")
+    def run_page(
+        self, request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+    ) -> Response[str]:
+        run = load_run(svc, run_id)
+        tokens_required = svc.access.tokens_required()
+        html = None
+        if run.status == RunStatus.READY:
+            # A ready run's page depends only on its report: render it once per ingest
+            # generation. The per-visitor CSRF token is spliced in afterwards.
+            try:
+                html = svc.run_data.memo(
+                    (run.id, run.generation, "page", tokens_required),
+                    lambda: _render_run_page(svc, run, tokens_required),
+                )
+            except ConflictException:  # built by an older version: now queued to re-ingest
+                run = load_run(svc, run_id)
+        if html is None:
+            html = _render_run_page(svc, run, tokens_required)
+        token = ScopeState.from_scope(request.scope).csrf_token
+        return Response(
+            html.replace(CSRF_PLACEHOLDER, token if isinstance(token, str) else ""),
+            media_type=MediaType.HTML,
+        )
 
-ROUTES = [runs_page, run_page, finding_page, delete_run_form]
+    @blocking_get("/findings/{finding_id:str}")
+    def finding_page(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        finding_id: FromPath[str],
+    ) -> Template:
+        run = load_run(svc, run_id)
+        if run.status != RunStatus.READY:
+            raise NotFoundException(
+                f"run {run_id} is {run.status}; its findings appear once it is ready"
+            )
+        _, f = find_finding(svc, run_id, finding_id)
+        link = finding_permalink(svc.settings, request, run_id, finding_id)
+        return Template(
+            "finding.html",
+            context={
+                "run": RunView.of(run),
+                "f": f,
+                "permalink": link,
+                "markdown": finding_markdown(f, permalink=link),
+            },
+        )
+
+    @blocking_post("/delete")
+    def delete_run_form(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Redirect:
+        svc.access.check(request, form_token=data.get("token", ""))
+        remove_run(svc, run_id)
+        return Redirect("/", status_code=303)

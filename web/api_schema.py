@@ -1,0 +1,188 @@
+"""The JSON bodies the API answers with, as msgspec Structs.
+
+Handlers return these rather than dicts so that ``/schema/openapi.json`` describes every
+answer, errors included. Payloads computed by the analysis core (the report, a finding, the
+diff's tables) stay loosely typed here: their shape is documented in docs/json-schema.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Self
+
+import msgspec
+from litestar.openapi.datastructures import ResponseSpec
+
+from web.catalog import Run, RunStatus
+
+
+class ErrorBody(msgspec.Struct):
+    """Every refusal, under /api: one line saying what was wrong."""
+
+    error: str
+
+
+class RunLinks(msgspec.Struct):
+    self_: str = msgspec.field(name="self")
+    page: str
+    findings: str
+    report: str
+    timeline: str
+    source: str
+
+    @classmethod
+    def of(cls, run_id: str) -> RunLinks:
+        api = f"/api/runs/{run_id}"
+        return cls(
+            self_=api,
+            page=f"/runs/{run_id}",
+            findings=f"{api}/findings",
+            report=f"{api}/report",
+            timeline=f"{api}/timeline",
+            source=f"{api}/source",
+        )
+
+
+def _iso(d: datetime | None) -> str | None:
+    return d.isoformat() if d is not None else None
+
+
+class RunView(msgspec.Struct):
+    """A run as the API and the pages show it: status, progress, facts, links."""
+
+    id: str
+    name: str
+    tags: list[str]
+    status: RunStatus
+    error: str | None
+    progress: float
+    original_filename: str
+    size_bytes: int
+    sha256: str
+    format: str | None
+    finding_count: int
+    top_severity: str | None
+    facts: dict[str, Any]
+    created_at: str | None
+    updated_at: str | None
+    ready_at: str | None
+    links: RunLinks
+
+    @classmethod
+    def of(cls, run: Run) -> Self:
+        return cls(
+            id=run.id,
+            name=run.name,
+            tags=run.tag_list,
+            status=RunStatus(run.status),
+            error=run.error,
+            progress=round(run.progress, 4),
+            original_filename=run.original_filename,
+            size_bytes=run.size_bytes,
+            sha256=run.sha256,
+            format=run.format,
+            finding_count=run.finding_count,
+            top_severity=run.top_severity,
+            facts=run.facts or {},
+            created_at=_iso(run.created_at),
+            updated_at=_iso(run.updated_at),
+            ready_at=_iso(run.ready_at),
+            links=RunLinks.of(run.id),
+        )
+
+
+class UploadedRun(RunView):
+    """The answer to an upload: the run, and whether the same bytes were already a run."""
+
+    duplicate: bool = False
+
+    @classmethod
+    def of_upload(cls, run: Run, created: bool) -> Self:
+        view = cls.of(run)
+        view.duplicate = not created
+        return view
+
+
+class RunList(msgspec.Struct):
+    runs: list[RunView]
+    total: int
+    tags: list[str]
+
+
+class FindingView(msgspec.Struct):
+    """One finding with its permalink and the Markdown a ticket would carry."""
+
+    run_id: str
+    permalink: str
+    markdown: str
+    finding: dict[str, Any]
+
+
+class TimelineWindow(msgspec.Struct):
+    """Lanes in a window; see :func:`web.timeline_store.timeline_window` for the items."""
+
+    t0_ns: int
+    span_ns: int
+    start_ns: int
+    end_ns: int
+    width_px: int
+    ns_per_px: float
+    lanes: list[dict[str, Any]]
+    names: list[str]
+    kinds: list[str]
+
+
+class ComparedRuns(msgspec.Struct):
+    baseline: str
+    candidate: str
+
+
+class Comparison(msgspec.Struct):
+    """``tracelens diff`` JSON (``tracelens.report.diff/1``) plus the two runs' ids."""
+
+    schema: str
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+    verdict: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]
+    operators: list[dict[str, Any]]
+    findings: dict[str, Any]
+    empty: bool
+    notes: list[str]
+    runs: ComparedRuns
+
+
+class Health(msgspec.Struct, omit_defaults=True):
+    status: str
+    version: str
+    # only when a Redis URL is configured: "ok", or why it does not answer
+    redis: str | None = None
+
+
+_ERROR_MEANINGS = {
+    400: "Invalid request: a parameter or form field is missing or unusable",
+    401: "The service has API tokens and the request carries no valid one",
+    403: "A cross-origin or opaque-origin write, refused",
+    404: "No such run or finding",
+    409: "The run is not ready (queued, ingesting, failed) or is already being ingested",
+    413: "The upload is larger than the service accepts",
+    415: "The upload is not a trace format tracelens reads",
+    429: "Too many uploads from this client; retry after the Retry-After seconds",
+    503: "The rate-limit store (Redis) does not answer; retry after the Retry-After seconds",
+}
+
+
+def error_responses(*status_codes: int) -> dict[int, ResponseSpec]:
+    """The OpenAPI entries for the refusals a handler can answer with (``ErrorBody``).
+
+    400 is always among them: any request can be refused as invalid (a NUL byte in its path,
+    a parameter out of range), and the body is ours, not Litestar's default error shape that
+    it would otherwise document for handlers with parameters.
+    """
+    return {
+        code: ResponseSpec(
+            data_container=ErrorBody, description=_ERROR_MEANINGS[code], generate_examples=False
+        )
+        for code in sorted({400, *status_codes})
+    }

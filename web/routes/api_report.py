@@ -1,0 +1,94 @@
+"""JSON API for a ready run's analysis: the report and its ranked findings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from litestar import Controller, Request, Response
+from litestar.di import NamedDependency
+from litestar.enums import MediaType
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath
+
+from tracelens.report.render.markdown import finding_markdown
+from web.api_schema import FindingView, error_responses
+from web.permalinks import finding_permalink
+from web.routes.blocking import blocking_get
+from web.run_lookup import find_finding, load_ready_run, ready_report
+from web.services import Services
+
+
+class ReportController(Controller):
+    path = "/api/runs/{run_id:str}"
+    tags = ("reports",)
+
+    @blocking_get(
+        "/report",
+        summary="The full report, as `tracelens analyze --format json`",
+        responses=error_responses(404, 409),
+    )
+    def get_report(self, svc: NamedDependency[Services], run_id: FromPath[str]) -> dict[str, Any]:
+        return ready_report(svc, load_ready_run(svc, run_id))
+
+    @blocking_get(
+        "/findings",
+        summary="Findings, ranked, in the CLI's JSON shape",
+        responses={
+            200: ResponseSpec(
+                data_container=list[dict[str, Any]],
+                description="The report's `findings` list (docs/json-schema.md)",
+                generate_examples=False,
+            ),
+            **error_responses(404, 409),
+        },
+    )
+    def get_findings(
+        self, svc: NamedDependency[Services], run_id: FromPath[str]
+    ) -> Response[bytes]:
+        run = load_ready_run(svc, run_id)
+        # Serialized once per ingest generation: this is what tickets and dashboards poll.
+        body = svc.run_data.memo(
+            (run.id, run.generation, "findings.json"),
+            lambda: json.dumps(ready_report(svc, run)["findings"], separators=(",", ":")).encode(),
+        )
+        return Response(body, media_type=MediaType.JSON)
+
+    @blocking_get(
+        "/findings/{finding_id:str}",
+        summary="One finding, its permalink and Markdown",
+        responses=error_responses(404, 409),
+    )
+    def get_finding(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        finding_id: FromPath[str],
+    ) -> FindingView:
+        _, f = find_finding(svc, run_id, finding_id)
+        link = finding_permalink(svc.settings, request, run_id, finding_id)
+        return FindingView(
+            run_id=run_id,
+            permalink=link,
+            markdown=finding_markdown(f, permalink=link),
+            finding=f,
+        )
+
+    @blocking_get(
+        "/findings/{finding_id:str}/markdown",
+        media_type="text/markdown",
+        summary="One finding as Markdown for a ticket (with its permalink)",
+        responses=error_responses(404, 409),
+    )
+    def get_finding_markdown(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        finding_id: FromPath[str],
+    ) -> str:
+        _, f = find_finding(svc, run_id, finding_id)
+        return finding_markdown(
+            f, permalink=finding_permalink(svc.settings, request, run_id, finding_id)
+        )

@@ -1,0 +1,103 @@
+"""What creates, re-ingests and deletes runs: the writes behind the API and the forms.
+
+A run's files are in place before its catalog row exists (a queued run always has its
+original), and its cached data is dropped whenever its files change or go.
+"""
+
+from __future__ import annotations
+
+import os
+
+from litestar.exceptions import ClientException
+from sqlalchemy import select
+
+from ingest import TraceInputError
+from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
+from ingest.redaction import redact_text
+from web.catalog import Run
+from web.catalog import runs as catalog_runs
+from web.errors import ConflictException
+from web.run_lookup import load_run
+from web.services import Services
+from web.storage import RunFiles
+from web.uploads import ReceivedUpload
+
+NAME_MAX = 200
+_NAME_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite")
+
+
+def _default_name(filename: str) -> str:
+    name = filename
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _NAME_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                changed = True
+    return name
+
+
+def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
+    """Keep the received file as a new run, or recognise it as one we already have."""
+    for key in ("name", "tags"):
+        if "\x00" in up.fields.get(key, ""):
+            up.path.unlink(missing_ok=True)
+            raise ClientException(f"form field {key!r} holds a NUL byte")
+    with svc.catalog.session() as s:
+        existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
+    if existing is not None:
+        up.path.unlink(missing_ok=True)
+        return existing, False
+    # Only the redacted file is ever kept: the upload's own bytes never reach runs/ (the
+    # sha256 above stays the upload's, so the same file uploaded again is recognised).
+    try:
+        redact_in_place(up.path, up.format, svc.settings.max_decompressed_bytes)
+    except TraceInputError as exc:
+        up.path.unlink(missing_ok=True)
+        raise ClientException(f"{up.filename}: {exc.problem}") from None
+    except BaseException:
+        up.path.unlink(missing_ok=True)
+        raise
+    run_id = catalog_runs.new_run_id()
+    files = RunFiles(svc.settings.runs_dir, run_id)
+    files.dir.mkdir(parents=True)
+    source_file = f"source{up.extension}"
+    # In place before the row exists: a queued run always has its original.
+    os.replace(up.path, files.source(source_file))
+    name = (up.fields.get("name") or "").strip()[:NAME_MAX] or _default_name(up.filename)
+    new = catalog_runs.NewRun(
+        id=run_id,
+        sha256=up.sha256,
+        name=redact_text(name),
+        tags=catalog_runs.normalize_tags(up.fields.get("tags")),
+        original_filename=up.filename,
+        size_bytes=up.size_bytes,
+        source_file=source_file,
+        source_redaction=REDACTION_VERSION,
+    )
+    with svc.catalog.session() as s:
+        run, created = catalog_runs.create_run(s, new)
+    if not created:
+        files.remove()
+    else:
+        svc.worker.submit(run.id)
+    return run, created
+
+
+def reingest_run(svc: Services, run_id: str) -> Run:
+    """Queue a run's kept original for ingestion again; the run as it is now queued."""
+    load_run(svc, run_id)
+    with svc.catalog.session() as s:
+        if not catalog_runs.requeue(s, run_id):
+            raise ConflictException(f"run {run_id} is already queued or ingesting")
+    svc.worker.submit(run_id)
+    return load_run(svc, run_id)
+
+
+def remove_run(svc: Services, run_id: str) -> None:
+    load_run(svc, run_id)
+    with svc.catalog.session() as s:
+        catalog_runs.delete_run(s, run_id)
+    svc.run_data.forget(run_id)
+    RunFiles(svc.settings.runs_dir, run_id).remove()

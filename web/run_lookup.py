@@ -1,0 +1,66 @@
+"""A run and its data for a request: 404 when there is no such run, 409 when it is not ready.
+
+Every route that reads a run goes through here, so the refusals read the same on the API
+and on the pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+from litestar.exceptions import NotFoundException
+
+from web.catalog import Run, RunStatus
+from web.catalog import runs as catalog_runs
+from web.errors import ConflictException
+from web.services import Services
+from web.timeline_store import OutdatedTimelineError
+
+
+def load_run(svc: Services, run_id: str) -> Run:
+    with svc.catalog.session() as s:
+        run = catalog_runs.get_run(s, run_id)
+    if run is None:
+        raise NotFoundException(f"no run {run_id!r}")
+    return run
+
+
+def load_ready_run(svc: Services, run_id: str) -> Run:
+    run = load_run(svc, run_id)
+    if run.status != RunStatus.READY:
+        detail = f": {run.error}" if run.error else ""
+        raise ConflictException(f"run {run_id} is {run.status}, not ready{detail}")
+    return run
+
+
+def ready_report(svc: Services, run: Run) -> dict[str, Any]:
+    """The stored report of a ready run (computed at ingest, cached per generation)."""
+    return svc.run_data.report(run.id, run.generation)
+
+
+def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, dict[str, Any]]:
+    run = load_ready_run(svc, run_id)
+    for f in ready_report(svc, run)["findings"]:
+        if f["id"] == finding_id:
+            return run, f
+    raise NotFoundException(f"run {run_id} has no finding {finding_id!r}")
+
+
+def open_run_database(svc: Services, run: Run) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
+    """A cursor on a ready run's trace database and its timeline metadata.
+
+    A database built by an older tracelens lacks the current timeline tables: the run is
+    queued for re-ingestion from its kept original, and the client told to come back.
+    """
+    try:
+        return svc.run_data.database(run.id, run.generation)
+    except OutdatedTimelineError:
+        with svc.catalog.session() as s:
+            catalog_runs.requeue(s, run.id)
+        svc.run_data.forget(run.id)
+        svc.worker.submit(run.id)
+        raise ConflictException(
+            f"run {run.id} was ingested by an older tracelens and is being re-ingested; "
+            "try again in a moment"
+        ) from None
