@@ -1,7 +1,7 @@
 """LLM serving latency: why TTFT, TPOT and ITL are what they are (needs LLM annotations).
 
 Four explanations (the last for prefill and decode steps separately), each a finding when
-its threshold is met (see :mod:`tracelens.llm.llm_thresholds`):
+its ``llm_*`` threshold (:class:`~tracelens.core.thresholds.Thresholds`) is met:
 
 - queueing dominates TTFT;
 - prefill steps stall running decodes (ITL spikes);
@@ -24,13 +24,12 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.llm.analysis import LlmAnalysis, analyze_llm
-from tracelens.llm.llm_thresholds import llm_threshold
 
 ANALYZER = "llm_latency"
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
-    a = analyze_llm(db)
+    a = analyze_llm(db, t)
     if a is None:
         return []
     findings = [
@@ -61,9 +60,7 @@ def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     if share is None or n == 0:
         return None
     mean_queue = q["queue_ns"] / n
-    if share < llm_threshold(t, "llm_queue_min_share_pct") or mean_queue < llm_threshold(
-        t, "llm_queue_min_mean_ns"
-    ):
+    if share < t.llm_queue_min_share_pct or mean_queue < t.llm_queue_min_mean_ns:
         return None
     passed_over = q["requests_passed_over"]
     if passed_over:
@@ -131,7 +128,7 @@ def _prefill_stalls(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | Non
     if not s["stalled_gaps"] or not base or mean_stalled is None:
         return None
     ratio = mean_stalled / base
-    if ratio < llm_threshold(t, "llm_stall_min_ratio"):
+    if ratio < t.llm_stall_min_ratio:
         return None
     requests = max(1, a.summary["requests"])
     itl = a.summary["itl_ns"]
@@ -185,12 +182,10 @@ def _kv_growth(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     k = a.kv_growth
     if k is None or k["ns_per_cached_token"] <= 0:
         return None
-    if k["decode_steps"] < llm_threshold(t, "llm_kv_min_steps"):
+    if k["decode_steps"] < t.llm_kv_min_steps:
         return None
     gain = k["r2"] - k["r2_without_cache_term"]
-    if k["growth_pct_of_decode"] < llm_threshold(t, "llm_kv_min_growth_pct") or gain < (
-        llm_threshold(t, "llm_kv_min_r2_gain")
-    ):
+    if k["growth_pct_of_decode"] < t.llm_kv_min_growth_pct or gain < t.llm_kv_min_r2_gain:
         return None
     first, last = k["first_step"], k["last_step"]
     return _finding(
@@ -223,14 +218,15 @@ def _gpu_idle_in_steps(db: TraceDB, t: Thresholds, a: LlmAnalysis, kind: str) ->
     busy_pct = d["gpu_busy_pct"]
     if busy_pct is None or not d["steps"] or not d["kernels_per_step"]:
         return None
-    if busy_pct >= llm_threshold(t, f"llm_{kind}_max_busy_pct"):
+    max_busy_pct = t.llm_prefill_max_busy_pct if kind == "prefill" else t.llm_decode_max_busy_pct
+    if busy_pct >= max_busy_pct:
         return None
     idle_ns = int(d["total_ns"] * len(db.devices) - d["gpu_busy_ns"])
     median_kernel = d["median_kernel_ns"]
     launch_bound = (
         median_kernel is not None
-        and median_kernel < llm_threshold(t, "llm_short_kernel_ns")
-        and d["kernels_per_step"] >= llm_threshold(t, "llm_launch_bound_min_kernels")
+        and median_kernel < t.llm_short_kernel_ns
+        and d["kernels_per_step"] >= t.llm_launch_bound_min_kernels
     )
     causes = d["idle_by_cause"]
     top_cause = max(causes, key=causes.get) if causes else None  # type: ignore[arg-type]
