@@ -19,7 +19,8 @@ from ingest.derive_gaps import (
     SYNC_CALLS,
     SYNC_MIN_GAP_FRACTION,
 )
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -373,7 +374,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             raw = db.dicts(_CAUSE_EVIDENCE, [dev.device_id, cause])[0]
             deciding = {k: int(raw[k]) for k in _DECIDING.get(cause, ())}
             ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
-            impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
             if cause == "untraced":
@@ -394,14 +394,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 title = _UVM_TITLE
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
-                Finding(
-                    id=finding_id(ANALYZER, dev.device_id, cause),
-                    analyzer=ANALYZER,
+                finding(
+                    ANALYZER,
+                    (dev.device_id, cause),
+                    ns,
+                    db,
+                    t,
                     title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
                     f"{title}" + (" (filtered trace: cause uncertain)" if w.filtered else ""),
-                    severity=severity_for(impact_pct, t),
-                    impact_ns=ns,
-                    impact_pct=impact_pct,
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({_RULES[cause]}); removing their cause gives back at most this "
                     "much GPU time."

@@ -17,9 +17,8 @@ spends (KV growth, idle GPU in steps) is wall-clock time within the steps.
 
 from __future__ import annotations
 
-from typing import Any
-
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -40,18 +39,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         _gpu_idle_in_steps(db, t, a, "decode"),
     ]
     return [f for f in findings if f is not None]
-
-
-def _finding(db: TraceDB, t: Thresholds, subject: str, impact_ns: int, **kw: Any) -> Finding:
-    pct = db.pct_of_window(impact_ns)
-    return Finding(
-        id=finding_id(ANALYZER, subject),
-        analyzer=ANALYZER,
-        severity=severity_for(pct, t),
-        impact_ns=impact_ns,
-        impact_pct=pct,
-        **kw,
-    )
 
 
 def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
@@ -86,11 +73,12 @@ def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
             "findings), or add replicas; for latency targets, cap the admitted load."
         )
     mean_ttft = q["ttft_ns"] / n
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("queueing",),
+        round(mean_queue),
         db,
         t,
-        "queueing",
-        round(mean_queue),
         title=f"Queueing is {share:.0f}% of time to first token "
         f"({fmt_ns(mean_queue)} of {fmt_ns(mean_ttft)} per request)",
         impact_basis=f"Mean wait from request arrival to the start of its prefill, over {n:,} "
@@ -132,11 +120,12 @@ def _prefill_stalls(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | Non
         return None
     requests = max(1, a.summary["requests"])
     itl = a.summary["itl_ns"]
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("prefill_stalls",),
+        round(s["excess_ns"] / requests),
         db,
         t,
-        "prefill_stalls",
-        round(s["excess_ns"] / requests),
         title=f"Prefills stall running decodes: {s['stalled_gaps']:,} inter-token gaps "
         f"average {fmt_ns(mean_stalled)}, {ratio:.1f}× the usual {fmt_ns(base)}",
         impact_basis=f"Inter-token time above the median unstalled gap ({fmt_ns(base)}) in gaps "
@@ -188,11 +177,12 @@ def _kv_growth(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     if k["growth_pct_of_decode"] < t.llm_kv_min_growth_pct or gain < t.llm_kv_min_r2_gain:
         return None
     first, last = k["first_step"], k["last_step"]
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("kv_growth",),
+        k["growth_ns"],
         db,
         t,
-        "kv_growth",
-        k["growth_ns"],
         title=f"Decode steps slow down as the KV cache grows: +{fmt_ns(k['ns_per_cached_token'])}"
         f" per cached token, {k['growth_pct_of_decode']:.0f}% of decode time",
         impact_basis="Least-squares fit of decode step time to batch size and cached generated "
@@ -254,11 +244,12 @@ def _gpu_idle_in_steps(db: TraceDB, t: Thresholds, a: LlmAnalysis, kind: str) ->
             "every step (build them on the GPU or use pinned buffers with "
             "`non_blocking=True`), and then capture the step in a CUDA graph."
         )
-    return _finding(
+    return finding(
+        ANALYZER,
+        (f"{kind}_gpu_idle",),
+        idle_ns,
         db,
         t,
-        f"{kind}_gpu_idle",
-        idle_ns,
         title=title,
         impact_basis=f"GPU idle time inside the {d['steps']:,} {kind} steps (step time minus the "
         "union of kernels, copies and memsets in it); at best the steps shrink by this much.",

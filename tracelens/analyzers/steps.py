@@ -14,7 +14,8 @@ give back if every step took the typical time.
 from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
-from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -186,7 +187,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )
     slow_factor = slowest["dur_ns"] / median if median else 1.0
     cv = stats["sd"] / stats["mean_ns"] if stats["mean_ns"] else 0.0
-    pct = db.pct_of_window(excess)
     is_slow = slow_factor >= t.steps_slow_factor
     what = _what_differed(differed, kernel_delta) if is_slow else ""
     title = (
@@ -194,13 +194,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         f"{fmt_ns(slowest['dur_ns'])} ({slow_factor:.2f}x)"
     )
     return [
-        Finding(
-            id=finding_id(ANALYZER, "ProfilerStep"),
-            analyzer=ANALYZER,
+        finding(
+            ANALYZER,
+            ("ProfilerStep",),
+            excess if is_slow else 0,
+            db,
+            t,
             title=title + (f"; {what}" if what else ""),
-            severity=severity_for(pct, t) if is_slow else Severity.INFO,
-            impact_ns=excess if is_slow else 0,
-            impact_pct=pct if is_slow else 0.0,
             impact_basis="Time above the median step, summed over the steps slower than it: "
             "what the run gives back if every step took the typical time."
             if is_slow

@@ -36,7 +36,8 @@ from typing import Any
 
 from ingest.derive_gaps import SYNC_CALLS
 from tracelens.analyzers.attribution import build_kernel_attribution
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -306,14 +307,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         "findings describe that part, or say where they include warm-up."
     )
     return [
-        Finding(
-            id=finding_id(ANALYZER, "capture"),
-            analyzer=ANALYZER,
+        finding(
+            ANALYZER,
+            ("capture",),
+            span.duration_ns,
+            db,
+            t,
             title=f"This capture is mostly warm-up: the first {fmt_ns(span.duration_ns)} "
             f"({share:.1f}% of the window) run once per process, not in the steady state",
-            severity=severity_for(share, t),
-            impact_ns=span.duration_ns,
-            impact_pct=share,
             impact_basis="The warm-up span: time a steady-state capture would not contain. "
             "Idle GPU time inside it is counted here, not by idle_gpu.",
             summary="From the start of the window to "
