@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from tracelens.analyzers import ANALYZERS
+from ingest import load_trace
+from tracelens.analyzers import ANALYZERS, idle_gpu
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_finding_id, idle_subject
 from tracelens.core.findings import Finding, Severity, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -51,3 +53,23 @@ def test_every_registered_analyzer_names_itself_once() -> None:
     names = [m.ANALYZER for m in ANALYZERS]
     assert len(set(names)) == len(names)
     assert all(callable(m.analyze) for m in ANALYZERS)
+
+
+def test_superseded_ids_are_idle_gpus_own(planted_trace) -> None:
+    """The analyzers that explain an idle cause name idle_gpu's finding by its exported id."""
+    path, _ = planted_trace
+    loaded = load_trace(path)
+    try:
+        db = TraceDB(loaded.con)
+        findings = [f for m in ANALYZERS for f in m.analyze(db, Thresholds())]
+    finally:
+        loaded.close()
+    idle = {f.id: f for f in findings if f.analyzer == idle_gpu.ANALYZER}
+    assert idle
+    for f in idle.values():
+        subject = idle_subject(f)
+        assert subject is not None and idle_finding_id(*subject) == f.id
+    superseded = {s for f in findings for s in f.supersedes}
+    # the planted loader stall: data_loading explains idle_gpu's data_loading gaps
+    assert superseded and superseded <= set(idle)
+    assert all(idle_subject(f) is None for f in findings if f.id not in idle)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -100,7 +101,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 advice=_advice(single, multi, pageable_h2d),
-                supersedes=[finding_id("idle_gpu", dev.device_id, "data_loading")],
+                supersedes=[idle_finding_id(dev.device_id, "data_loading")],
                 time_ranges=[
                     TimeRange(int(g["start_ns"]), int(g["end_ns"]), dev.device_id, "data wait")
                     for g in longest

@@ -20,13 +20,16 @@ from __future__ import annotations
 import re
 
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "h2d_transfers"
+# Unified-memory migrations have one finding, whose time is kernel time, not copy time.
+_UVM_SUBJECT = ("uvm",)
+UVM_FINDING_ID = finding_id(ANALYZER, *_UVM_SUBJECT)
 
 # (pattern on the GPU model or architecture, link, achievable GB/s per direction). First
 # match wins. Achievable is what a pinned cudaMemcpy reaches, about 80% of the raw rate.
@@ -437,7 +440,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         kernel = str(top["name"])  # titles' subjects are shortened by the ranking
         return finding(
             ANALYZER,
-            ("uvm",),
+            _UVM_SUBJECT,
             stalled,
             db,
             t,
@@ -461,7 +464,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         )
     return finding(
         ANALYZER,
-        ("uvm",),
+        _UVM_SUBJECT,
         0,
         db,
         t,

@@ -20,13 +20,29 @@ from ingest.derive_gaps import (
     SYNC_MIN_GAP_FRACTION,
 )
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "idle_gpu"
+
+
+def idle_finding_id(device_id: int, cause: str) -> str:
+    """The id of the finding about ``device_id``'s gaps of ``cause``.
+
+    The analyzers that explain one cause in depth list it in ``supersedes``.
+    """
+    return finding_id(ANALYZER, device_id, cause)
+
+
+def idle_subject(f: Finding) -> tuple[int, str] | None:
+    """The device and gap cause an idle_gpu finding is about; None for other findings."""
+    if f.analyzer != ANALYZER:
+        return None
+    return f.evidence["device_id"], f.evidence["cause"]
+
 
 CAUSE_TITLES = {
     "data_loading": "waiting on the data loader",

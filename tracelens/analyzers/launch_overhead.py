@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -162,7 +163,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         for o in top_ops
                     ],
                 },
-                supersedes=[finding_id("idle_gpu", dev.device_id, "launch_overhead")],
+                supersedes=[idle_finding_id(dev.device_id, "launch_overhead")],
                 advice=_advice(
                     ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"]), workload_of(db)
                 ),

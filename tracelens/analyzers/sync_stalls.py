@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, SYNC_MIN_GAP_FRACTION
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -289,7 +290,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 advice=_advice(pattern, where, w),
-                supersedes=[finding_id("idle_gpu", d, "synchronization") for d in devices],
+                supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
                         int(r["start_ns"]), int(r["end_ns"]), r["device_id"], "idle after sync"

@@ -23,7 +23,8 @@ group would give back if every instance ran at its typical speed.
 from __future__ import annotations
 
 from tracelens.analyzers.contract import finding
-from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -198,7 +199,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     # time idle_gpu files under 'host_compute'
                     supersedes=[]
                     if kind == "kernel"
-                    else [finding_id("idle_gpu", d.device_id, "host_compute") for d in db.devices],
+                    else [idle_finding_id(d.device_id, "host_compute") for d in db.devices],
                     time_ranges=[
                         TimeRange(s["start_ns"], s["end_ns"], None, "slowest instance")
                         for s in slowest
@@ -236,4 +237,13 @@ def _advice(kind: str) -> str:
         "garbage collection or contention with other threads. Check the slow instances' "
         "children on the timeline; warm up the caching allocator and avoid per-step "
         "allocations."
+    )
+
+
+def slow_only_in_first_calls(f: Finding) -> bool:
+    """A variance finding whose slow instances are all first calls: warm-up, not variance."""
+    return (
+        f.analyzer == ANALYZER
+        and bool(f.evidence.get("slow_instances"))
+        and f.evidence.get("slow_instances_in_first_calls") == f.evidence.get("slow_instances")
     )
