@@ -13,6 +13,10 @@ give back if every step took the typical time.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
@@ -284,3 +288,25 @@ def _advice(step: str, differed: list[dict], kernel_delta: list[dict], is_slow: 
         "varying shapes (pad or bucket sequence lengths) or contention from other processes."
     )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """A run's typical iteration, as its steps finding states it (what ``tracelens diff``
+    compares runs of different lengths by)."""
+
+    median_step_ns: int
+    step_count: int
+
+
+def step_timing(findings: Iterable[Mapping[str, Any]]) -> StepTiming | None:
+    """The step timing in a report's findings (their JSON dicts); None without a steps finding.
+
+    Read here, beside the evidence it comes from, so no other module depends on the
+    evidence's keys.
+    """
+    f = next((f for f in findings if f.get("analyzer") == ANALYZER), None)
+    if f is None:
+        return None
+    evidence = f["evidence"]
+    return StepTiming(int(evidence["median_step_ns"]), int(evidence["step_count"]))
