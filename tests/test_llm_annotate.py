@@ -43,6 +43,7 @@ def test_overlapping_request_spans_land_in_the_trace(tmp_path: Path) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from ingest import load_trace
+    from tracelens.core.thresholds import Thresholds
     from tracelens.core.tracedb import TraceDB
     from tracelens.llm.section import llm_section
 
@@ -62,7 +63,7 @@ def test_overlapping_request_spans_land_in_the_trace(tmp_path: Path) -> None:
     prof.export_chrome_trace(str(path))
     loaded = load_trace(path)
     try:
-        s = llm_section(TraceDB(loaded.con))
+        s = llm_section(TraceDB(loaded.con), Thresholds())
     finally:
         loaded.close()
     assert s is not None and s["warnings"] == []

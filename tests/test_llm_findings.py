@@ -12,6 +12,7 @@ from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.analysis import analyze_llm
+from tracelens.report import build_report
 from tracelens.testing import Scenario, write_chrome_trace
 from tracelens.testing.nsys_writer import write_nsys_sqlite
 from tracelens.testing.planted_llm import kv_growth_decode, static_launch_bound
@@ -26,7 +27,7 @@ def run(sc: Scenario, path: Path) -> tuple[dict[str, dict], object]:
     try:
         db = TraceDB(loaded.con)
         findings = {f.id: f.to_dict() for f in llm_latency.analyze(db, Thresholds())}
-        analysis = analyze_llm(db)
+        analysis = analyze_llm(db, Thresholds())
     finally:
         loaded.close()
     return findings, analysis
@@ -86,6 +87,36 @@ def test_flat_decode_steps_report_no_growth(tmp_path: Path) -> None:
     findings, a = run(sc, tmp_path / "flat.pt.trace.json.gz")
     assert finding_id("llm_latency", "kv_growth") not in findings
     assert a.kv_growth is not None
+
+
+def test_kv_min_steps_override_decides_the_fit(tmp_path: Path) -> None:
+    """Six decode steps, each 100 us slower than the last: too few for the default 8 steps,
+    enough under ``llm_kv_min_steps=4``, in the findings and in the report's section."""
+    sc = Scenario("llm_kv_short")
+    sc.range("llm.request[s0]", 0, 50 * MS)
+    sc.range("llm.request[s1]", 0, 50 * MS)
+    sc.range("llm.prefill[s0,s1]", 0, 2 * MS)
+    t = 2 * MS
+    for k in range(1, 7):
+        sc.range("llm.decode[s0,s1]", t, 1 * MS + 100 * US * k)
+        t += 1 * MS + 100 * US * k
+    kv_id = finding_id("llm_latency", "kv_growth")
+    loaded = load_trace(write_chrome_trace(sc, tmp_path / "kv6.pt.trace.json.gz"))
+    try:
+        default = build_report(loaded)
+        lowered = build_report(loaded, Thresholds.with_overrides({"llm_kv_min_steps": "4"}))
+        again = build_report(loaded)
+    finally:
+        loaded.close()
+    assert kv_id not in {f["id"] for f in default["findings"]}
+    assert default["llm"]["kv_growth"] is None
+    (kv,) = [f for f in lowered["findings"] if f["id"] == kv_id]
+    # two requests, 2k cached tokens in step k: 50 us per cached token
+    assert kv["evidence"]["decode_steps"] == 6
+    assert kv["evidence"]["ns_per_cached_token"] == pytest.approx(50 * US)
+    assert lowered["llm"]["kv_growth"]["decode_steps"] == 6
+    # the same trace analysed again under the default is not left with the override's fit
+    assert again["llm"]["kv_growth"] is None and again["findings"] == default["findings"]
 
 
 def test_prefill_stall_finding(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ingest import load_trace
+from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.section import llm_section
 from tracelens.report import build_report
@@ -34,7 +35,7 @@ def section_of(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[Scen
     def run(sc: Scenario) -> dict:
         loaded = load_trace(writer(sc, tmp_path))
         try:
-            section = llm_section(TraceDB(loaded.con))
+            section = llm_section(TraceDB(loaded.con), Thresholds())
         finally:
             loaded.close()
         assert section is not None
@@ -243,7 +244,7 @@ def test_annotate_domain_wins_over_emit_nvtx_duplicates(tmp_path: Path) -> None:
         sc.range("llm.decode[a]", 2 * MS + shift, 1 * MS, domain)
     loaded = load_trace(write_nsys_sqlite(sc, tmp_path / "d.sqlite"))
     try:
-        s = llm_section(TraceDB(loaded.con))
+        s = llm_section(TraceDB(loaded.con), Thresholds())
     finally:
         loaded.close()
     assert s is not None

@@ -57,6 +57,17 @@ def test_too_few_steps_no_finding(scenario_db) -> None:
     assert steps.analyze(scenario_db(sc), Thresholds()) == []
 
 
+def test_step_timing_is_read_from_a_reports_findings(scenario_db) -> None:
+    """What `tracelens diff` compares: the median step and the count, from the JSON dicts."""
+    exp = uneven_steps().expected
+    findings = [f.to_dict() for f in steps.analyze(scenario_db(uneven_steps()), Thresholds())]
+    others = [{"analyzer": "idle_gpu", "evidence": {"median_step_ns": 1}}]
+    assert steps.step_timing(others + findings) == steps.StepTiming(
+        median_step_ns=exp["median_step_ns"], step_count=exp["step_count"]
+    )
+    assert steps.step_timing(others) is None
+
+
 def test_corpus_step_tables(corpus: Path) -> None:
     # 2021 trace: ProfilerStep#5..10 are operators, not ranges; the six steps are even.
     db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")

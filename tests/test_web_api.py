@@ -321,7 +321,7 @@ def test_optional_report_sections_get_a_panel_on_the_run_page(
     """Sections added by analyzers (the LLM latency panel) are shown without page changes."""
     from tracelens.report import build as report_module
 
-    def llm_latency(db):  # a section computed from the trace database, as real ones are
+    def llm_latency(db, thresholds):  # a section computed from the trace, as real ones are
         n = db.scalar("SELECT count(*) FROM kernels")
         return {"ttft_ms": {"p50": 12.5, "p95": 40.0}, "requests": [{"id": "r<1>", "kernels": n}]}
 

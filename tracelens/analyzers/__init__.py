@@ -1,11 +1,10 @@
 """Analyzers: each module has ``ANALYZER`` (its name) and ``analyze(db, thresholds)``.
 
-A new check is one new module here, added to :data:`ANALYZERS`.
+A new check is one new module here, added to :data:`ANALYZERS`; it builds its findings
+with :func:`tracelens.analyzers.contract.finding` (:mod:`tracelens.analyzers.contract`).
 """
 
 from __future__ import annotations
-
-from types import ModuleType
 
 from tracelens.analyzers import (
     communication,
@@ -22,13 +21,14 @@ from tracelens.analyzers import (
     variance,
     warmup,
 )
+from tracelens.analyzers.contract import Analyzer
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
 
-ANALYZERS: list[ModuleType] = [
+ANALYZERS: list[Analyzer] = [
     idle_gpu,
     h2d_transfers,
     hot_ops,

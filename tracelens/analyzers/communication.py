@@ -24,7 +24,8 @@ reported with the steps where it happened.
 
 from __future__ import annotations
 
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -245,7 +246,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
             [dev],
         )
-        pct = db.pct_of_window(transfer_exposed)
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
         top = collectives[0] if collectives else None
         size_text = (
@@ -255,15 +255,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             else ""
         )
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, dev),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (dev,),
+                transfer_exposed,
+                db,
+                t,
                 title=f"GPU {dev}: {fmt_ns(exposed)} of {'RCCL' if wl.amd else 'NCCL'} "
                 "communication not hidden by compute "
                 f"({share:.1f}% of its window)",
-                severity=severity_for(pct, t),
-                impact_ns=transfer_exposed,
-                impact_pct=pct,
                 impact_basis="Communication kernel time (union over streams) minus the part "
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
                 "communicates, which overlap can hide."
@@ -316,15 +316,14 @@ def _waiting_finding(
     steps = sorted(by_step.values(), key=lambda s: (-s["waiting_ns"], s["step"] or ""))
     total_wait = sum(int(k["wait"]) for k in kernels)
     worst = sorted(kernels, key=lambda k: (-k["wait"], k["kid"]))[:5]
-    pct = db.pct_of_window(waited)
     where = f", most in `{steps[0]['step']}`" if steps and steps[0]["step"] else ""
-    return Finding(
-        id=finding_id(ANALYZER, dev, "peer_waiting"),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        (dev, "peer_waiting"),
+        waited,
+        db,
+        t,
         title=f"GPU {dev}: {fmt_ns(waited)} of exposed {lib} time is waiting for peer ranks{where}",
-        severity=severity_for(pct, t),
-        impact_ns=waited,
-        impact_pct=pct,
         impact_basis="Each collective kernel's duration beyond its bytes at the best "
         "bandwidth this rank reached for that collective (or beyond the fastest instance of "
         "the same kernel when sizes are unknown) is time spent waiting for the slowest rank; "

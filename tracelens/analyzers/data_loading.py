@@ -14,7 +14,9 @@ under that cause; this finding names the loader and its configuration).
 from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -63,18 +65,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
             [dev.device_id],
         )
-        pct = db.pct_of_window(idle_ns)
         workers = "0 (single process)" if single else ("> 0" if multi else "unknown")
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, dev.device_id),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (dev.device_id,),
+                int(idle_ns),
+                db,
+                t,
                 title=f"GPU {dev.device_id} waits {fmt_ns(idle_ns)} ({share:.1f}% of its "
                 f"window) for the data loader"
                 + (" running in the training process (num_workers=0)" if single else ""),
-                severity=severity_for(pct, t),
-                impact_ns=int(idle_ns),
-                impact_pct=pct,
                 impact_basis=f"Sum of the {int(n):,} idle gaps on GPU {dev.device_id} that a "
                 "data-loader range covers (idle_gpu's 'data_loading' gaps); loading the next "
                 "batch while the GPU computes hides this time.",
@@ -100,7 +101,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 advice=_advice(single, multi, pageable_h2d),
-                supersedes=[finding_id("idle_gpu", dev.device_id, "data_loading")],
+                supersedes=[idle_finding_id(dev.device_id, "data_loading")],
                 time_ranges=[
                     TimeRange(int(g["start_ns"]), int(g["end_ns"]), dev.device_id, "data wait")
                     for g in longest

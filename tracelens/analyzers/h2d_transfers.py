@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import re
 
-from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "h2d_transfers"
+# Unified-memory migrations have one finding, whose time is kernel time, not copy time.
+_UVM_SUBJECT = ("uvm",)
+UVM_FINDING_ID = finding_id(ANALYZER, *_UVM_SUBJECT)
 
 # (pattern on the GPU model or architecture, link, achievable GB/s per direction). First
 # match wins. Achievable is what a pinned cudaMemcpy reaches, about 80% of the raw rate.
@@ -226,18 +230,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             "ORDER BY dur_ns DESC, start_ns, cid LIMIT 5",
             [kind],
         )
-        pct = db.pct_of_window(impact)
         n = int(pg["n"])
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, subject),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (subject,),
+                impact,
+                db,
+                t,
                 title=f"{n:,} {words if n != 1 else words.replace('copies', 'copy', 1)} "
                 f"({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)}; "
                 f"{link} ≈ {link_gbps:g} GB/s pinned)",
-                severity=severity_for(pct, t),
-                impact_ns=impact,
-                impact_pct=pct,
                 impact_basis=f"Pageable copies took {fmt_ns(pns)}; pinned, the same bytes at "
                 f"{link_gbps:g} GB/s ({link_basis}) plus {fmt_ns(t.h2d_copy_latency_ns)} per "
                 f"copy (h2d_copy_latency_ns) would take {fmt_ns(pinned_ns)}. Each copy's "
@@ -270,16 +273,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )[0]
     if small["n"] and small["n"] >= t.h2d_small_copy_min_count:
         impact = int(small["save"])
-        pct = db.pct_of_window(impact)
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, "small_copies"),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                ("small_copies",),
+                impact,
+                db,
+                t,
                 title=f"{int(small['n']):,} small host-to-device copies (< "
                 f"{fmt_bytes(t.h2d_small_copy_bytes)}) cost {fmt_ns(small['ns'])}",
-                severity=severity_for(pct, t),
-                impact_ns=impact,
-                impact_pct=pct,
                 impact_basis=f"Time of the small copies minus their bytes moved in one batch at "
                 f"{link_gbps:g} GB/s ({link_basis}), less what pinning them already saves: "
                 "what batching them into one transfer would save.",
@@ -302,16 +304,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             "SELECT start_ns, end_ns, exposed_ns FROM h2d WHERE exposed_ns > 0 "
             "ORDER BY exposed_ns DESC, start_ns, cid LIMIT 5"
         )
-        pct = db.pct_of_window(exposed)
         claimed = totals["exposed_ns"] - exposed
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, "not_overlapped"),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                ("not_overlapped",),
+                exposed,
+                db,
+                t,
                 title=f"{fmt_ns(exposed)} of host-to-device copy time not overlapped with compute",
-                severity=severity_for(pct, t),
-                impact_ns=exposed,
-                impact_pct=pct,
                 impact_basis="HtoD copy time during which no kernel ran on the same GPU; copies "
                 "prefetched on a side stream would hide it behind compute."
                 + (
@@ -436,16 +437,15 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     if faults:
         stalled = sum(int(r["stalled_ns"]) for r in faults)
         top = faults[0]
-        pct = db.pct_of_window(stalled)
         kernel = str(top["name"])  # titles' subjects are shortened by the ranking
-        return Finding(
-            id=finding_id(ANALYZER, "uvm"),
-            analyzer=ANALYZER,
+        return finding(
+            ANALYZER,
+            _UVM_SUBJECT,
+            stalled,
+            db,
+            t,
             title=f"GPU page faults: `{kernel}` waits on {int(top['migrations']):,} "
             f"unified-memory migrations ({fmt_bytes(int(top['bytes']))}) while it runs",
-            severity=Severity.INFO,
-            impact_ns=stalled,
-            impact_pct=pct,
             impact_basis="The kernels' time during which unified-memory pages were migrating "
             "to the device: at least that long they waited on page faults instead of "
             "computing (migrations are driver page traffic, not explicit copies).",
@@ -462,13 +462,13 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
             advice="The kernel touches managed memory that is not on the GPU, so it stalls "
             "while the driver migrates pages on demand. " + prefetch,
         )
-    return Finding(
-        id=finding_id(ANALYZER, "uvm"),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        _UVM_SUBJECT,
+        0,
+        db,
+        t,
         title=f"{n:,} unified-memory migrations ({fmt_bytes(nbytes)}), counted apart from copies",
-        severity=Severity.INFO,
-        impact_ns=0,
-        impact_pct=0.0,
         impact_basis="Informational: no migration ran while a kernel did, so none stalled a "
         "kernel; they are driver prefetches or host faults, not explicit copies.",
         summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "

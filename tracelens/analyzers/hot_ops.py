@@ -16,9 +16,10 @@ estimate. The advice follows the kind of the dominant kernel and the workload.
 from __future__ import annotations
 
 from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
+from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
 from tracelens.analyzers.warmup import warmup_span
-from tracelens.core.findings import Finding, Severity, finding_id, severity_for
+from tracelens.core.findings import Finding
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -73,7 +74,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             informational += 1
             if informational > t.hot_info_findings:
                 continue
-        pct = db.pct_of_window(impact)
         evidence = {
             "operator": name,
             "gpu_ns": int(op["ns"]),
@@ -94,14 +94,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         elif est.costed_ns and gbps is not None and gbps >= 1:
             achieved = f", {gbps:.0f} GB/s"
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, name),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (name,),
+                impact,
+                db,
+                t,
                 title=f"`{name}` launches {share:.1f}% of GPU kernel time ({fmt_ns(op['ns'])}), "
                 f"mostly {kind.label}{achieved}",
-                severity=severity_for(pct, t) if impact else Severity.INFO,
-                impact_ns=impact,
-                impact_pct=pct,
                 impact_basis=basis,
                 summary=f"{int(op['op_calls']):,} calls of `{name}` launched "
                 f"{int(op['kernels']):,} kernels totalling {fmt_ns(op['ns'])} "
@@ -175,18 +175,17 @@ def _explicit_attention(
     known = costs.spec is not None
     impact = sum(s.impact_ns for s in sites) if known else 0
     fused = sum(min(s.fused_ns, s.gpu_ns) for s in sites)
-    pct = db.pct_of_window(impact)
     share = 100.0 * gpu_ns / total
     calls = sum(s.calls for s in sites)
-    return Finding(
-        id=finding_id(ANALYZER, "explicit_attention"),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        ("explicit_attention",),
+        impact,
+        db,
+        t,
         title=f"Explicit attention (matmul, softmax, matmul) takes {share:.1f}% of GPU kernel "
         f"time ({fmt_ns(gpu_ns)})"
         + (f"; a fused attention kernel would take about {fmt_ns(int(fused))}" if known else ""),
-        severity=severity_for(pct, t) if impact else Severity.INFO,
-        impact_ns=impact,
-        impact_pct=pct,
         impact_basis=(
             "Its kernel time beyond a fused attention kernel's: the FLOPs of QKᵀ and PV at "
             f"{t.cost_attention_efficiency:.0%} of the {costs.spec.name}'s peak for the dtype, "

@@ -19,13 +19,30 @@ from ingest.derive_gaps import (
     SYNC_CALLS,
     SYNC_MIN_GAP_FRACTION,
 )
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "idle_gpu"
+
+
+def idle_finding_id(device_id: int, cause: str) -> str:
+    """The id of the finding about ``device_id``'s gaps of ``cause``.
+
+    The analyzers that explain one cause in depth list it in ``supersedes``.
+    """
+    return finding_id(ANALYZER, device_id, cause)
+
+
+def idle_subject(f: Finding) -> tuple[int, str] | None:
+    """The device and gap cause an idle_gpu finding is about; None for other findings."""
+    if f.analyzer != ANALYZER:
+        return None
+    return f.evidence["device_id"], f.evidence["cause"]
+
 
 CAUSE_TITLES = {
     "data_loading": "waiting on the data loader",
@@ -373,7 +390,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             raw = db.dicts(_CAUSE_EVIDENCE, [dev.device_id, cause])[0]
             deciding = {k: int(raw[k]) for k in _DECIDING.get(cause, ())}
             ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
-            impact_pct = db.pct_of_window(ns)
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
             if cause == "untraced":
@@ -394,14 +410,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 title = _UVM_TITLE
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
-                Finding(
-                    id=finding_id(ANALYZER, dev.device_id, cause),
-                    analyzer=ANALYZER,
+                finding(
+                    ANALYZER,
+                    (dev.device_id, cause),
+                    ns,
+                    db,
+                    t,
                     title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
                     f"{title}" + (" (filtered trace: cause uncertain)" if w.filtered else ""),
-                    severity=severity_for(impact_pct, t),
-                    impact_ns=ns,
-                    impact_pct=impact_pct,
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({_RULES[cause]}); removing their cause gives back at most this "
                     "much GPU time."

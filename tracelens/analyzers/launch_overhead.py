@@ -17,7 +17,9 @@ code to fuse or capture in a CUDA graph, and does not add new time of its own.
 from __future__ import annotations
 
 from tracelens.analyzers.attribution import build_kernel_attribution
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -110,18 +112,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [dev.device_id, t0],
         )
         impact = int(gap_ns)
-        pct = db.pct_of_window(impact)
         short_pct = 100.0 * n_short / n
         ops_text = ", ".join(f"`{o['operator']}` ({int(o['tiny_kernels']):,})" for o in top_ops)
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, dev.device_id),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (dev.device_id,),
+                impact,
+                db,
+                t,
                 title=f"GPU {dev.device_id}: {n_short:,} of {n:,} kernels are tiny "
                 f"(< {fmt_ns(t.launch_short_kernel_ns)}); launch gaps idle it {fmt_ns(gap_ns)}",
-                severity=severity_for(pct, t),
-                impact_ns=impact,
-                impact_pct=pct,
                 impact_basis=f"Sum of the {int(gap_n):,} idle gaps where the GPU ran dry while "
                 "the host was still issuing the next launch (cause 'launch_overhead', also "
                 "counted by idle_gpu under that cause); graphs or fusion remove these gaps, so "
@@ -162,7 +163,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         for o in top_ops
                     ],
                 },
-                supersedes=[finding_id("idle_gpu", dev.device_id, "launch_overhead")],
+                supersedes=[idle_finding_id(dev.device_id, "launch_overhead")],
                 advice=_advice(
                     ops_text, int(lat["api_p50"]), int(ks["median_kernel_ns"]), workload_of(db)
                 ),

@@ -1,7 +1,7 @@
 """LLM serving latency: why TTFT, TPOT and ITL are what they are (needs LLM annotations).
 
 Four explanations (the last for prefill and decode steps separately), each a finding when
-its threshold is met (see :mod:`tracelens.llm.llm_thresholds`):
+its ``llm_*`` threshold (:class:`~tracelens.core.thresholds.Thresholds`) is met:
 
 - queueing dominates TTFT;
 - prefill steps stall running decodes (ITL spikes);
@@ -17,20 +17,18 @@ spends (KV growth, idle GPU in steps) is wall-clock time within the steps.
 
 from __future__ import annotations
 
-from typing import Any
-
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.llm.analysis import LlmAnalysis, analyze_llm
-from tracelens.llm.llm_thresholds import llm_threshold
 
 ANALYZER = "llm_latency"
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
-    a = analyze_llm(db)
+    a = analyze_llm(db, t)
     if a is None:
         return []
     findings = [
@@ -43,27 +41,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return [f for f in findings if f is not None]
 
 
-def _finding(db: TraceDB, t: Thresholds, subject: str, impact_ns: int, **kw: Any) -> Finding:
-    pct = db.pct_of_window(impact_ns)
-    return Finding(
-        id=finding_id(ANALYZER, subject),
-        analyzer=ANALYZER,
-        severity=severity_for(pct, t),
-        impact_ns=impact_ns,
-        impact_pct=pct,
-        **kw,
-    )
-
-
 def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     q = a.queueing
     share, n = q["queue_share_pct"], q["requests"]
     if share is None or n == 0:
         return None
     mean_queue = q["queue_ns"] / n
-    if share < llm_threshold(t, "llm_queue_min_share_pct") or mean_queue < llm_threshold(
-        t, "llm_queue_min_mean_ns"
-    ):
+    if share < t.llm_queue_min_share_pct or mean_queue < t.llm_queue_min_mean_ns:
         return None
     passed_over = q["requests_passed_over"]
     if passed_over:
@@ -89,11 +73,12 @@ def _queueing(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
             "findings), or add replicas; for latency targets, cap the admitted load."
         )
     mean_ttft = q["ttft_ns"] / n
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("queueing",),
+        round(mean_queue),
         db,
         t,
-        "queueing",
-        round(mean_queue),
         title=f"Queueing is {share:.0f}% of time to first token "
         f"({fmt_ns(mean_queue)} of {fmt_ns(mean_ttft)} per request)",
         impact_basis=f"Mean wait from request arrival to the start of its prefill, over {n:,} "
@@ -131,15 +116,16 @@ def _prefill_stalls(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | Non
     if not s["stalled_gaps"] or not base or mean_stalled is None:
         return None
     ratio = mean_stalled / base
-    if ratio < llm_threshold(t, "llm_stall_min_ratio"):
+    if ratio < t.llm_stall_min_ratio:
         return None
     requests = max(1, a.summary["requests"])
     itl = a.summary["itl_ns"]
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("prefill_stalls",),
+        round(s["excess_ns"] / requests),
         db,
         t,
-        "prefill_stalls",
-        round(s["excess_ns"] / requests),
         title=f"Prefills stall running decodes: {s['stalled_gaps']:,} inter-token gaps "
         f"average {fmt_ns(mean_stalled)}, {ratio:.1f}× the usual {fmt_ns(base)}",
         impact_basis=f"Inter-token time above the median unstalled gap ({fmt_ns(base)}) in gaps "
@@ -185,19 +171,18 @@ def _kv_growth(db: TraceDB, t: Thresholds, a: LlmAnalysis) -> Finding | None:
     k = a.kv_growth
     if k is None or k["ns_per_cached_token"] <= 0:
         return None
-    if k["decode_steps"] < llm_threshold(t, "llm_kv_min_steps"):
+    if k["decode_steps"] < t.llm_kv_min_steps:
         return None
     gain = k["r2"] - k["r2_without_cache_term"]
-    if k["growth_pct_of_decode"] < llm_threshold(t, "llm_kv_min_growth_pct") or gain < (
-        llm_threshold(t, "llm_kv_min_r2_gain")
-    ):
+    if k["growth_pct_of_decode"] < t.llm_kv_min_growth_pct or gain < t.llm_kv_min_r2_gain:
         return None
     first, last = k["first_step"], k["last_step"]
-    return _finding(
+    return finding(
+        ANALYZER,
+        ("kv_growth",),
+        k["growth_ns"],
         db,
         t,
-        "kv_growth",
-        k["growth_ns"],
         title=f"Decode steps slow down as the KV cache grows: +{fmt_ns(k['ns_per_cached_token'])}"
         f" per cached token, {k['growth_pct_of_decode']:.0f}% of decode time",
         impact_basis="Least-squares fit of decode step time to batch size and cached generated "
@@ -223,14 +208,15 @@ def _gpu_idle_in_steps(db: TraceDB, t: Thresholds, a: LlmAnalysis, kind: str) ->
     busy_pct = d["gpu_busy_pct"]
     if busy_pct is None or not d["steps"] or not d["kernels_per_step"]:
         return None
-    if busy_pct >= llm_threshold(t, f"llm_{kind}_max_busy_pct"):
+    max_busy_pct = t.llm_prefill_max_busy_pct if kind == "prefill" else t.llm_decode_max_busy_pct
+    if busy_pct >= max_busy_pct:
         return None
     idle_ns = int(d["total_ns"] * len(db.devices) - d["gpu_busy_ns"])
     median_kernel = d["median_kernel_ns"]
     launch_bound = (
         median_kernel is not None
-        and median_kernel < llm_threshold(t, "llm_short_kernel_ns")
-        and d["kernels_per_step"] >= llm_threshold(t, "llm_launch_bound_min_kernels")
+        and median_kernel < t.llm_short_kernel_ns
+        and d["kernels_per_step"] >= t.llm_launch_bound_min_kernels
     )
     causes = d["idle_by_cause"]
     top_cause = max(causes, key=causes.get) if causes else None  # type: ignore[arg-type]
@@ -258,11 +244,12 @@ def _gpu_idle_in_steps(db: TraceDB, t: Thresholds, a: LlmAnalysis, kind: str) ->
             "every step (build them on the GPU or use pinned buffers with "
             "`non_blocking=True`), and then capture the step in a CUDA graph."
         )
-    return _finding(
+    return finding(
+        ANALYZER,
+        (f"{kind}_gpu_idle",),
+        idle_ns,
         db,
         t,
-        f"{kind}_gpu_idle",
-        idle_ns,
         title=title,
         impact_basis=f"GPU idle time inside the {d['steps']:,} {kind} steps (step time minus the "
         "union of kernels, copies and memsets in it); at best the steps shrink by this much.",

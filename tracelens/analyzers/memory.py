@@ -15,7 +15,8 @@ fragmentation findings cost no time; they carry risk, so they are not ranked by 
 
 from __future__ import annotations
 
-from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, Severity, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -99,14 +100,15 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
     if cap and 100.0 * reserved / cap >= t.memory_near_capacity_pct:
         share = 100.0 * reserved / cap
         out.append(
-            Finding(
-                id=finding_id(ANALYZER, dev, "near_capacity"),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (dev, "near_capacity"),
+                0,
+                db,
+                t,
+                severity=Severity.MEDIUM,
                 title=f"GPU {dev} memory peaks at {fmt_bytes(reserved)} reserved, {share:.0f}% "
                 f"of its {fmt_bytes(cap)}",
-                severity=Severity.MEDIUM,
-                impact_ns=0,
-                impact_pct=0.0,
                 impact_basis="Not a time cost: a risk. A larger batch, longer sequence or "
                 "fragmentation spike will fail with an out-of-memory error.",
                 summary=f"Peak allocated {fmt_bytes(peak_alloc)}, peak reserved "
@@ -129,15 +131,16 @@ def _peak_findings(db: TraceDB, t: Thresholds, p: dict, cap: int | None) -> list
     ):
         ratio = reserved / peak_alloc
         out.append(
-            Finding(
-                id=finding_id(ANALYZER, dev, "fragmentation"),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (dev, "fragmentation"),
+                0,
+                db,
+                t,
+                severity=Severity.LOW,
                 title=f"GPU {dev}: {fmt_bytes(reserved)} reserved but at most "
                 f"{fmt_bytes(peak_alloc)} ever allocated ({ratio:.1f}x): allocator "
                 "fragmentation",
-                severity=Severity.LOW,
-                impact_ns=0,
-                impact_pct=0.0,
                 impact_basis="Not a time cost: memory held by the caching allocator that no "
                 "tensor uses, unavailable to larger batches or other processes.",
                 summary=f"Peak reserved exceeds peak allocated by {fmt_bytes(slack)}: even at "
@@ -210,7 +213,6 @@ def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
     if calls < t.memory_min_churn_calls:
         return None
     ns = sum(int(r["ns"]) for r in rows)
-    pct = db.pct_of_window(ns)
     step_count = int(
         db.scalar(
             """SELECT count(DISTINCT name) FROM (
@@ -220,14 +222,14 @@ def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
         or 0
     )
     frees = sum(int(r["calls"]) for r in rows if "Free" in r["name"])
-    return Finding(
-        id=finding_id(ANALYZER, "allocator_churn"),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        ("allocator_churn",),
+        ns,
+        db,
+        t,
         title=f"Allocator churn: {calls:,} cudaMalloc/cudaFree calls inside steps "
         f"({fmt_ns(ns)} on the host)",
-        severity=severity_for(pct, t),
-        impact_ns=ns,
-        impact_pct=pct,
         impact_basis="Host time inside device allocation calls during profiled steps; a "
         "warmed-up caching allocator serves steady-state steps without any of them.",
         summary=f"{calls:,} allocation calls over {step_count} steps ({frees:,} frees, each of "

@@ -23,8 +23,9 @@ import re
 
 from tracelens.analyzers import hot_ops
 from tracelens.analyzers.attribution import build_kernel_attribution
+from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
-from tracelens.core.findings import Finding, Severity, finding_id, severity_for
+from tracelens.core.findings import Finding
 from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -86,7 +87,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 findings.append(_underfilled(db, t, d, int(sms), r, total))
         low = db.dicts(_LOW_OCCUPANCY, [d, t.occupancy_low_pct, min_ns])
         low = [r for r in low if classify(r["name"]).key not in _BY_DESIGN]
-        findings.extend(_low_occupancy(d, r, total) for r in low[:5])
+        findings.extend(_low_occupancy(db, t, d, r, total) for r in low[:5])
         cc = _cc(dev["compute_capability"])
         if cc is not None and cc >= 7.0:
             f = _fp32_math(db, t, d, cc, dev["compute_capability"], total)
@@ -97,18 +98,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 def _underfilled(db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total: int) -> Finding:
     impact = int(r["idle_sm_ns"])
-    pct = db.pct_of_window(impact)
     share = 100.0 * r["ns"] / total
     blocks = int(r["median_blocks"])
     idle_pct = 100.0 * (1 - blocks / sms)
-    return Finding(
-        id=finding_id(ANALYZER, "underfilled_grid", dev, r["name"]),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        ("underfilled_grid", dev, r["name"]),
+        impact,
+        db,
+        t,
         title=f"`{_short(r['name'])}` launches {blocks} blocks on {sms} SMs, leaving "
         f"{idle_pct:.0f}% of GPU {dev}'s SMs idle for {fmt_ns(r['ns'])}",
-        severity=severity_for(pct, t),
-        impact_ns=impact,
-        impact_pct=pct,
         impact_basis="Each launch's duration times the share of SMs its grid leaves without a "
         "block, summed: an upper bound on what spreading the same work over every SM returns.",
         summary=f"{int(r['launches']):,} launches ({share:.1f}% of kernel time) with a median "
@@ -147,16 +147,16 @@ def _underfilled_advice(db: TraceDB, blocks: int, sms: int) -> str:
     )
 
 
-def _low_occupancy(dev: int, r: dict, total: int) -> Finding:
+def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) -> Finding:
     share = 100.0 * r["ns"] / total
-    return Finding(
-        id=finding_id(ANALYZER, "low_occupancy", dev, r["name"]),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        ("low_occupancy", dev, r["name"]),
+        0,
+        db,
+        t,
         title=f"`{_short(r['name'])}` runs at {r['occupancy_pct']:.0f}% estimated occupancy "
         f"({share:.1f}% of kernel time)",
-        severity=Severity.INFO,
-        impact_ns=0,
-        impact_pct=0.0,
         impact_basis="Informational: low occupancy slows a kernel only when it cannot hide "
         "memory latency otherwise; no reliable estimate of the gain.",
         summary=f"{int(r['launches']):,} launches, {r['registers']} registers per thread, "
@@ -218,20 +218,19 @@ def _fp32_math(
         if r["op_name"] not in claimed
     )
     impact = int(unclaimed_ns * _FP32_SAVING)
-    pct = db.pct_of_window(impact)
     by_kernel: dict[str, int] = {}
     for r in fp32:
         by_kernel[r["name"]] = by_kernel.get(r["name"], 0) + int(r["ns"])
     top = sorted(by_kernel.items(), key=lambda kv: -kv[1])[:5]
     share = 100.0 * fp32_ns / total
-    return Finding(
-        id=finding_id(ANALYZER, "fp32_on_tensor_cores", dev),
-        analyzer=ANALYZER,
+    return finding(
+        ANALYZER,
+        ("fp32_on_tensor_cores", dev),
+        impact,
+        db,
+        t,
         title=f"{share:.0f}% of GPU {dev}'s kernel time is FP32 GEMM/convolution on a GPU with "
         f"tensor cores (compute capability {cc_text})",
-        severity=severity_for(pct, t) if impact else Severity.INFO,
-        impact_ns=impact,
-        impact_pct=pct,
         impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
         "operators hot_ops does not already estimate and outside explicit attention; "
         "tensor-core math typically runs at least 2x the FP32 rate."

@@ -13,8 +13,13 @@ give back if every step took the typical time.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
-from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -186,7 +191,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )
     slow_factor = slowest["dur_ns"] / median if median else 1.0
     cv = stats["sd"] / stats["mean_ns"] if stats["mean_ns"] else 0.0
-    pct = db.pct_of_window(excess)
     is_slow = slow_factor >= t.steps_slow_factor
     what = _what_differed(differed, kernel_delta) if is_slow else ""
     title = (
@@ -194,13 +198,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         f"{fmt_ns(slowest['dur_ns'])} ({slow_factor:.2f}x)"
     )
     return [
-        Finding(
-            id=finding_id(ANALYZER, "ProfilerStep"),
-            analyzer=ANALYZER,
+        finding(
+            ANALYZER,
+            ("ProfilerStep",),
+            excess if is_slow else 0,
+            db,
+            t,
             title=title + (f"; {what}" if what else ""),
-            severity=severity_for(pct, t) if is_slow else Severity.INFO,
-            impact_ns=excess if is_slow else 0,
-            impact_pct=pct if is_slow else 0.0,
             impact_basis="Time above the median step, summed over the steps slower than it: "
             "what the run gives back if every step took the typical time."
             if is_slow
@@ -284,3 +288,25 @@ def _advice(step: str, differed: list[dict], kernel_delta: list[dict], is_slow: 
         "varying shapes (pad or bucket sequence lengths) or contention from other processes."
     )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """A run's typical iteration, as its steps finding states it (what ``tracelens diff``
+    compares runs of different lengths by)."""
+
+    median_step_ns: int
+    step_count: int
+
+
+def step_timing(findings: Iterable[Mapping[str, Any]]) -> StepTiming | None:
+    """The step timing in a report's findings (their JSON dicts); None without a steps finding.
+
+    Read here, beside the evidence it comes from, so no other module depends on the
+    evidence's keys.
+    """
+    f = next((f for f in findings if f.get("analyzer") == ANALYZER), None)
+    if f is None:
+        return None
+    evidence = f["evidence"]
+    return StepTiming(int(evidence["median_step_ns"]), int(evidence["step_count"]))

@@ -25,7 +25,9 @@ calls; HIP's synchronize and synchronous copy calls are.
 from __future__ import annotations
 
 from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, SYNC_MIN_GAP_FRACTION
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -208,7 +210,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     for g in groups:
         idle_ns, blocked_ns = int(g["idle_ns"]), int(g["blocked_ns"])
         impact = int(g["recoverable_ns"])
-        pct = db.pct_of_window(impact)
         blocked_pct = db.pct_of_window(blocked_ns)
         n = int(g["calls"])
         # A blocked host alone costs no GPU time; it matters when it recurs (every step).
@@ -242,15 +243,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         site_text = "code outside any operator" if site == "(no operator)" else f"`{site}`"
         where = site_text + (f" in `{g['annotation']}`" if g["annotation"] else "")
         findings.append(
-            Finding(
-                id=finding_id(ANALYZER, pattern, site),
-                analyzer=ANALYZER,
+            finding(
+                ANALYZER,
+                (pattern, site),
+                impact,
+                db,
+                t,
                 title=f"{_title_text(pattern, w)} in {site_text}: "
                 f"host blocked {fmt_ns(blocked_ns)}"
                 + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else ""),
-                severity=severity_for(pct, t),
-                impact_ns=impact,
-                impact_pct=pct,
                 impact_basis=f"For each of the {int(g['gaps']):,} gaps judged 'synchronization' "
                 "where these calls blocked longest (blocking calls on the launching thread took "
                 f"at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was "
@@ -289,7 +290,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ],
                 },
                 advice=_advice(pattern, where, w),
-                supersedes=[finding_id("idle_gpu", d, "synchronization") for d in devices],
+                supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
                         int(r["start_ns"]), int(r["end_ns"]), r["device_id"], "idle after sync"

@@ -22,7 +22,9 @@ group would give back if every instance ran at its typical speed.
 
 from __future__ import annotations
 
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -125,7 +127,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],
         )
         reported = 0
-        ids: set[str] = set()
+        subjects: set[str] = set()
         for r in rows:
             above = int(r["above"] or 0)
             impact = above if kind == "kernel" else int(above * host_share)
@@ -143,10 +145,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 # Durations follow launch order (shrinking or growing work): a trend the
                 # program makes, not noise to chase.
                 continue
-            fid = finding_id(ANALYZER, kind, r["id_k"])
-            if fid in ids:  # a second shape group of the same kernel and launch
-                fid = finding_id(ANALYZER, kind, r["k"])
-            ids.add(fid)
+            subject = r["id_k"]
+            if str(subject) in subjects:  # a second shape group of the same kernel and launch
+                subject = r["k"]
+            subjects.add(str(subject))
             slowest = db.dicts(
                 f"""SELECT start_ns, end_ns FROM {table} WHERE hash({cols}) = ?
                     ORDER BY end_ns - start_ns DESC, start_ns, end_ns LIMIT 5""",
@@ -160,18 +162,18 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     " of the window the GPU sat idle: host time only costs while the GPU waits."
                 )
             findings.append(
-                Finding(
-                    id=fid,
-                    analyzer=ANALYZER,
+                finding(
+                    ANALYZER,
+                    (kind, subject),
+                    impact,
+                    db,
+                    t,
                     title=(
                         f"Slow first calls of {kind} `{_short(r['name'])}` (warm-up): "
                         if warmup
                         else f"Erratic {kind} `{_short(r['name'])}`: "
                     )
                     + f"p95 {fmt_ns(r['p95'])} vs median {fmt_ns(r['p50'])} (CV {cv:.2f})",
-                    severity=severity_for(pct, t),
-                    impact_ns=impact,
-                    impact_pct=pct,
                     impact_basis=basis + ("" if kind == "operator" else "."),
                     summary=f"{int(r['n']):,} instances {where}, mean {fmt_ns(r['mean'])}, "
                     f"median {fmt_ns(r['p50'])}, p95 {fmt_ns(r['p95'])}, max {fmt_ns(r['mx'])}; "
@@ -197,7 +199,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     # time idle_gpu files under 'host_compute'
                     supersedes=[]
                     if kind == "kernel"
-                    else [finding_id("idle_gpu", d.device_id, "host_compute") for d in db.devices],
+                    else [idle_finding_id(d.device_id, "host_compute") for d in db.devices],
                     time_ranges=[
                         TimeRange(s["start_ns"], s["end_ns"], None, "slowest instance")
                         for s in slowest
@@ -235,4 +237,13 @@ def _advice(kind: str) -> str:
         "garbage collection or contention with other threads. Check the slow instances' "
         "children on the timeline; warm up the caching allocator and avoid per-step "
         "allocations."
+    )
+
+
+def slow_only_in_first_calls(f: Finding) -> bool:
+    """A variance finding whose slow instances are all first calls: warm-up, not variance."""
+    return (
+        f.analyzer == ANALYZER
+        and bool(f.evidence.get("slow_instances"))
+        and f.evidence.get("slow_instances_in_first_calls") == f.evidence.get("slow_instances")
     )

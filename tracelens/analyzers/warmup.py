@@ -36,7 +36,10 @@ from typing import Any
 
 from ingest.derive_gaps import SYNC_CALLS
 from tracelens.analyzers.attribution import build_kernel_attribution
-from tracelens.core.findings import Finding, TimeRange, finding_id, severity_for
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_gpu import idle_subject
+from tracelens.analyzers.variance import slow_only_in_first_calls
+from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -306,14 +309,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         "findings describe that part, or say where they include warm-up."
     )
     return [
-        Finding(
-            id=finding_id(ANALYZER, "capture"),
-            analyzer=ANALYZER,
+        finding(
+            ANALYZER,
+            ("capture",),
+            span.duration_ns,
+            db,
+            t,
             title=f"This capture is mostly warm-up: the first {fmt_ns(span.duration_ns)} "
             f"({share:.1f}% of the window) run once per process, not in the steady state",
-            severity=severity_for(share, t),
-            impact_ns=span.duration_ns,
-            impact_pct=share,
             impact_basis="The warm-up span: time a steady-state capture would not contain. "
             "Idle GPU time inside it is counted here, not by idle_gpu.",
             summary="From the start of the window to "
@@ -374,7 +377,9 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
         if f.analyzer == ANALYZER:
             kept.append(f)
             continue
-        if f.analyzer == "idle_gpu" and "device_id" in f.evidence and "cause" in f.evidence:
+        idle = idle_subject(f)
+        if idle is not None:
+            device_id, cause = idle
             inside = int(
                 db.scalar(
                     """SELECT coalesce(sum(least(end_ns, ?) - greatest(start_ns, ?)), 0)
@@ -383,8 +388,8 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
                     [
                         span.end_ns,
                         span.start_ns,
-                        f.evidence["device_id"],
-                        f.evidence["cause"],
+                        device_id,
+                        cause,
                         span.start_ns,
                         span.end_ns,
                     ],
@@ -405,13 +410,7 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
                 )
             kept.append(f)
             continue
-        if (
-            f.analyzer == "variance"
-            and f.evidence.get("slow_instances")
-            and (
-                f.evidence.get("slow_instances_in_first_calls") == f.evidence.get("slow_instances")
-            )
-        ):
+        if slow_only_in_first_calls(f):
             continue  # slow first calls: that is the warm-up, already reported
         share = _share_in_span(db, f, span)
         if share >= 0.999:

@@ -2,19 +2,21 @@
 
 The report section (:mod:`tracelens.llm.section`) and the findings
 (:mod:`tracelens.analyzers.llm_latency`) both read this; it is cached per trace database.
+Only the KV-growth fit depends on a threshold (``llm_kv_min_steps``); a run with another
+value refits it and keeps the rest.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.annotations import parse_annotations
 from tracelens.llm.kv_growth import kv_growth
 from tracelens.llm.latency_metrics import latency_summary, per_request
-from tracelens.llm.llm_thresholds import DEFAULTS
 from tracelens.llm.prefill_stalls import prefill_stalls
 from tracelens.llm.queueing import queueing
 from tracelens.llm.step_profile import early_step_warnings, step_profile
@@ -28,16 +30,27 @@ class LlmAnalysis:
     queueing: dict[str, Any]
     prefill_stalls: dict[str, Any]
     kv_growth: dict[str, Any] | None
+    # the llm_kv_min_steps that kv_growth was fitted under
+    kv_min_steps: int
     warnings: list[str] = field(default_factory=list)
 
 
 _cache: weakref.WeakKeyDictionary[TraceDB, LlmAnalysis | None] = weakref.WeakKeyDictionary()
 
 
-def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
+def analyze_llm(db: TraceDB, t: Thresholds) -> LlmAnalysis | None:
     """None when the trace has no LLM annotations."""
     if db in _cache:
-        return _cache[db]
+        cached = _cache[db]
+        if cached is None or cached.kv_min_steps == t.llm_kv_min_steps:
+            return cached
+        refitted = replace(
+            cached,
+            kv_growth=kv_growth(db, t.llm_kv_min_steps),
+            kv_min_steps=t.llm_kv_min_steps,
+        )
+        _cache[db] = refitted
+        return refitted
     found = parse_annotations(db)
     result: LlmAnalysis | None = None
     if found.present:
@@ -48,7 +61,8 @@ def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
             steps=step_profile(db),
             queueing=queueing(db),
             prefill_stalls=prefill_stalls(db),
-            kv_growth=kv_growth(db, int(DEFAULTS["llm_kv_min_steps"])),
+            kv_growth=kv_growth(db, t.llm_kv_min_steps),
+            kv_min_steps=t.llm_kv_min_steps,
             warnings=[*found.warnings, *early_step_warnings(db)],
         )
     _cache[db] = result

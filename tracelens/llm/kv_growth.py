@@ -38,7 +38,7 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
 def kv_growth(db: TraceDB, min_steps: int) -> dict[str, Any] | None:
     """The fit and the growth cost, or None with fewer than ``min_steps`` decode steps."""
     rows = db.rows(STEPS_SQL)
-    if len(rows) < min_steps:
+    if not rows or len(rows) < min_steps:  # no fit without a step, whatever the threshold
         return None
     arr = np.array([[r[1], r[2], r[3]] for r in rows], dtype=float)
     y, batch, cached = arr[:, 0], arr[:, 1], arr[:, 2]

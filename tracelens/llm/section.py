@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.analysis import analyze_llm
 from tracelens.llm.latency_metrics import summarize
 
 
-def llm_section(db: TraceDB) -> dict[str, Any] | None:
+def llm_section(db: TraceDB, t: Thresholds) -> dict[str, Any] | None:
     """The ``llm`` dict of the JSON report, or None when the trace has no LLM annotations."""
-    a = analyze_llm(db)
+    a = analyze_llm(db, t)
     if a is None:
         return None
     s = a.summary

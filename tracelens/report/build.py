@@ -21,8 +21,9 @@ from tracelens.report.metrics import device_summaries, top_kernels, top_ops, tra
 
 REPORT_SCHEMA = "tracelens.report/1"
 
-# Optional report sections: name -> function returning a dict, or None when not applicable.
-SectionFn = Callable[[TraceDB], dict[str, Any] | None]
+# Optional report sections: name -> function of the trace and the run's thresholds returning
+# a dict, or None when not applicable.
+SectionFn = Callable[[TraceDB, Thresholds], dict[str, Any] | None]
 SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
 
 _INFO_KEYS = (
@@ -92,7 +93,7 @@ def build_report_from_db(
         report["notes"].append("no GPU work recorded in this trace")
     report["notes"].extend(workload_of(db).recording_notes)
     for name, fn in SECTIONS.items():
-        section = fn(db)
+        section = fn(db, t)
         if section is not None:
             report[name] = section
             # A section's warnings (e.g. malformed annotations) are notes on the whole report.

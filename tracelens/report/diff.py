@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracelens.analyzers.steps import step_timing
 from tracelens.core.units import fmt_ns
 
 DIFF_SCHEMA = "tracelens.report.diff/1"
@@ -57,10 +58,10 @@ def headline_metrics(report: dict[str, Any]) -> dict[str, float | int | None]:
         "h2d_bytes": m.get("h2d_bytes"),
         "h2d_time_ns": m.get("h2d_time_ns"),
     }
-    steps = next((f for f in report.get("findings", []) if f.get("analyzer") == "steps"), None)
+    steps = step_timing(report.get("findings", []))
     if steps is not None:
-        out["step_median_ns"] = steps["evidence"].get("median_step_ns")
-        out["step_count"] = steps["evidence"].get("step_count")
+        out["step_median_ns"] = steps.median_step_ns
+        out["step_count"] = steps.step_count
     llm = report.get("llm")
     if isinstance(llm, dict):
         for key in ("ttft", "tpot", "e2e"):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tracelens.core.findings import Finding, finding_id
+from tracelens.analyzers import communication, h2d_transfers
+from tracelens.analyzers.h2d_transfers import UVM_FINDING_ID
+from tracelens.core.findings import Finding
 from tracelens.core.tracedb import TraceDB
 
 
@@ -24,12 +26,16 @@ def counted_once_problems(db: TraceDB, findings: list[Finding]) -> list[str]:
         )
         or 0
     )
-    uvm_id = finding_id("h2d_transfers", "uvm")  # page-fault stalls: kernel time, not copies
-    h2d = sum(f.impact_ns for f in findings if f.analyzer == "h2d_transfers" and f.id != uvm_id)
+    # page-fault stalls are kernel time, not copies
+    h2d = sum(
+        f.impact_ns
+        for f in findings
+        if f.analyzer == h2d_transfers.ANALYZER and f.id != UVM_FINDING_ID
+    )
     if h2d > copies:
         problems.append(f"host-copy findings claim {h2d:,} ns of {copies:,} ns of copies")
     kernel_ns = int(db.scalar("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels") or 0)
-    uvm = sum(f.impact_ns for f in findings if f.id == uvm_id)
+    uvm = sum(f.impact_ns for f in findings if f.id == UVM_FINDING_ID)
     if uvm > kernel_ns:
         problems.append(f"page-fault stalls claim {uvm:,} ns of {kernel_ns:,} ns of kernels")
     for dev, nccl in db.rows(
@@ -39,7 +45,7 @@ def counted_once_problems(db: TraceDB, findings: list[Finding]) -> list[str]:
         comm = sum(
             f.impact_ns
             for f in findings
-            if f.analyzer == "communication" and f.evidence.get("device_id") == dev
+            if f.analyzer == communication.ANALYZER and f.evidence.get("device_id") == dev
         )
         if comm > nccl:
             problems.append(f"GPU {dev}: communication findings claim {comm:,} of {nccl:,} ns")
