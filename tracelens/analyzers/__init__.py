@@ -10,6 +10,7 @@ from types import ModuleType
 from tracelens.analyzers import (
     communication,
     data_loading,
+    engine_steps,
     h2d_transfers,
     hot_ops,
     idle_gpu,
@@ -36,6 +37,7 @@ ANALYZERS: list[ModuleType] = [
     launch_overhead,
     sync_stalls,
     llm_latency,
+    engine_steps,
     data_loading,
     steps,
     memory,
