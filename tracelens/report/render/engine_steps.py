@@ -49,10 +49,13 @@ def _steps(n: int) -> str:
 
 def headline(es: dict[str, Any]) -> str:
     span = fmt_ns(es["span_ns"]) if es["span_ns"] else "-"
-    return (
-        f"{_ENGINE.get(es['source'], es['source'])}: {_steps(es['count'])} over {span}; "
-        f"prefill {es['prefill_tokens']:,} tokens ({_rate(es['prefill_tokens_per_s'])}), "
-        f"decode {es['decode_tokens']:,} tokens ({_rate(es['decode_tokens_per_s'])})"
+    tokens = [
+        f"{kind} {es[f'{kind}_tokens']:,} tokens ({_rate(es[f'{kind}_tokens_per_s'])})"
+        for kind in ("prefill", "decode")
+        if es[f"{kind}_tokens"]
+    ]
+    return f"{_ENGINE.get(es['source'], es['source'])}: {_steps(es['count'])} over {span}" + (
+        f"; {', '.join(tokens)}" if tokens else ""
     )
 
 
