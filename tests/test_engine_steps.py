@@ -313,7 +313,8 @@ def test_text_markdown_html_show_the_engine_steps(vllm) -> None:
 
 
 def test_web_run_page_shows_the_engine_steps(tmp_path: Path) -> None:
-    from tests.web_helpers import client_for, make_settings, upload, wait_done
+    from web_helpers import client_for, make_settings, upload, wait_done
+
     from tracelens.core.units import fmt_ns
 
     trace = write_chrome_trace(vllm_eager_decode(), tmp_path / "vllm.pt.trace.json.gz")
