@@ -111,7 +111,7 @@ STREAM_WAIT_KIND = "Stream Wait Event"
 WRAPPER_PATTERN = (
     r"^(ProfilerStep#[0-9]+|.*\): <module>|threading\.py\([0-9]+\): "
     r"(_bootstrap|_bootstrap_inner|run)|runpy\.py\([0-9]+\): .*|<built-in function exec>"
-    r"|execute_[0-9]+_context_[0-9]+.*|step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE).*)$"
+    r"|execute_([0-9]+_)?context_[0-9]+.*|step\[[A-Z_]+( [^]]*)?\])$"
 )
 UNTRACED_HOST = "untraced host code"
 

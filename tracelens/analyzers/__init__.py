@@ -9,6 +9,7 @@ from __future__ import annotations
 from tracelens.analyzers import (
     communication,
     data_loading,
+    engine_steps,
     h2d_transfers,
     hot_ops,
     idle_gpu,
@@ -36,6 +37,7 @@ ANALYZERS: list[Analyzer] = [
     launch_overhead,
     sync_stalls,
     llm_latency,
+    engine_steps,
     data_loading,
     steps,
     memory,

@@ -9,17 +9,19 @@ on the launching thread that encloses the call is used instead.
 from __future__ import annotations
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import ENGINE_STEP_SQL
 
 UNATTRIBUTED = "(no operator)"
 CUDA_GRAPH = "CUDA graph replay"
 HIP_GRAPH = "HIP graph replay"
 
-# Host ranges stand in for operators, except the profiler's step markers and the LLM
-# request/step annotations: a kernel launched outside any operator is unattributed, as it is
-# in a trace that has operator records.
-_RANGES_AS_OPS = """(
+# Host ranges stand in for operators, except the profiler's step markers, the LLM
+# request/step annotations and the serving engines' step labels: a kernel launched outside
+# any operator is unattributed, as it is in a trace that has operator records.
+_RANGES_AS_OPS = f"""(
     SELECT * FROM ranges
     WHERE device_id IS NULL AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'llm.%'
+      AND NOT {ENGINE_STEP_SQL}
 )"""
 
 _EXT_BY_OP = """

@@ -24,10 +24,12 @@ TRAINING, INFERENCE, SERVING, COMPUTE, UNKNOWN = (
     "unknown",
 )
 
-# vLLM's `execute_{T}_context_{C}(...)_generation_{G}(...)` and SGLang's `step[MODE ...]`.
+# vLLM's `execute_{T}_context_{C}(...)_generation_{G}(...)` (or its short form
+# `execute_context_{C}(...)_generation_{G}(...)`) and SGLang's `step[MODE ...]`: the step
+# labels the engines write (read by tracelens.llm.engine_labels).
 ENGINE_STEP_SQL = (
-    "(regexp_matches(name, '^execute_[0-9]+_context_[0-9]+') "
-    "OR regexp_matches(name, '^step\\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)'))"
+    "(regexp_matches(name, '^execute_([0-9]+_)?context_[0-9]+') "
+    "OR regexp_matches(name, '^step\\[[A-Z_]+( [^]]*)?\\]$'))"
 )
 _BACKWARD_SQL = (
     "(name LIKE 'autograd::engine::evaluate_function:%' OR name LIKE '%Backward0' "

@@ -1,4 +1,9 @@
-"""The LLM latency section of the text and Markdown reports (present when annotated)."""
+"""The LLM section of the text, Markdown and HTML reports (present when annotated).
+
+Its latency part comes from ``tracelens.annotate`` ranges, its engine-steps part from the
+step labels of vLLM and SGLang (:mod:`tracelens.report.render.engine_steps`); a trace may
+have either or both.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tracelens.core.units import fmt_ns
+from tracelens.report.render import engine_steps
 
 _METRICS = (
     ("TTFT", "ttft_ns"),
@@ -26,6 +32,11 @@ def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         out.append(("TTFT: queueing", breakdown["queue_ns"]))
         out.append(("TTFT: prefill", breakdown["prefill_ns"]))
     return out
+
+
+def _shown(llm: dict[str, Any] | None) -> bool:
+    """A section with only warnings (labels that did not parse) shows as report notes."""
+    return bool(llm) and ("requests" in llm or bool(llm.get("engine_steps")))  # type: ignore[operator]
 
 
 def _cell(col: str, s: dict[str, Any]) -> str:
@@ -69,8 +80,15 @@ def _steps_line(llm: dict[str, Any]) -> list[str]:
 
 def render_llm_text(report: dict[str, Any], console: Console) -> None:
     llm = report.get("llm")
-    if not llm:
+    if not _shown(llm):
         return
+    if "requests" in llm:
+        _latency_text(llm, console)
+    if llm.get("engine_steps"):
+        engine_steps.render_text(llm["engine_steps"], console)
+
+
+def _latency_text(llm: dict[str, Any], console: Console) -> None:
     t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
     t.add_column("metric")
     for c in _COLS:
@@ -84,9 +102,18 @@ def render_llm_text(report: dict[str, Any], console: Console) -> None:
 
 def render_llm_markdown(report: dict[str, Any]) -> list[str]:
     llm = report.get("llm")
-    if not llm:
+    if not _shown(llm):
         return []
-    out = ["## LLM serving latency", "", _headline(llm), ""]
+    out = ["## LLM serving latency", ""]
+    if "requests" in llm:
+        out += _latency_markdown(llm)
+    if llm.get("engine_steps"):
+        out += engine_steps.render_markdown(llm["engine_steps"])
+    return out
+
+
+def _latency_markdown(llm: dict[str, Any]) -> list[str]:
+    out = [_headline(llm), ""]
     out.append("| metric | " + " | ".join(_COLS) + " |")
     out.append("|---|" + "---|" * len(_COLS))
     for label, s in _rows(llm):
@@ -99,8 +126,17 @@ def render_llm_markdown(report: dict[str, Any]) -> list[str]:
 
 def render_llm_html(report: dict[str, Any]) -> str:
     llm = report.get("llm")
-    if not llm:
+    if not _shown(llm):
         return ""
+    out = "<h2>LLM serving latency</h2>"
+    if "requests" in llm:
+        out += _latency_html(llm)
+    if llm.get("engine_steps"):
+        out += engine_steps.render_html(llm["engine_steps"])
+    return out
+
+
+def _latency_html(llm: dict[str, Any]) -> str:
     head = "".join(f"<th>{c}</th>" for c in ("metric", *_COLS))
     rows = "".join(
         f"<tr><td>{escape(label)}</td>"
@@ -109,7 +145,4 @@ def render_llm_html(report: dict[str, Any]) -> str:
         for label, st in _rows(llm)
     )
     steps = "".join(f"<li>{escape(line)}</li>" for line in _steps_line(llm))
-    return (
-        f"<h2>LLM serving latency</h2><p>{escape(_headline(llm))}</p>"
-        f"<table><tr>{head}</tr>{rows}</table><ul>{steps}</ul>"
-    )
+    return f"<p>{escape(_headline(llm))}</p><table><tr>{head}</tr>{rows}</table><ul>{steps}</ul>"
