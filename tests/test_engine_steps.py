@@ -201,7 +201,7 @@ def labelled(*names: str) -> Scenario:
 def section_of(scenario_db, sc: Scenario) -> dict[str, Any] | None:
     from tracelens.llm.section import llm_section
 
-    return llm_section(scenario_db(sc))
+    return llm_section(scenario_db(sc), Thresholds())
 
 
 def test_grammars_and_what_is_left_out(scenario_db) -> None:

@@ -26,8 +26,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tracelens.analyzers.cost_model import cost_tables, math_peak
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.cost_model import cost_tables, math_peak
+from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.analyzers.launch_overhead import launch_finding_id
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.op_cost import MATMUL
 from tracelens.core.thresholds import Thresholds
@@ -88,9 +90,9 @@ def _claims(db: TraceDB, table: str, where: str) -> tuple[dict[str, int], int, l
         by_cause[cause] += int(ns)
         if cause in CLAIMABLE and 2 * int(ns) >= int(total):
             counted += int(ns)
-            supersedes.append(finding_id("idle_gpu", device_id, cause))
+            supersedes.append(idle_finding_id(device_id, cause))
             if cause == "launch_overhead":
-                supersedes.append(finding_id("launch_overhead", device_id))
+                supersedes.append(launch_finding_id(device_id))
     return dict(by_cause.most_common()), counted, supersedes
 
 

@@ -19,13 +19,19 @@ from __future__ import annotations
 from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
-from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "launch_overhead"
+
+
+def launch_finding_id(device_id: int) -> str:
+    """The id of the launch-overhead finding about ``device_id`` (others supersede it)."""
+    return finding_id(ANALYZER, device_id)
+
 
 # Time buckets used to point the timeline at where launch gaps cluster.
 _BUCKET_NS = 1_000_000
