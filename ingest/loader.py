@@ -21,6 +21,7 @@ import duckdb
 from ingest.byte_source import head_bytes, iter_bytes
 from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
+from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
 from ingest.limits import IngestLimits
 from ingest.redact_tables import redact_tables
@@ -150,9 +151,9 @@ def load_trace(
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp_db = target.with_name(f".{target.name}.{os.getpid()}.partial")
         _remove_db_files(tmp_db)
-        con = duckdb.connect(str(tmp_db))
+        con = connect(tmp_db)
     else:
-        con = duckdb.connect(":memory:")
+        con = connect()
     try:
         limits.configure(con, target)
         create_schema(con)
@@ -209,7 +210,7 @@ def load_trace(
         con.close()
         os.replace(tmp_db, target)
         _remove_db_files(Path(str(tmp_db)))
-        con = duckdb.connect(str(target))
+        con = connect(target)
         limits.configure(con, target)
     return LoadedTrace(
         con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
@@ -222,7 +223,7 @@ def is_tracelens_database(path: Path) -> bool:
         with path.open("rb") as f:
             if f.read(12)[8:12] != b"DUCK":
                 return False
-        con = duckdb.connect(str(path), read_only=True)
+        con = connect(path, read_only=True)
     except (OSError, duckdb.Error):
         return False
     try:

@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import duckdb
-
 from ingest.byte_source import is_gzip, iter_bytes
 from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter, EventBlob
+from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
 from ingest.redaction import REDACTED, is_secret_key, redact_text
 
@@ -86,7 +85,7 @@ class _CandidateScanner:
     """The RE2 scan (DuckDB's regexp functions): does this text hold a possible secret?"""
 
     def __init__(self) -> None:
-        self._con = duckdb.connect(config={"threads": 1})
+        self._con = connect(threads=1)
 
     def __call__(self, data: bytes) -> bool:
         row = self._con.execute(

@@ -222,3 +222,15 @@ def test_unknown_hosts_are_refused_and_rejected_uploads_spare_the_rate_limit(
             assert upload(client, trace).status_code == 401
         ok = upload(client, trace, headers={"authorization": "Bearer tok"})
         assert ok.status_code == 201, ok.text
+
+
+def test_no_connection_draws_a_progress_bar(tmp_path: Path) -> None:
+    """DuckDB's progress bar, drawn on stdout for long queries, would corrupt JSON output."""
+    from ingest import load_trace
+
+    trace = write_planted(tmp_path / "t.json")
+    for db in (None, tmp_path / "t.duckdb"):
+        loaded = load_trace(trace, db_path=db)
+        assert loaded.con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (
+            False,
+        )

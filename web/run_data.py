@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from ingest.duckdb_connect import connect
 from web.storage import RunFiles
 from web.timeline_store import OutdatedTimelineError, timeline_meta
 
@@ -96,7 +97,7 @@ class RunData:
             # database gets a bounded share so a few cached runs cannot grow the process.
             # (SET, not a connect-time config: every connection to one file in a process
             # must be opened with the same configuration.)
-            con = duckdb.connect(str(path), read_only=True)
+            con = connect(path, read_only=True)
             con.execute(f"SET memory_limit = '{READER_MEMORY_LIMIT}'")
             try:
                 return con, timeline_meta(con)
