@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import duckdb
 
+from ingest.profiler_steps import STEP_NAME_PATTERN
+
 SYNC_CALLS = (
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -109,7 +111,7 @@ STREAM_WAIT_KIND = "Stream Wait Event"
 # Host intervals that span a whole program, thread or step: covering a gap, they say
 # nothing about what the host was doing in it.
 WRAPPER_PATTERN = (
-    r"^(ProfilerStep#[0-9]+|.*\): <module>|threading\.py\([0-9]+\): "
+    r"^(" + STEP_NAME_PATTERN + r"|.*\): <module>|threading\.py\([0-9]+\): "
     r"(_bootstrap|_bootstrap_inner|run)|runpy\.py\([0-9]+\): .*|<built-in function exec>"
     r"|execute_[0-9]+_context_[0-9]+.*|step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE).*)$"
 )

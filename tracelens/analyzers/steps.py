@@ -14,6 +14,7 @@ give back if every step took the typical time.
 from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
+from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -42,12 +43,8 @@ def _build_steps(db: TraceDB) -> None:
         f"""
         CREATE OR REPLACE TEMP TABLE _steps AS
         WITH s AS (
-            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM (
-                SELECT name, start_ns, end_ns FROM ranges
-                WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
-                UNION ALL
-                SELECT name, start_ns, end_ns FROM cpu_ops WHERE name LIKE 'ProfilerStep#%'
-            ) GROUP BY name
+            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+            FROM ({STEP_INTERVALS}) GROUP BY name
         )
         SELECT name, start_ns, end_ns, end_ns - start_ns AS dur_ns,
                TRY_CAST(regexp_extract(name, '#([0-9]+)', 1) AS BIGINT) AS step_no
@@ -128,11 +125,7 @@ _MEASURES = (
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
-    n_steps = db.scalar(
-        """SELECT count(DISTINCT name) FROM (
-               SELECT name FROM ranges WHERE name LIKE 'ProfilerStep#%'
-               UNION ALL SELECT name FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')"""
-    )
+    n_steps = db.scalar(f"SELECT count(DISTINCT name) FROM ({STEP_INTERVALS})")
     if not n_steps or n_steps < t.steps_min_count:
         return []
     _build_steps(db)
