@@ -13,7 +13,7 @@ give back if every step took the typical time.
 
 from __future__ import annotations
 
-from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
+from ingest.derive_gaps import DATA_LOADER_PATTERN, GAP_CAUSES, SYNC_CALLS
 from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.core.findings import Finding, Severity, TimeRange, finding_id, severity_for
 from tracelens.core.thresholds import Thresholds
@@ -24,20 +24,11 @@ ANALYZER = "steps"
 # At most this many per-step rows go into the evidence.
 _MAX_LISTED = 100
 
-_CAUSES = (
-    "data_loading",
-    "synchronization",
-    "launch_overhead",
-    "gpu_dependency",
-    "host_compute",
-    "untraced",
-)
-
 
 def _build_steps(db: TraceDB) -> None:
     sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
     idle_cols = ",\n".join(
-        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in _CAUSES
+        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in GAP_CAUSES
     )
     db.con.execute(
         f"""
@@ -101,7 +92,7 @@ def _build_steps(db: TraceDB) -> None:
                coalesce(kern.kernel_count, 0) AS kernel_count,
                coalesce(kern.kernel_ns, 0) AS kernel_ns,
                coalesce(kern.gpu_span_ns, 0) AS gpu_span_ns,
-               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in _CAUSES)},
+               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in GAP_CAUSES)},
                coalesce(host.sync_blocked_ns, 0) AS sync_blocked_ns,
                coalesce(loader.loader_ns, 0) AS loader_ns
         FROM _steps s
@@ -118,7 +109,7 @@ _MEASURES = (
     "kernel_count",
     "kernel_ns",
     "gpu_span_ns",
-    *(f"idle_{c}_ns" for c in _CAUSES),
+    *(f"idle_{c}_ns" for c in GAP_CAUSES),
     "sync_blocked_ns",
     "loader_ns",
 )
