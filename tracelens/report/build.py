@@ -24,6 +24,20 @@ REPORT_SCHEMA = "tracelens.report/1"
 # Optional report sections: name -> function returning a dict, or None when not applicable.
 SectionFn = Callable[[TraceDB], dict[str, Any] | None]
 SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
+# The keys every report has; the optional sections come after them.
+CORE_KEYS = (
+    "schema",
+    "tracelens_version",
+    "source",
+    "trace",
+    "devices",
+    "metrics",
+    "workload",
+    "findings",
+    "top_kernels",
+    "top_ops",
+    "notes",
+)
 
 _INFO_KEYS = (
     "format_version",
@@ -37,6 +51,12 @@ _INFO_KEYS = (
     "t0_ns",
     "warnings",
 )
+
+
+def optional_sections(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's optional sections, in order: what SECTIONS added when it was built
+    (a report kept from another version may hold sections this one does not register)."""
+    return {key: value for key, value in report.items() if key not in CORE_KEYS}
 
 
 def build_report(

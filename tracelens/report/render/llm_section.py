@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from rich.console import Console
@@ -95,21 +94,3 @@ def render_llm_markdown(report: dict[str, Any]) -> list[str]:
     out += [f"- {line}" for line in _steps_line(llm)]
     out.append("")
     return out
-
-
-def render_llm_html(report: dict[str, Any]) -> str:
-    llm = report.get("llm")
-    if not llm:
-        return ""
-    head = "".join(f"<th>{c}</th>" for c in ("metric", *_COLS))
-    rows = "".join(
-        f"<tr><td>{escape(label)}</td>"
-        + "".join(f'<td class="num">{escape(_cell(c, st))}</td>' for c in _COLS)
-        + "</tr>"
-        for label, st in _rows(llm)
-    )
-    steps = "".join(f"<li>{escape(line)}</li>" for line in _steps_line(llm))
-    return (
-        f"<h2>LLM serving latency</h2><p>{escape(_headline(llm))}</p>"
-        f"<table><tr>{head}</tr>{rows}</table><ul>{steps}</ul>"
-    )
