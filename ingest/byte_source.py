@@ -1,20 +1,22 @@
 """Streams the bytes of a trace file, gunzipping on the fly with a hard decompressed cap.
 
 A gzip bomb (a few kilobytes that inflate to gigabytes) must fail fast with a clear error
-instead of filling memory or disk, so decompression is incremental and bounded.
+instead of filling memory or disk, so decompression is incremental and bounded
+(:mod:`ingest.gunzip`).
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ingest.errors import TraceInputError
+from ingest.gunzip import GZIP_MAGIC, BoundedGunzip, GzipProblem, GzipTooLarge
 from ingest.limits import IngestLimits
 
-GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_CHUNK = 32 * 1024 * 1024
+# Compressed bytes read at a time.
+_READ_SIZE = 4 * 1024 * 1024
 
 
 def max_decompressed_bytes() -> int:
@@ -52,48 +54,26 @@ def iter_bytes(
 def _iter_gunzip(
     path: Path, chunk_size: int, max_decompressed: int, on_raw: Callable[[bytes], None] | None
 ) -> Iterator[bytes]:
-    read_size = 4 * 1024 * 1024
-    decomp = zlib.decompressobj(wbits=31)
-    in_member = False
-    total = 0
+    gunzip = BoundedGunzip(max_decompressed, step=chunk_size)
     pending = bytearray()
-    with path.open("rb") as f:
-        data = b""
-        while True:
-            if not data:
-                data = f.read(read_size)
-                if not data:
-                    break
+    try:
+        with path.open("rb") as f:
+            while data := f.read(_READ_SIZE):
                 if on_raw is not None:
                     on_raw(data)
-            if not in_member and not data.strip(b"\x00"):
-                data = b""  # zero padding after the last member, as some writers leave
-                continue
-            in_member = True
-            try:
-                # max_length bounds the output of one call: a bomb cannot inflate in one go
-                out = decomp.decompress(data, chunk_size)
-            except zlib.error as exc:
-                raise TraceInputError(path, f"damaged gzip data ({exc})") from None
-            total += len(out)
-            if total > max_decompressed:
-                raise TraceInputError(
-                    path,
-                    f"decompresses to more than {max_decompressed:,} bytes; refusing "
-                    "(set TRACELENS_MAX_DECOMPRESSED_BYTES to raise the limit)",
-                )
-            pending += out
-            if len(pending) >= chunk_size:
-                yield bytes(pending)
-                pending.clear()
-            if decomp.eof:
-                data = decomp.unused_data
-                decomp = zlib.decompressobj(wbits=31)
-                in_member = False
-            else:
-                data = decomp.unconsumed_tail
-    if in_member:
-        raise TraceInputError(path, "truncated gzip file (the compressed stream ends early)")
+                for out in gunzip.feed(data):
+                    pending += out
+                    if len(pending) >= chunk_size:
+                        yield bytes(pending)
+                        pending.clear()
+        gunzip.finish()
+    except GzipTooLarge as exc:
+        raise TraceInputError(
+            path,
+            f"{exc.problem}; refusing (set TRACELENS_MAX_DECOMPRESSED_BYTES to raise the limit)",
+        ) from None
+    except GzipProblem as exc:
+        raise TraceInputError(path, exc.problem) from None
     if pending:
         yield bytes(pending)
 

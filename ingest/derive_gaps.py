@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import duckdb
 
+from ingest.profiler_steps import STEP_NAME_PATTERN
+
 SYNC_CALLS = (
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -109,7 +111,7 @@ STREAM_WAIT_KIND = "Stream Wait Event"
 # Host intervals that span a whole program, thread or step: covering a gap, they say
 # nothing about what the host was doing in it.
 WRAPPER_PATTERN = (
-    r"^(ProfilerStep#[0-9]+|.*\): <module>|threading\.py\([0-9]+\): "
+    r"^(" + STEP_NAME_PATTERN + r"|.*\): <module>|threading\.py\([0-9]+\): "
     r"(_bootstrap|_bootstrap_inner|run)|runpy\.py\([0-9]+\): .*|<built-in function exec>"
     r"|execute_([0-9]+_)?context_[0-9]+.*|step\[[A-Z_]+( [^]]*)?\])$"
 )
@@ -159,6 +161,53 @@ GAP_RULES: dict[str, tuple[float, str]] = {
         "began and the thread left its previous enqueue call at most this long before the gap "
         "(decided at ingest).",
     ),
+}
+
+
+# The causes in the order they are judged, first match wins: (cause, the evidence that
+# decides it over a row of _gap2, the detail it keeps). A gap no rule fits is UNTRACED.
+_JUDGED: tuple[tuple[str, str, str], ...] = (
+    (
+        "gpu_dependency",
+        f"""launch_end IS NOT NULL AND end_ns - greatest(launch_end, start_ns)
+            >= {QUEUED_MIN_GAP_FRACTION} * (end_ns - start_ns)""",
+        "next_name",
+    ),
+    (
+        "data_loading",
+        f"loader_overlap >= {LOADER_MIN_GAP_FRACTION} * (end_ns - start_ns)",
+        "loader_name",
+    ),
+    (
+        "synchronization",
+        f"blocked_ns > 0 AND blocked_ns >= {SYNC_MIN_GAP_FRACTION} * (end_ns - start_ns)",
+        "sync_name",
+    ),
+    (
+        "launch_overhead",
+        f"""launch_start IS NOT NULL AND launch_start <= start_ns + {LAUNCH_ISSUE_SLACK_NS}
+            AND (launch_start <= start_ns
+                 OR prev_enq_end >= start_ns - {LAUNCH_ISSUE_SLACK_NS})""",
+        f"coalesce(host_op, '{UNTRACED_HOST}')",
+    ),
+    ("host_compute", "host_op IS NOT NULL", "host_op"),
+)
+UNTRACED = "untraced"
+#: Every value of ``gaps.cause``, in the order the causes are judged.
+GAP_CAUSES: tuple[str, ...] = (*(c for c, _, _ in _JUDGED), UNTRACED)
+
+#: Each cause's rule in a line, as the findings about it quote it.
+CAUSE_RULES: dict[str, str] = {
+    "gpu_dependency": "the next work was queued before the gap began, or for at least "
+    f"{QUEUED_MIN_GAP_FRACTION:.0%} of it",
+    "data_loading": f"a data-loader range covers at least {LOADER_MIN_GAP_FRACTION:.0%} of the gap",
+    "synchronization": "blocking calls on the launching thread took at least "
+    f"{SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was issued",
+    "launch_overhead": "the next launch call was running when the GPU ran dry, or started "
+    f"within {LAUNCH_ISSUE_SLACK_NS // 1000:,} µs while the thread was issuing launches",
+    "host_compute": "an operator, range or Python function on the launching thread covers the "
+    "host part of the gap",
+    UNTRACED: "nothing recorded covers the host part of the gap",
 }
 
 
@@ -371,36 +420,14 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         LEFT JOIN enq USING (gap_id) LEFT JOIN host USING (gap_id)
         """
     )
-    slack = LAUNCH_ISSUE_SLACK_NS
-    rules = [
-        (
-            "gpu_dependency",
-            f"""launch_end IS NOT NULL AND end_ns - greatest(launch_end, start_ns)
-                >= {QUEUED_MIN_GAP_FRACTION} * (end_ns - start_ns)""",
-            "next_name",
-        ),
-        (
-            "data_loading",
-            f"loader_overlap >= {LOADER_MIN_GAP_FRACTION} * (end_ns - start_ns)",
-            "loader_name",
-        ),
-        (
-            "synchronization",
-            f"blocked_ns > 0 AND blocked_ns >= {SYNC_MIN_GAP_FRACTION} * (end_ns - start_ns)",
-            "sync_name",
-        ),
-        (
-            "launch_overhead",
-            f"""launch_start IS NOT NULL AND launch_start <= start_ns + {slack}
-                AND (launch_start <= start_ns OR prev_enq_end >= start_ns - {slack})""",
-            f"coalesce(host_op, '{UNTRACED_HOST}')",
-        ),
-        ("host_compute", "host_op IS NOT NULL", "host_op"),
-    ]
-    cause = "CASE " + " ".join(f"WHEN {w} THEN '{c}'" for c, w, _ in rules) + " ELSE 'untraced' END"
+    cause = (
+        "CASE "
+        + " ".join(f"WHEN {w} THEN '{c}'" for c, w, _ in _JUDGED)
+        + f" ELSE '{UNTRACED}' END"
+    )
     detail = (
         "CASE "
-        + " ".join(f"WHEN {w} THEN {d}" for _, w, d in rules)
+        + " ".join(f"WHEN {w} THEN {d}" for _, w, d in _JUDGED)
         + f" WHEN pid IS NOT NULL THEN '{UNTRACED_HOST}' ELSE NULL END"
     )
     con.execute(

@@ -212,7 +212,7 @@ def test_llm_section_in_every_format(runner: CliRunner, tmp_path: Path) -> None:
     for fmt, marker in (
         ("text", "LLM serving latency"),
         ("markdown", "## LLM serving latency"),
-        ("html", "<h2>LLM serving latency</h2>"),
+        ("html", "<h2>LLM latency</h2>"),
     ):
         out = runner.invoke(main, ["analyze", str(path), "--format", fmt]).output
         assert marker in out, fmt

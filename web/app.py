@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Litestar
 from litestar.config.allowed_hosts import AllowedHostsConfig
 from litestar.di import Provide
@@ -16,10 +13,10 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
-from markupsafe import Markup
 
 from tracelens import __version__
-from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.render.html import STATIC_DIR as REPORT_STATIC_DIR
+from tracelens.report.render.html import html_environment
 from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
@@ -43,40 +40,10 @@ from web.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 
-_CODE = re.compile(r"`([^`]+)`")
-_BOLD = re.compile(r"\*\*([^*]+)\*\*")
-
-
-def markdown_inline(text: str | None) -> Markup:
-    """The little Markdown titles use (code spans, bold), escaped first."""
-    out = html.escape(text or "")
-    out = _CODE.sub(r"<code>\1</code>", out)
-    return Markup(_BOLD.sub(r"<strong>\1</strong>", out))
-
-
-def markdown_blocks(text: str | None) -> Markup:
-    """Advice text: inline Markdown plus paragraphs and line breaks."""
-    inline = str(markdown_inline(text))
-    paragraphs = [p.replace("\n", "<br>") for p in inline.split("\n\n") if p.strip()]
-    return Markup("".join(f"<p>{p}</p>" for p in paragraphs))
-
 
 def _template_engine() -> JinjaTemplateEngine:
-    env = Environment(
-        loader=FileSystemLoader(str(HERE / "templates")),
-        autoescape=select_autoescape(["html"], default=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["ns"] = fmt_ns
-    env.filters["bytes"] = fmt_bytes
-    env.filters["md"] = markdown_blocks
-    env.filters["mdi"] = markdown_inline
-    env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):.1f}%"
-    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
-    env.globals["version"] = __version__
-    env.globals["dict"] = dict
-    return JinjaTemplateEngine.from_environment(env)
+    # The report's environment: the pages import the report's parts from its templates.
+    return JinjaTemplateEngine.from_environment(html_environment(HERE / "templates"))
 
 
 def app_from_env() -> Litestar:
@@ -127,7 +94,9 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             RunListPageController,
             RunPagesController,
             ComparePageController,
-            create_static_files_router(path="/static", directories=[HERE / "static"]),
+            create_static_files_router(
+                path="/static", directories=[HERE / "static", REPORT_STATIC_DIR]
+            ),
         ],
         dependencies={"svc": Provide(lambda: services, sync_to_thread=False)},
         template_config=TemplateConfig(engine=templates),

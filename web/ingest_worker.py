@@ -22,8 +22,7 @@ from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
-from tracelens.core.tracedb import TraceDB
-from tracelens.report import build_report_from_db
+from tracelens.report import build_report
 from web.catalog import Catalog, Run
 from web.catalog import runs as catalog_runs
 from web.settings import Settings
@@ -166,23 +165,12 @@ class IngestWorker:
         )
         try:
             self._progress(run_id, generation, _READ_SHARE)
-            report = build_report_from_db(
-                TraceDB(loaded.con),
-                source={
-                    "path": label,
-                    "format": loaded.format,
-                    # the upload's hash (what de-duplication compares), not the kept copy's
-                    "sha256": run.sha256,
-                    "size_bytes": loaded.size_bytes,
-                },
-                notes=loaded.notes,
-            )
+            report = build_report(loaded, label=label, sha256=run.sha256)
             self._progress(run_id, generation, 0.95)
             build_timeline_tables(loaded.con)
             loaded.con.execute("CHECKPOINT")
         finally:
             loaded.close()
-        report = redact(report)
         write_json_atomic(files.report(generation), report)
         return report
 

@@ -2,8 +2,9 @@
 
 While the bytes arrive they are hashed (sha256, to recognise a file uploaded twice),
 counted against the size cap and, for gzip, inflated and counted against the decompressed
-cap, so a too-big file or a gzip bomb is refused mid-stream. The client's file name is kept
-as a label only; the file on disk is named by a random token.
+cap (:mod:`ingest.gunzip`, the guard ingest reads with), so a too-big file or a gzip bomb
+is refused mid-stream. The client's file name is kept as a label only; the file on disk
+is named by a random token.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import re
 import secrets
 import unicodedata
-import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ import anyio.to_thread
 from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
 
 from ingest import TraceInputError, detect_format
-from ingest.byte_source import GZIP_MAGIC
+from ingest.gunzip import GZIP_MAGIC, BoundedGunzip, GzipProblem, GzipTooLarge
 from ingest.loader import NSYS_REPORT_SUFFIXES
 from ingest.redaction import redact_text
 
@@ -65,47 +65,31 @@ class _GzipMeter:
     """Inflates gzip members as they arrive and counts the output (never kept)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.total = 0
-        self.decomp = zlib.decompressobj(wbits=31)
-        self.in_member = False
+        self.gunzip = BoundedGunzip(limit, step=_INFLATE_STEP)
         self.seen_content = False
 
     def feed(self, data: bytes, label: str) -> None:
-        while data:
-            if not self.in_member and not data.strip(b"\x00"):
-                return
-            self.in_member = True
-            try:
-                out = self.decomp.decompress(data, _INFLATE_STEP)
-            except zlib.error as exc:
-                raise UploadError(400, f"{label}: damaged gzip data ({exc})") from None
-            self.total += len(out)
-            if not self.seen_content:
-                self.seen_content = bool(out.strip(b" \t\r\n"))
-                if not self.seen_content and self.total > _MAX_BLANK_PREFIX:
-                    # a whitespace bomb would keep a core inflating for a minute
-                    raise UploadError(
-                        400,
-                        f"{label}: no JSON in the first {_MAX_BLANK_PREFIX:,} decompressed "
-                        "bytes (only whitespace)",
-                    )
-            if self.total > self.limit:
-                raise UploadError(
-                    413, f"{label}: decompresses to more than {self.limit:,} bytes (the limit)"
-                )
-            if self.decomp.eof:
-                data = self.decomp.unused_data
-                self.decomp = zlib.decompressobj(wbits=31)
-                self.in_member = False
-            else:
-                data = self.decomp.unconsumed_tail
+        try:
+            for out in self.gunzip.feed(data):
+                if not self.seen_content:
+                    self.seen_content = bool(out.strip(b" \t\r\n"))
+                    if not self.seen_content and self.gunzip.total > _MAX_BLANK_PREFIX:
+                        # a whitespace bomb would keep a core inflating for a minute
+                        raise UploadError(
+                            400,
+                            f"{label}: no JSON in the first {_MAX_BLANK_PREFIX:,} decompressed "
+                            "bytes (only whitespace)",
+                        )
+        except GzipTooLarge as exc:
+            raise UploadError(413, f"{label}: {exc.problem} (the limit)") from None
+        except GzipProblem as exc:
+            raise UploadError(400, f"{label}: {exc.problem}") from None
 
     def finish(self, label: str) -> None:
-        if self.in_member:
-            raise UploadError(
-                400, f"{label}: truncated gzip file (the compressed stream ends early)"
-            )
+        try:
+            self.gunzip.finish()
+        except GzipProblem as exc:
+            raise UploadError(400, f"{label}: {exc.problem}") from None
 
 
 class _FileSink:

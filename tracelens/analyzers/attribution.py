@@ -8,6 +8,7 @@ on the launching thread that encloses the call is used instead.
 
 from __future__ import annotations
 
+from ingest.profiler_steps import is_not_step
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import ENGINE_STEP_SQL
 
@@ -20,7 +21,7 @@ HIP_GRAPH = "HIP graph replay"
 # any operator is unattributed, as it is in a trace that has operator records.
 _RANGES_AS_OPS = f"""(
     SELECT * FROM ranges
-    WHERE device_id IS NULL AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'llm.%'
+    WHERE device_id IS NULL AND {is_not_step()} AND name NOT LIKE 'llm.%'
       AND NOT {ENGINE_STEP_SQL}
 )"""
 

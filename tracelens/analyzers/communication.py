@@ -24,6 +24,7 @@ reported with the steps where it happened.
 
 from __future__ import annotations
 
+from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
@@ -143,12 +144,7 @@ ov AS (
     SELECT m.kid, sum(least(m.end_ns, cu.end_ns) - greatest(m.start_ns, cu.start_ns)) AS ns
     FROM m JOIN cu ON cu.start_ns < m.end_ns AND cu.end_ns > m.start_ns GROUP BY m.kid
 ),
-steps AS (
-    SELECT DISTINCT name, start_ns, end_ns FROM (
-        SELECT name, start_ns, end_ns FROM ranges
-        WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
-        UNION ALL SELECT name, start_ns, end_ns FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')
-)
+steps AS (SELECT DISTINCT name, start_ns, end_ns FROM ({STEP_INTERVALS}))
 SELECT m.kid, m.name, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS d,
        m.end_ns - m.start_ns - coalesce(ov.ns, 0) AS exposed,
        coalesce(m.collective, regexp_extract(m.name,

@@ -12,13 +12,7 @@ replay.
 
 from __future__ import annotations
 
-from ingest.derive_gaps import (
-    LAUNCH_ISSUE_SLACK_NS,
-    LOADER_MIN_GAP_FRACTION,
-    QUEUED_MIN_GAP_FRACTION,
-    SYNC_CALLS,
-    SYNC_MIN_GAP_FRACTION,
-)
+from ingest.derive_gaps import CAUSE_RULES, LAUNCH_ISSUE_SLACK_NS, SYNC_CALLS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
@@ -419,8 +413,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
                     f"{title}" + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
-                    f"'{cause}' ({_RULES[cause]}); removing their cause gives back at most this "
-                    "much GPU time."
+                    f"'{cause}' ({CAUSE_RULES[cause]}); removing their cause gives back at "
+                    "most this much GPU time."
                     + (
                         " The trace keeps only launch and copy runtime calls, so the events, "
                         "waits and syncs that decide a cause may be missing."
@@ -438,7 +432,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "busy_pct": round(dev.busy_pct, 3),
                         "idle_pct": round(dev.idle_pct, 3),
                         "cause": cause,
-                        "cause_rule": _RULES[cause],
+                        "cause_rule": CAUSE_RULES[cause],
                         "gap_count": n,
                         "gap_ns": ns,
                         **deciding,
@@ -486,17 +480,3 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 def _slack() -> dict[str, int]:
     return {"launch_issue_slack_ns": LAUNCH_ISSUE_SLACK_NS}
-
-
-_RULES = {
-    "gpu_dependency": "the next work was queued before the gap began, or for at least "
-    f"{QUEUED_MIN_GAP_FRACTION:.0%} of it",
-    "data_loading": f"a data-loader range covers at least {LOADER_MIN_GAP_FRACTION:.0%} of the gap",
-    "synchronization": "blocking calls on the launching thread took at least "
-    f"{SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was issued",
-    "launch_overhead": "the next launch call was running when the GPU ran dry, or started "
-    f"within {fmt_ns(LAUNCH_ISSUE_SLACK_NS)} while the thread was issuing launches",
-    "host_compute": "an operator, range or Python function on the launching thread covers the "
-    "host part of the gap",
-    "untraced": "nothing recorded covers the host part of the gap",
-}

@@ -15,6 +15,7 @@ fragmentation findings cost no time; they carry risk, so they are not ranked by 
 
 from __future__ import annotations
 
+from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, Severity, TimeRange
 from tracelens.core.thresholds import Thresholds
@@ -196,11 +197,7 @@ def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
     names = ", ".join(f"'{n}'" for n in _ALLOC_CALLS)
     rows = db.dicts(
         f"""WITH steps AS (
-                SELECT DISTINCT start_ns, end_ns FROM (
-                    SELECT start_ns, end_ns FROM ranges
-                    WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
-                    UNION ALL SELECT start_ns, end_ns FROM cpu_ops
-                    WHERE name LIKE 'ProfilerStep#%')
+                SELECT DISTINCT start_ns, end_ns FROM ({STEP_INTERVALS})
             )
             SELECT a.name, count(*) AS calls, sum(a.end_ns - a.start_ns) AS ns,
                    count(DISTINCT s.start_ns) AS steps, min(a.start_ns) AS first_ns,
@@ -213,14 +210,7 @@ def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
     if calls < t.memory_min_churn_calls:
         return None
     ns = sum(int(r["ns"]) for r in rows)
-    step_count = int(
-        db.scalar(
-            """SELECT count(DISTINCT name) FROM (
-                   SELECT name FROM ranges WHERE name LIKE 'ProfilerStep#%'
-                   UNION ALL SELECT name FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')"""
-        )
-        or 0
-    )
+    step_count = int(db.scalar(f"SELECT count(DISTINCT name) FROM ({STEP_INTERVALS})") or 0)
     frees = sum(int(r["calls"]) for r in rows if "Free" in r["name"])
     return finding(
         ANALYZER,

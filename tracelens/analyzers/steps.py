@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.derive_gaps import DATA_LOADER_PATTERN, SYNC_CALLS
+from ingest.derive_gaps import DATA_LOADER_PATTERN, GAP_CAUSES, SYNC_CALLS
+from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
@@ -28,31 +29,18 @@ ANALYZER = "steps"
 # At most this many per-step rows go into the evidence.
 _MAX_LISTED = 100
 
-_CAUSES = (
-    "data_loading",
-    "synchronization",
-    "launch_overhead",
-    "gpu_dependency",
-    "host_compute",
-    "untraced",
-)
-
 
 def _build_steps(db: TraceDB) -> None:
     sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
     idle_cols = ",\n".join(
-        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in _CAUSES
+        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in GAP_CAUSES
     )
     db.con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _steps AS
         WITH s AS (
-            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM (
-                SELECT name, start_ns, end_ns FROM ranges
-                WHERE device_id IS NULL AND name LIKE 'ProfilerStep#%'
-                UNION ALL
-                SELECT name, start_ns, end_ns FROM cpu_ops WHERE name LIKE 'ProfilerStep#%'
-            ) GROUP BY name
+            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+            FROM ({STEP_INTERVALS}) GROUP BY name
         )
         SELECT name, start_ns, end_ns, end_ns - start_ns AS dur_ns,
                TRY_CAST(regexp_extract(name, '#([0-9]+)', 1) AS BIGINT) AS step_no
@@ -109,7 +97,7 @@ def _build_steps(db: TraceDB) -> None:
                coalesce(kern.kernel_count, 0) AS kernel_count,
                coalesce(kern.kernel_ns, 0) AS kernel_ns,
                coalesce(kern.gpu_span_ns, 0) AS gpu_span_ns,
-               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in _CAUSES)},
+               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in GAP_CAUSES)},
                coalesce(host.sync_blocked_ns, 0) AS sync_blocked_ns,
                coalesce(loader.loader_ns, 0) AS loader_ns
         FROM _steps s
@@ -126,18 +114,14 @@ _MEASURES = (
     "kernel_count",
     "kernel_ns",
     "gpu_span_ns",
-    *(f"idle_{c}_ns" for c in _CAUSES),
+    *(f"idle_{c}_ns" for c in GAP_CAUSES),
     "sync_blocked_ns",
     "loader_ns",
 )
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
-    n_steps = db.scalar(
-        """SELECT count(DISTINCT name) FROM (
-               SELECT name FROM ranges WHERE name LIKE 'ProfilerStep#%'
-               UNION ALL SELECT name FROM cpu_ops WHERE name LIKE 'ProfilerStep#%')"""
-    )
+    n_steps = db.scalar(f"SELECT count(DISTINCT name) FROM ({STEP_INTERVALS})")
     if not n_steps or n_steps < t.steps_min_count:
         return []
     _build_steps(db)

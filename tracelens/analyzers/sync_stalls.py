@@ -25,6 +25,7 @@ calls; HIP's synchronize and synchronous copy calls are.
 from __future__ import annotations
 
 from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, SYNC_MIN_GAP_FRACTION
+from ingest.profiler_steps import is_not_step
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.core.findings import Finding, TimeRange
@@ -102,7 +103,7 @@ def _build_tables(db: TraceDB) -> None:
             ASOF JOIN cpu_ops o
               ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
              AND o.start_ns <= x.start_ns
-            WHERE o.end_ns >= x.end_ns AND o.name NOT LIKE 'ProfilerStep#%'
+            WHERE o.end_ns >= x.end_ns AND {is_not_step("o.name")}
         ),
         chains AS (
             SELECT call_id,
@@ -121,7 +122,7 @@ def _build_tables(db: TraceDB) -> None:
             ASOF JOIN (SELECT * FROM ranges WHERE device_id IS NULL) r
               ON r.pid = b.pid AND r.tid = b.tid AND r.depth = b.depth
              AND r.start_ns <= b.start_ns
-            WHERE r.end_ns >= b.end_ns AND r.name NOT LIKE 'ProfilerStep#%'
+            WHERE r.end_ns >= b.end_ns AND {is_not_step("r.name")}
             GROUP BY b.call_id
         )
         -- Without operator events (Nsight exports) the NVTX ranges carry the operator names

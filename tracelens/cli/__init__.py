@@ -1,7 +1,6 @@
 """``tracelens`` command line: one group, a module per command.
 
-Exit codes everywhere: 0 ok, 1 a CI gate tripped, 2 unusable input or usage
-(``tracelens.cli.options``).
+Every command exits with the codes of :mod:`tracelens.cli.options`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``tracelens analyze PATH``: ingest a trace, run every analyzer, print the report.
 
-Exit codes: 0 ok, 1 a finding at or above ``--fail-on``, 2 unusable input or usage.
+``--fail-on`` is its CI gate (:data:`tracelens.cli.options.EXIT_GATE`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from ingest import TraceInputError, load_trace
 from ingest.loader import is_tracelens_database
-from tracelens.cli.options import EXIT_GATE, check_output, fail, parse_thresholds, write_output
+from tracelens.cli.options import EXIT_GATE, check_output, fail, threshold_option, write_output
 from tracelens.core.findings import Severity
+from tracelens.core.thresholds import Thresholds
 from tracelens.report import build_report
 from tracelens.report.render.markdown import render_markdown
 from tracelens.report.render.text import render_text
@@ -85,13 +86,7 @@ def sample_trace_path() -> Path:
     default=None,
     help="For a profiler output folder: analyze this rank's trace.",
 )
-@click.option(
-    "--threshold",
-    "thresholds",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Override a threshold (repeatable); `tracelens thresholds` lists them.",
-)
+@threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
 @click.option(
     "-o",
     "--output",
@@ -114,7 +109,7 @@ def analyze(
     max_findings: int | None,
     db_path: Path | None,
     rank: int | None,
-    thresholds: tuple[str, ...],
+    thresholds: Thresholds,
     output: Path | None,
     force: bool,
     sample: bool,
@@ -125,7 +120,6 @@ def analyze(
         path = sample_trace_path()
     if path is None:
         raise click.UsageError("give a trace PATH (or --sample)")
-    t = parse_thresholds(thresholds)
     check_output(output)
     if db_path is not None:
         check_db_target(db_path, path, force)
@@ -156,7 +150,7 @@ def analyze(
     except TraceInputError as exc:
         fail(str(exc))
     try:
-        report = build_report(loaded, t, top)
+        report = build_report(loaded, thresholds, top)
     finally:
         loaded.close()
     _emit(report, fmt, output, max_findings)

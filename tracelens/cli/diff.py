@@ -1,6 +1,6 @@
 """``tracelens diff BASELINE CANDIDATE``: what changed between two runs, with a CI verdict.
 
-Exit codes: 0 ok, 1 regression above ``--max-regression``, 2 unusable input or usage.
+``--max-regression`` is its CI gate (:data:`tracelens.cli.options.EXIT_GATE`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tracelens.cli.options import (
     EXIT_OK,
     check_output,
     fail,
-    parse_thresholds,
+    threshold_option,
     write_output,
 )
 from tracelens.core.thresholds import Thresholds
@@ -82,13 +82,7 @@ def _reports(
     help="Kernel and operator rows to list (largest changes first).",
 )
 @click.option("--rank", type=int, default=None, help="For profiler output folders: this rank.")
-@click.option(
-    "--threshold",
-    "thresholds",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Override an analyzer threshold (repeatable), for both runs.",
-)
+@threshold_option("Override an analyzer threshold (repeatable), for both runs.")
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to this file."
 )
@@ -99,15 +93,14 @@ def diff(
     max_regression: float | None,
     top: int,
     rank: int | None,
-    thresholds: tuple[str, ...],
+    thresholds: Thresholds,
     output: Path | None,
 ) -> None:
     """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
-    t = parse_thresholds(thresholds)
     check_output(output)
     if max_regression is not None and not math.isfinite(max_regression):
         fail(f"--max-regression must be a finite number of percent, got {max_regression}")
-    report_a, report_b = _reports(baseline, candidate, t, rank)
+    report_a, report_b = _reports(baseline, candidate, thresholds, rank)
     d = build_diff(report_a, report_b, max_regression, top)
     if fmt == "json":
         text = json.dumps(d, indent=2, default=str) + "\n"

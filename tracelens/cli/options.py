@@ -1,20 +1,37 @@
-"""What every ``tracelens`` command shares: exit codes, threshold options, failing cleanly.
-
-Exit codes everywhere: 0 ok, 1 a CI gate tripped (``--fail-on``, ``--max-regression``),
-2 unusable input or usage, with one line on stderr naming the file and the problem.
-"""
+"""What every ``tracelens`` command shares: exit codes, the threshold option, failing cleanly."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import click
 
 from tracelens.core.thresholds import Thresholds
 
-EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT = 0, 1, 2
+# The exit codes of every command, the plugged-in ones included.
+EXIT_OK = 0
+# A CI gate tripped: ``analyze --fail-on``, ``diff --max-regression``.
+EXIT_GATE = 1
+# Unusable input or usage (click's own usage errors exit 2 too), with one line on stderr
+# naming the file and the problem.
+EXIT_BAD_INPUT = 2
+
+_Command = TypeVar("_Command", bound=Callable[..., object])
+
+
+def threshold_option(help_text: str) -> Callable[[_Command], _Command]:
+    """``--threshold NAME=VALUE`` (repeatable), handed to the command as :class:`Thresholds`."""
+    return click.option(
+        "--threshold",
+        "thresholds",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help=help_text,
+        callback=lambda _ctx, _param, values: parse_thresholds(values),
+    )
 
 
 def parse_thresholds(values: tuple[str, ...]) -> Thresholds:

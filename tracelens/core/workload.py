@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.profiler_steps import is_step
 from tracelens.core.gpu_specs import GpuSpec, lookup
 from tracelens.core.tracedb import TraceDB
 
@@ -162,7 +163,7 @@ def _detect(db: TraceDB) -> Workload:
         kind, basis = UNKNOWN, "nothing recorded says"
 
     hip = any(n.startswith("hip") for n in api_names)
-    if aten or python or _count(db, "ranges", "name LIKE 'ProfilerStep#%'"):
+    if aten or python or _count(db, "ranges", is_step()):
         framework, fbasis = "pytorch", "PyTorch operators"
     elif "TensorRT" in domains or any(n.startswith("TensorRT") for n in domains):
         framework, fbasis = "tensorrt", "TensorRT NVTX ranges"

@@ -25,6 +25,20 @@ REPORT_SCHEMA = "tracelens.report/1"
 # a dict, or None when not applicable.
 SectionFn = Callable[[TraceDB, Thresholds], dict[str, Any] | None]
 SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
+# The keys every report has; the optional sections come after them.
+CORE_KEYS = (
+    "schema",
+    "tracelens_version",
+    "source",
+    "trace",
+    "devices",
+    "metrics",
+    "workload",
+    "findings",
+    "top_kernels",
+    "top_ops",
+    "notes",
+)
 
 _INFO_KEYS = (
     "format_version",
@@ -40,16 +54,33 @@ _INFO_KEYS = (
 )
 
 
+def optional_sections(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's optional sections, in order: what SECTIONS added when it was built
+    (a report kept from another version may hold sections this one does not register)."""
+    return {key: value for key, value in report.items() if key not in CORE_KEYS}
+
+
 def build_report(
-    loaded: LoadedTrace, thresholds: Thresholds | None = None, top: int = 10
+    loaded: LoadedTrace,
+    thresholds: Thresholds | None = None,
+    top: int = 10,
+    *,
+    label: str | None = None,
+    sha256: str | None = None,
 ) -> dict[str, Any]:
-    db = TraceDB(loaded.con)
+    """The report of a loaded trace.
+
+    ``label`` stands for the trace's path where the file read is not the one the user
+    knows (the web app reads a kept copy of an upload and shows the uploaded name);
+    ``sha256`` likewise for the hash (the upload's, which de-duplication compares, not the
+    kept copy's).
+    """
     return build_report_from_db(
-        db,
+        TraceDB(loaded.con),
         source={
-            "path": str(loaded.path),
+            "path": label if label is not None else str(loaded.path),
             "format": loaded.format,
-            "sha256": loaded.sha256,
+            "sha256": sha256 if sha256 is not None else loaded.sha256,
             "size_bytes": loaded.size_bytes,
         },
         thresholds=thresholds,

@@ -193,18 +193,7 @@ class Scenario:
         api_dur_ns: int = 5_000,
         **kernel_kw: object,
     ) -> Kernel:
-        corr = self.next_id()
-        self.api_calls.append(
-            ApiCall(
-                "cudaLaunchKernel",
-                api_start_ns,
-                api_dur_ns,
-                self.pid,
-                self.tid,
-                corr,
-                op.external_id if op else None,
-            )
-        )
+        corr = self._enqueue("cudaLaunchKernel", api_start_ns, api_dur_ns, op)
         k = Kernel(kernel_name, gpu_start_ns, gpu_dur_ns, corr, **kernel_kw)  # type: ignore[arg-type]
         self.kernels.append(k)
         return k
@@ -222,21 +211,20 @@ class Scenario:
         api_dur_ns: int = 10_000,
         api_name: str = "cudaMemcpyAsync",
     ) -> Memcpy:
-        corr = self.next_id()
-        self.api_calls.append(
-            ApiCall(
-                api_name,
-                api_start_ns,
-                api_dur_ns,
-                self.pid,
-                self.tid,
-                corr,
-                op.external_id if op else None,
-            )
-        )
+        corr = self._enqueue(api_name, api_start_ns, api_dur_ns, op)
         m = Memcpy(kind, src_mem, dst_mem, nbytes, gpu_start_ns, gpu_dur_ns, corr)
         self.memcpys.append(m)
         return m
+
+    def _enqueue(self, name: str, start_ns: int, dur_ns: int, op: CpuOp | None) -> int:
+        """The runtime call that enqueues GPU work for ``op``: its correlation id."""
+        corr = self.next_id()
+        self.api_calls.append(
+            ApiCall(
+                name, start_ns, dur_ns, self.pid, self.tid, corr, op.external_id if op else None
+            )
+        )
+        return corr
 
     def api(self, name: str, start_ns: int, dur_ns: int) -> ApiCall:
         a = ApiCall(name, start_ns, dur_ns, self.pid, self.tid)

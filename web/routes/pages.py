@@ -13,7 +13,6 @@ from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
 
 from tracelens.report.render.markdown import finding_markdown
-from tracelens.report.render.workload import workload_line
 from web.api_schema import RunView
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
@@ -26,33 +25,6 @@ from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
 CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
-
-# Report keys the run page lays out itself; any other section (e.g. LLM latency) is shown
-# generically as a panel of its own.
-KNOWN_SECTIONS = frozenset(
-    {
-        "schema",
-        "tracelens_version",
-        "source",
-        "trace",
-        "devices",
-        "metrics",
-        "findings",
-        "workload",
-        "top_kernels",
-        "top_ops",
-        "notes",
-        "llm",
-    }
-)
-
-
-def section_title(key: str) -> str:
-    """``llm_latency`` -> ``LLM latency``: a heading for an optional report section."""
-    words = key.replace("_", " ").split()
-    upper = {"llm", "gpu", "cpu", "nccl", "ttft", "tpot", "itl", "h2d", "d2h"}
-    text = " ".join(w.upper() if w.lower() in upper else w for w in words)
-    return text[:1].upper() + text[1:]
 
 
 def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[int]]]:
@@ -71,7 +43,6 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
     context: dict[str, Any] = {
         "run": RunView.of(run),
         "report": None,
-        "extra_sections": [],
         "tokens_required": tokens_required,
         "page_data": {"run_id": run.id, "status": run.status, "highlights": {}},
         "csrf_token": lambda: CSRF_PLACEHOLDER,
@@ -81,12 +52,6 @@ def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
         cur, meta = open_run_database(svc, run)
         cur.close()
         context["report"] = report
-        context["workload_text"] = workload_line(report)
-        context["extra_sections"] = [
-            (key, section_title(key), value)
-            for key, value in report.items()
-            if key not in KNOWN_SECTIONS
-        ]
         context["page_data"].update(
             {
                 "t0_ns": meta["t0_ns"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from rich.console import Console
@@ -109,18 +108,3 @@ def render_markdown(es: dict[str, Any]) -> list[str]:
     out += [f"- {line}" for line in notes(es)]
     out.append("")
     return out
-
-
-def render_html(es: dict[str, Any]) -> str:
-    head = "".join(f"<th>{c}</th>" for c in ("phase", *_COLS))
-    rows = "".join(
-        f"<tr><td>{escape(row[0])}</td>"
-        + "".join(f'<td class="num">{escape(v)}</td>' for v in row[1:])
-        + "</tr>"
-        for row in _rows(es)
-    )
-    items = "".join(f"<li>{escape(line)}</li>" for line in notes(es))
-    return (
-        f"<h3>Engine steps</h3><p>{escape(headline(es))}</p>"
-        f"<table><tr>{head}</tr>{rows}</table><ul>{items}</ul>"
-    )

@@ -1,109 +1,95 @@
-"""A self-contained HTML report (inline CSS, no scripts), for attaching to a ticket or CI run."""
+"""The HTML report: Jinja templates that the standalone page and the web run page share.
+
+``templates/report_body.html`` holds the report's parts as macros (trace facts, LLM
+latency, findings, optional sections, hot kernels and operators); ``templates/report.html``
+lays them out as a self-contained page (CSS inline, no scripts, no requests) for attaching
+to a ticket or CI run, and the web app's run page lays out the same macros around its
+timeline. ``static/report.css`` styles them in both: inlined here, served by the web app.
+"""
 
 from __future__ import annotations
 
-from html import escape
+import html
+import re
+from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from tracelens import __version__
 from tracelens.core.units import fmt_bytes, fmt_ns
-from tracelens.report.render.llm_section import render_llm_html
+from tracelens.report.build import optional_sections
+from tracelens.report.render.minor import split_minor
 from tracelens.report.render.workload import workload_line
 
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2330}
-h1{font-size:1.4rem}h2{margin-top:2rem;border-bottom:1px solid #dde;padding-bottom:.2rem}
-table{border-collapse:collapse;width:100%;margin:.5rem 0}td,th{border-bottom:1px solid #eee;
-padding:.3rem .5rem;text-align:left;vertical-align:top}th{background:#f5f6fa}
-.num{text-align:right;white-space:nowrap}.sev{font-weight:600;text-transform:uppercase;
-font-size:.8rem}.critical{color:#fff;background:#c0262d;padding:0 .3rem}.high{color:#c0262d}
-.medium{color:#b26b00}.low{color:#2a6fb0}.info{color:#777}.finding{border:1px solid #dde;
-border-radius:6px;padding:.6rem 1rem;margin:1rem 0}code{background:#f2f3f7;padding:0 .2rem;
-word-break:break-all}.muted{color:#667}
-"""
+HERE = Path(__file__).resolve().parent
+TEMPLATES_DIR = HERE / "templates"
+STATIC_DIR = HERE / "static"
+
+# Optional report sections with a panel of their own; any other is shown generically.
+_OWN_PANELS = frozenset({"llm"})
+# Words a section heading writes in capitals.
+_ACRONYMS = frozenset({"llm", "gpu", "cpu", "nccl", "ttft", "tpot", "itl", "h2d", "d2h"})
+
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
-def _row(cells: list[str], classes: list[str] | None = None) -> str:
-    classes = classes or [""] * len(cells)
-    return (
-        "<tr>"
-        + "".join(f'<td class="{c}">{v}</td>' for v, c in zip(cells, classes, strict=True))
-        + "</tr>"
+def markdown_inline(text: str | None) -> Markup:
+    """The little Markdown titles use (code spans, bold), escaped first."""
+    out = html.escape(text or "")
+    out = _CODE.sub(r"<code>\1</code>", out)
+    return Markup(_BOLD.sub(r"<strong>\1</strong>", out))
+
+
+def markdown_blocks(text: str | None) -> Markup:
+    """Advice text: inline Markdown plus paragraphs and line breaks."""
+    inline = str(markdown_inline(text))
+    paragraphs = [p.replace("\n", "<br>") for p in inline.split("\n\n") if p.strip()]
+    return Markup("".join(f"<p>{p}</p>" for p in paragraphs))
+
+
+def section_title(key: str) -> str:
+    """``llm_latency`` -> ``LLM latency``: a heading for an optional report section."""
+    words = key.replace("_", " ").split()
+    text = " ".join(w.upper() if w.lower() in _ACRONYMS else w for w in words)
+    return text[:1].upper() + text[1:]
+
+
+def generic_sections(report: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(key, heading, value) of the optional sections shown as a generic panel each."""
+    return [
+        (key, section_title(key), value)
+        for key, value in optional_sections(report).items()
+        if key not in _OWN_PANELS
+    ]
+
+
+def html_environment(*template_dirs: Path) -> Environment:
+    """The Jinja environment the report renders in; ``template_dirs`` come before the
+    report's own (the web app's pages), so they can import the report's macros."""
+    env = Environment(
+        loader=FileSystemLoader([*(str(d) for d in template_dirs), str(TEMPLATES_DIR)]),
+        autoescape=select_autoescape(["html"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-
-
-def _evidence(ev: dict[str, Any]) -> str:
-    parts = []
-    for key, value in ev.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            cols = list(value[0])
-            head = "".join(f"<th>{escape(str(c))}</th>" for c in cols)
-            body = "".join(_row([escape(str(r.get(c, ""))) for c in cols]) for r in value[:10])
-            parts.append(f"<p><b>{escape(key)}</b></p><table><tr>{head}</tr>{body}</table>")
-        else:
-            parts.append(f"<div><b>{escape(key)}</b>: <code>{escape(str(value))}</code></div>")
-    return "".join(parts)
+    env.filters["ns"] = fmt_ns
+    env.filters["bytes"] = fmt_bytes
+    env.filters["md"] = markdown_blocks
+    env.filters["mdi"] = markdown_inline
+    env.filters["pct"] = lambda v: "-" if v is None else f"{float(v):.1f}%"
+    env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
+    env.globals["version"] = __version__
+    env.globals["dict"] = dict
+    env.globals["workload_line"] = workload_line
+    env.globals["generic_sections"] = generic_sections
+    env.globals["split_minor"] = split_minor
+    return env
 
 
 def render_html(report: dict[str, Any]) -> str:
-    src, m = report["source"], report["metrics"]
-    out = [
-        "<!doctype html><html lang=en><meta charset=utf-8>",
-        f"<title>tracelens: {escape(src['path'])}</title><style>{_CSS}</style>",
-        f"<h1>tracelens report: <code>{escape(src['path'])}</code></h1>",
-        f"<p class=muted>{escape(src['format'])} · sha256 {escape(src['sha256'][:16])}… · "
-        f"tracelens {escape(report['tracelens_version'])}</p><ul>",
-    ]
-    if (line := workload_line(report)) is not None:
-        out.append(f"<li>workload: {escape(line)}</li>")
-    for d in report["devices"]:
-        out.append(
-            f"<li>GPU {d['device_id']} ({escape(str(d['name'] or 'unknown'))}): busy "
-            f"{d['busy_pct']:.2f}% of {fmt_ns(d['window_ns'])}</li>"
-        )
-    out.append(
-        f"<li>{m['kernel_count']:,} kernels, {m['memcpy_count']:,} copies, "
-        f"{m['memset_count']:,} memsets; HtoD {fmt_bytes(m['h2d_bytes'])} "
-        f"({fmt_bytes(m['h2d_pageable_bytes'])} pageable)</li>"
-    )
-    out += [f"<li>note: {escape(n)}</li>" for n in report.get("notes", [])]
-    out.append("</ul>")
-    out.append(render_llm_html(report))
-    out.append("<h2>Findings</h2>")
-    for i, f in enumerate(report["findings"], 1):
-        sev = escape(f["severity"])
-        out.append(
-            f'<div class=finding id="f-{escape(f["id"])}"><div><span class="sev {sev}">{sev}'
-            f"</span> <b>{i}. {escape(f['title'])}</b></div>"
-            f"<p>{escape(f['summary'])}</p>"
-            f"<p><b>Impact:</b> {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.2f}%) — "
-            f"{escape(f['impact_basis'])}</p>"
-            f"<p><b>What to do:</b> {escape(f['advice'])}</p>"
-            f"<details><summary>Evidence</summary>{_evidence(f['evidence'])}</details>"
-            f"<p class=muted>{escape(f['analyzer'])} · {escape(f['id'])}</p></div>"
-        )
-    for title, key in (("Top kernels", "top_kernels"), ("Top operators", "top_ops")):
-        rows = report.get(key) or []
-        if not rows:
-            continue
-        out.append(
-            f"<h2>{title}</h2><table><tr><th>name</th><th>count</th><th>total</th>"
-            "<th>mean</th><th>p50</th><th>p95</th><th>max</th></tr>"
-        )
-        for r in rows:
-            out.append(
-                _row(
-                    [
-                        f"<code>{escape(r['name'])}</code>",
-                        f"{r['count']:,}",
-                        fmt_ns(r["total_ns"]),
-                        fmt_ns(r["mean_ns"]),
-                        fmt_ns(r["p50_ns"]),
-                        fmt_ns(r["p95_ns"]),
-                        fmt_ns(r["max_ns"]),
-                    ],
-                    ["", "num", "num", "num", "num", "num", "num"],
-                )
-            )
-        out.append("</table>")
-    out.append("</html>\n")
-    return "".join(out)
+    """The standalone page: one file, readable offline."""
+    css = Markup((STATIC_DIR / "report.css").read_text(encoding="utf-8"))
+    return html_environment().get_template("report.html").render(report=report, css=css)

@@ -7,7 +7,6 @@ have either or both.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from rich.console import Console
@@ -122,27 +121,3 @@ def _latency_markdown(llm: dict[str, Any]) -> list[str]:
     out += [f"- {line}" for line in _steps_line(llm)]
     out.append("")
     return out
-
-
-def render_llm_html(report: dict[str, Any]) -> str:
-    llm = report.get("llm")
-    if not _shown(llm):
-        return ""
-    out = "<h2>LLM serving latency</h2>"
-    if "requests" in llm:
-        out += _latency_html(llm)
-    if llm.get("engine_steps"):
-        out += engine_steps.render_html(llm["engine_steps"])
-    return out
-
-
-def _latency_html(llm: dict[str, Any]) -> str:
-    head = "".join(f"<th>{c}</th>" for c in ("metric", *_COLS))
-    rows = "".join(
-        f"<tr><td>{escape(label)}</td>"
-        + "".join(f'<td class="num">{escape(_cell(c, st))}</td>' for c in _COLS)
-        + "</tr>"
-        for label, st in _rows(llm)
-    )
-    steps = "".join(f"<li>{escape(line)}</li>" for line in _steps_line(llm))
-    return f"<p>{escape(_headline(llm))}</p><table><tr>{head}</tr>{rows}</table><ul>{steps}</ul>"

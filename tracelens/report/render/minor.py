@@ -1,8 +1,8 @@
 """Negligible findings fold into one line: a person reads what matters first.
 
 Findings below the ``low`` severity (under half a percent of the window, or no time to give
-back) stay in the JSON, but text, Markdown and the web page list them in one "minor
-findings" line after the ones worth acting on.
+back) stay in the JSON, but text, Markdown and HTML (the standalone page and the web run
+page) list them in one "minor findings" line after the ones worth acting on.
 """
 
 from __future__ import annotations
