@@ -1,12 +1,11 @@
 """Everything tracelens derives from LLM annotations of one trace, computed once.
 
 The report section (:mod:`tracelens.llm.section`) and the findings
-(:mod:`tracelens.analyzers.llm_latency`) both read this; it is cached per trace database.
+(:mod:`tracelens.analyzers.llm_latency`) both read this; it is computed once per trace database.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +30,12 @@ class LlmAnalysis:
     warnings: list[str] = field(default_factory=list)
 
 
-_cache: weakref.WeakKeyDictionary[TraceDB, LlmAnalysis | None] = weakref.WeakKeyDictionary()
-
-
 def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
-    """None when the trace has no LLM annotations."""
-    if db in _cache:
-        return _cache[db]
+    """None when the trace has no LLM annotations (computed once per TraceDB)."""
+    return db.memo("llm_analysis", lambda: _analyze(db))
+
+
+def _analyze(db: TraceDB) -> LlmAnalysis | None:
     found = parse_annotations(db)
     result: LlmAnalysis | None = None
     if found.present:
@@ -51,5 +49,4 @@ def analyze_llm(db: TraceDB) -> LlmAnalysis | None:
             kv_growth=kv_growth(db, int(DEFAULTS["llm_kv_min_steps"])),
             warnings=[*found.warnings, *early_step_warnings(db)],
         )
-    _cache[db] = result
     return result
