@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_latency import LLM_PER_REQUEST
 from tracelens.llm.analysis import analyze_llm
 from tracelens.llm.latency_metrics import summarize
 
@@ -15,6 +17,7 @@ def llm_section(db: TraceDB) -> dict[str, Any] | None:
     if a is None:
         return None
     s = a.summary
+    require(db, LLM_PER_REQUEST)
     return {
         "requests": s["requests"],
         "output_tokens": s["output_tokens"],
