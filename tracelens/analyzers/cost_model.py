@@ -336,6 +336,8 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
 def _span_kernels(db: TraceDB, spans: list[tuple]) -> list[tuple[list[int], int]]:
     """For each (pid, tid, start, end): the operator calls with kernels that start in it on
     that thread (the attention's matmuls, scaling, masking, softmax) and their kernel time."""
+    # The spans are this query's input, found in Python: a parameter table for the one
+    # query below, not a derived table.
     db.con.execute(
         "CREATE OR REPLACE TEMP TABLE attention_spans "
         "(i INT, pid BIGINT, tid BIGINT, s BIGINT, e BIGINT)"

@@ -62,7 +62,8 @@ def schema_markdown() -> str:
         "reads them; they are stored in the trace database (a `--db` file, the web service's",
         "`trace.<generation>.duckdb`), where `duckdb_columns()` shows each column's",
         "description as its comment. Every table exists in every database, empty where the",
-        "source had nothing.",
+        "source had nothing. The web service adds its timeline tables (`tl_*`, described in",
+        "`web/timeline_store.py`) beside them.",
     ]
     for table in CANONICAL_TABLES:
         out += ["", f"### `{table.name}`", "", _cell(table.description) + ".", ""]
