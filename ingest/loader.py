@@ -156,7 +156,7 @@ def load_trace(
         con = connect()
     try:
         limits.configure(con, target)
-        create_schema(con)
+        create_schema(con, describe=target is not None)
         if fmt == "torch_chrome":
             seen = 0
 

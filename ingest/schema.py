@@ -3,145 +3,337 @@
 Every reader writes these tables and nothing else; every analyzer reads them and never
 sees the source format. Times are BIGINT nanoseconds on one clock per trace. Every table
 exists in every database, empty where the source had nothing.
+
+Each table and column is declared once here, with a one-line description: the CREATE
+statements are generated from the declarations, the descriptions are attached as DuckDB
+comments (``duckdb_tables()`` and ``duckdb_columns()`` show them), and ``docs/schema.md``
+is generated from them (``tracelens schema --markdown``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import duckdb
 
 SCHEMA_VERSION = "2"
 
-TABLES: dict[str, str] = {
-    "trace_info": """
-        key VARCHAR PRIMARY KEY,
-        value VARCHAR
-    """,
-    "devices": """
-        device_id INTEGER PRIMARY KEY,
-        name VARCHAR,
-        sm_count INTEGER,
-        total_memory_bytes BIGINT,
-        compute_capability VARCHAR
-    """,
-    "kernels": """
-        device_id INTEGER,
-        stream_id BIGINT,
-        name VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        correlation_id BIGINT,
-        grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
-        block_x INTEGER, block_y INTEGER, block_z INTEGER,
-        registers_per_thread INTEGER,
-        shared_memory_bytes BIGINT,
-        est_occupancy_pct DOUBLE
-    """,
-    "memcpys": """
-        device_id INTEGER,
-        stream_id BIGINT,
-        kind VARCHAR,
-        src_mem VARCHAR,
-        dst_mem VARCHAR,
-        bytes BIGINT,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        correlation_id BIGINT
-    """,
-    "memsets": """
-        device_id INTEGER,
-        stream_id BIGINT,
-        bytes BIGINT,
-        mem VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        correlation_id BIGINT
-    """,
-    "api_calls": """
-        pid BIGINT,
-        tid BIGINT,
-        name VARCHAR,
-        kind VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        correlation_id BIGINT,
-        external_id BIGINT
-    """,
-    "cpu_ops": """
-        op_id BIGINT,
-        pid BIGINT,
-        tid BIGINT,
-        name VARCHAR,
-        category VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        parent_id BIGINT,
-        depth INTEGER,
-        external_id BIGINT,
-        input_shapes VARCHAR,
-        input_types VARCHAR
-    """,
-    "ranges": """
-        range_id BIGINT,
-        pid BIGINT,
-        tid BIGINT,
-        device_id INTEGER,
-        name VARCHAR,
-        domain VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        parent_id BIGINT,
-        depth INTEGER
-    """,
-    "syncs": """
-        device_id INTEGER,
-        stream_id BIGINT,
-        pid BIGINT,
-        tid BIGINT,
-        kind VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        correlation_id BIGINT
-    """,
-    "memory_events": """
-        pid BIGINT,
-        tid BIGINT,
-        device_id INTEGER,
-        ts_ns BIGINT,
-        bytes BIGINT,
-        total_allocated BIGINT,
-        total_reserved BIGINT,
-        addr BIGINT
-    """,
-    "comm_ops": """
-        pid BIGINT,
-        tid BIGINT,
-        name VARCHAR,
-        collective VARCHAR,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        external_id BIGINT,
-        in_nelems BIGINT,
-        out_nelems BIGINT,
-        dtype VARCHAR,
-        group_size INTEGER
-    """,
-    "threads": """
-        pid BIGINT,
-        tid BIGINT,
-        process_name VARCHAR,
-        thread_name VARCHAR
-    """,
-    "gaps": """
-        device_id INTEGER,
-        start_ns BIGINT,
-        end_ns BIGINT,
-        cause VARCHAR,
-        detail VARCHAR,
-        launch_start_ns BIGINT,
-        launch_end_ns BIGINT,
-        blocked_ns BIGINT
-    """,
-}
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # the DuckDB type
+    description: str  # one line: what the column holds
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+    primary_key: str | None = None
+
+    def create_sql(self) -> str:
+        cols = ", ".join(
+            f"{c.name} {c.type}" + (" PRIMARY KEY" if c.name == self.primary_key else "")
+            for c in self.columns
+        )
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols})"
+
+    def comment_sql(self) -> list[str]:
+        """``COMMENT ON`` statements attaching the descriptions to the table and its columns."""
+        return [f"COMMENT ON TABLE {self.name} IS {_literal(self.description)}"] + [
+            f"COMMENT ON COLUMN {self.name}.{c.name} IS {_literal(c.description)}"
+            for c in self.columns
+        ]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# Columns several tables share, described once so they read the same everywhere.
+_PID = Column("pid", "BIGINT", "Host process id")
+_TID = Column("tid", "BIGINT", "Host thread id")
+_STREAM = Column("stream_id", "BIGINT", "GPU stream (queue) it ran on")
+_CORRELATION = Column(
+    "correlation_id",
+    "BIGINT",
+    "Links GPU work and the runtime/driver call that issued it (api_calls.correlation_id)",
+)
+_EXTERNAL = Column(
+    "external_id",
+    "BIGINT",
+    "Kineto's link between an operator and the runtime calls it made; NULL in nsys exports",
+)
+_START = Column("start_ns", "BIGINT", "Start (ns on the trace clock)")
+_END = Column("end_ns", "BIGINT", "End (ns on the trace clock)")
+
+CANONICAL_TABLES: tuple[Table, ...] = (
+    Table(
+        "trace_info",
+        "Facts about the trace as key/value text: format, tool, rank, t0_ns, warnings, "
+        "source file and its sha256, tracelens_schema_version",
+        (
+            Column("key", "VARCHAR", "Name of the fact"),
+            Column("value", "VARCHAR", "Its value, as text"),
+        ),
+        primary_key="key",
+    ),
+    Table(
+        "devices",
+        "GPUs that ran work in the trace (GPUs the host had but did not use are in the "
+        "host_gpus_without_work fact)",
+        (
+            Column("device_id", "INTEGER", "Device index, as the other tables' device_id"),
+            Column("name", "VARCHAR", "Model name as the profiler recorded it"),
+            Column("sm_count", "INTEGER", "Streaming multiprocessors (compute units on AMD)"),
+            Column("total_memory_bytes", "BIGINT", "Device memory"),
+            Column(
+                "compute_capability",
+                "VARCHAR",
+                "CUDA compute capability (major.minor); NULL where not recorded",
+            ),
+        ),
+        primary_key="device_id",
+    ),
+    Table(
+        "kernels",
+        "GPU kernel executions, one row per launch",
+        (
+            Column("device_id", "INTEGER", "Device it ran on"),
+            _STREAM,
+            Column("name", "VARCHAR", "Kernel name (demangled where the source has it)"),
+            _START,
+            _END,
+            _CORRELATION,
+            Column("grid_x", "INTEGER", "Grid size in blocks, x"),
+            Column("grid_y", "INTEGER", "Grid size in blocks, y"),
+            Column("grid_z", "INTEGER", "Grid size in blocks, z"),
+            Column("block_x", "INTEGER", "Block size in threads, x"),
+            Column("block_y", "INTEGER", "Block size in threads, y"),
+            Column("block_z", "INTEGER", "Block size in threads, z"),
+            Column("registers_per_thread", "INTEGER", "Registers each thread uses"),
+            Column("shared_memory_bytes", "BIGINT", "Shared memory per block (static + dynamic)"),
+            Column(
+                "est_occupancy_pct",
+                "DOUBLE",
+                "The profiler's estimated achieved occupancy (%); NULL in nsys exports",
+            ),
+        ),
+    ),
+    Table(
+        "memcpys",
+        "GPU memory copies, unified-memory migrations included (kind UVM_*)",
+        (
+            Column("device_id", "INTEGER", "Device that ran the copy"),
+            _STREAM,
+            Column("kind", "VARCHAR", "Direction: HtoD, DtoH, DtoD, ... (MEMCPY_KINDS)"),
+            Column(
+                "src_mem", "VARCHAR", "Source memory: pageable, pinned, device, ... (MEMORY_KINDS)"
+            ),
+            Column("dst_mem", "VARCHAR", "Destination memory, as src_mem"),
+            Column("bytes", "BIGINT", "Bytes copied"),
+            _START,
+            _END,
+            _CORRELATION,
+        ),
+    ),
+    Table(
+        "memsets",
+        "GPU memory sets",
+        (
+            Column("device_id", "INTEGER", "Device that ran the memset"),
+            _STREAM,
+            Column("bytes", "BIGINT", "Bytes set"),
+            Column("mem", "VARCHAR", "Memory set: device, pinned, managed, ... (MEMORY_KINDS)"),
+            _START,
+            _END,
+            _CORRELATION,
+        ),
+    ),
+    Table(
+        "api_calls",
+        "CUDA/HIP runtime and driver calls on the host (launches, copies, synchronizes, ...)",
+        (
+            _PID,
+            _TID,
+            Column("name", "VARCHAR", "API function, version suffix removed (cudaLaunchKernel)"),
+            Column("kind", "VARCHAR", "runtime or driver"),
+            _START,
+            _END,
+            _CORRELATION,
+            _EXTERNAL,
+        ),
+    ),
+    Table(
+        "cpu_ops",
+        "Framework operators and Python functions on the host (PyTorch profiler); empty "
+        "for nsys exports",
+        (
+            Column("op_id", "BIGINT", "Row id, unique in the trace"),
+            _PID,
+            _TID,
+            Column("name", "VARCHAR", "Operator or function name (aten::mm, nn.Module: ...)"),
+            Column(
+                "category", "VARCHAR", "cpu_op for operators, python_function for Python frames"
+            ),
+            _START,
+            _END,
+            Column(
+                "parent_id",
+                "BIGINT",
+                "op_id of the enclosing operator on the thread; NULL at top level",
+            ),
+            Column("depth", "INTEGER", "Nesting depth on the thread, 0 at top level"),
+            _EXTERNAL,
+            Column(
+                "input_shapes",
+                "VARCHAR",
+                "Recorded input shapes as JSON text ([[M, K], [K, N]]); NULL if not recorded",
+            ),
+            Column(
+                "input_types",
+                "VARCHAR",
+                'Recorded input dtypes as JSON text (["float", ...]); NULL if not recorded',
+            ),
+        ),
+    ),
+    Table(
+        "ranges",
+        "Annotation ranges: record_function / user annotations and NVTX ranges; the host "
+        "ranges have no device",
+        (
+            Column("range_id", "BIGINT", "Row id, unique in the trace"),
+            _PID,
+            _TID,
+            Column(
+                "device_id",
+                "INTEGER",
+                "Device for a range on the GPU timeline (gpu_user_annotation); NULL on the host",
+            ),
+            Column("name", "VARCHAR", "Range name (ProfilerStep#3, llm.decode[r1,r2], NVTX text)"),
+            Column(
+                "domain",
+                "VARCHAR",
+                "NVTX domain, or the Chrome category (user_annotation, gpu_user_annotation)",
+            ),
+            _START,
+            _END,
+            Column(
+                "parent_id",
+                "BIGINT",
+                "range_id of the enclosing range on the thread; NULL at top level",
+            ),
+            Column("depth", "INTEGER", "Nesting depth on the thread, 0 at top level"),
+        ),
+    ),
+    Table(
+        "syncs",
+        "Synchronization records of the GPU tracer (Kineto cuda_sync, nsys "
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)",
+        (
+            Column("device_id", "INTEGER", "Device synchronized with"),
+            _STREAM,
+            Column("pid", "BIGINT", "Host process id of the waiting call; NULL where not recorded"),
+            Column("tid", "BIGINT", "Host thread id of the waiting call; NULL where not recorded"),
+            Column(
+                "kind", "VARCHAR", "Event Sync, Stream Sync, Context Sync, Stream Wait Event, ..."
+            ),
+            _START,
+            _END,
+            _CORRELATION,
+        ),
+    ),
+    Table(
+        "memory_events",
+        "Caching-allocator events of the PyTorch profiler (profile_memory=True); empty for "
+        "nsys exports",
+        (
+            _PID,
+            _TID,
+            Column("device_id", "INTEGER", "Device of the memory; -1 for host memory"),
+            Column("ts_ns", "BIGINT", "When it happened (ns on the trace clock)"),
+            Column("bytes", "BIGINT", "Bytes allocated (positive) or freed (negative)"),
+            Column("total_allocated", "BIGINT", "Bytes allocated on the device after the event"),
+            Column(
+                "total_reserved",
+                "BIGINT",
+                "Bytes the allocator reserved on the device after the event",
+            ),
+            Column("addr", "BIGINT", "Address of the block"),
+        ),
+    ),
+    Table(
+        "comm_ops",
+        "Collective communication calls on the host (record_param_comms, nccl:* operators), "
+        "with their sizes",
+        (
+            _PID,
+            _TID,
+            Column("name", "VARCHAR", "Operator name"),
+            Column("collective", "VARCHAR", "Collective: allreduce, all_gather, send, ..."),
+            _START,
+            _END,
+            _EXTERNAL,
+            Column("in_nelems", "BIGINT", "Input elements"),
+            Column("out_nelems", "BIGINT", "Output elements"),
+            Column("dtype", "VARCHAR", "Element type"),
+            Column("group_size", "INTEGER", "Ranks in the process group"),
+        ),
+    ),
+    Table(
+        "threads",
+        "Process and thread names",
+        (
+            _PID,
+            _TID,
+            Column("process_name", "VARCHAR", "Name of the process"),
+            Column("thread_name", "VARCHAR", "Name of the thread"),
+        ),
+    ),
+    Table(
+        "gaps",
+        "Idle stretches of each device between its first and last activity, with their "
+        "cause, judged at ingest (ingest/derive_gaps.py)",
+        (
+            Column("device_id", "INTEGER", "Device that was idle"),
+            Column(
+                "start_ns", "BIGINT", "End of the activity before the gap (ns on the trace clock)"
+            ),
+            Column(
+                "end_ns",
+                "BIGINT",
+                "Start of the activity that ends the gap (ns on the trace clock)",
+            ),
+            Column(
+                "cause",
+                "VARCHAR",
+                "Why: gpu_dependency, data_loading, synchronization, launch_overhead, "
+                "host_compute or untraced",
+            ),
+            Column(
+                "detail",
+                "VARCHAR",
+                "The blocking call, loader, code or next work that explains it; NULL if none",
+            ),
+            Column(
+                "launch_start_ns",
+                "BIGINT",
+                "Start of the call that launched the work ending the gap",
+            ),
+            Column("launch_end_ns", "BIGINT", "End of that call"),
+            Column(
+                "blocked_ns",
+                "BIGINT",
+                "Time the launching thread spent in blocking calls in the gap, until the next "
+                "work was issued",
+            ),
+        ),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in CANONICAL_TABLES}
 
 # Values a reader may put in memcpys.kind, and in src_mem/dst_mem/mem.
 MEMCPY_KINDS = (
@@ -163,10 +355,26 @@ MEMCPY_KINDS = (
 MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "unknown")
 
 
-def create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every canonical table (empty) in ``con``."""
-    for name, columns in TABLES.items():
-        con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")
+def create_schema(con: duckdb.DuckDBPyConnection, describe: bool = True) -> None:
+    """Create every canonical table (empty) in ``con``; ``describe`` attaches the
+    descriptions as comments.
+
+    The comments are about a hundred statements, some 30 ms on a small machine: worth it
+    for a database file someone opens later, not for an in-memory database read once by
+    the analysis that made it. One transaction, so a file writes its catalog once rather
+    than once per statement.
+    """
+    con.begin()
+    try:
+        for table in CANONICAL_TABLES:
+            con.execute(table.create_sql())
+            if describe:
+                for statement in table.comment_sql():
+                    con.execute(statement)
+        con.commit()
+    except BaseException:
+        con.rollback()
+        raise
 
 
 def set_info(con: duckdb.DuckDBPyConnection, values: dict[str, object]) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest import load_trace
-from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS, UNATTRIBUTED
 from tracelens.testing import Scenario, write_chrome_trace
 
 US = 1_000
@@ -17,7 +18,7 @@ def _attributed(sc: Scenario, tmp_path: Path) -> dict[str, str]:
     loaded = load_trace(path)
     try:
         db = TraceDB(loaded.con)
-        build_kernel_attribution(db)
+        require(db, KERNEL_OPS)
         return dict(db.rows("SELECT kernel_name, op_name FROM kernel_ops"))
     finally:
         loaded.close()

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.core.gpu_specs import GpuSpec
 from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, OpCost, op_cost, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 
 _MATH_KINDS = (MATMUL, CONV, ATTENTION)
 
@@ -126,11 +127,8 @@ class CostTables:
 
 
 def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
-    """The per-operator estimates and explicit-attention sites, computed once per trace."""
-    cache = getattr(db, "_cost_tables", None)
-    if cache is None:
-        cache = {}
-        db._cost_tables = cache  # type: ignore[attr-defined]
+    """The per-operator estimates and explicit-attention sites, computed once per TraceDB
+    and set of cost thresholds."""
     key = (
         t.cost_gemm_efficiency,
         t.cost_conv_efficiency,
@@ -138,9 +136,7 @@ def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
         t.cost_memory_efficiency,
         t.cost_min_kernel_ns,
     )
-    if key not in cache:
-        cache[key] = _build(db, t)
-    return cache[key]
+    return db.memo(("cost_tables", key), lambda: _build(db, t))
 
 
 def math_peak(spec: GpuSpec, kind: str, dtype: str) -> tuple[str, float] | None:
@@ -212,7 +208,7 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     spec = workload_of(db).gpu.spec
     if not db.scalar("SELECT count(*) FROM kernels"):
         return CostTables(spec, {}, [], set())
-    build_kernel_attribution(db)
+    require(db, KERNEL_OPS)
     has_shapes = bool(
         db.scalar("SELECT count(*) FROM cpu_ops WHERE input_shapes IS NOT NULL LIMIT 1")
     )
@@ -340,6 +336,8 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
 def _span_kernels(db: TraceDB, spans: list[tuple]) -> list[tuple[list[int], int]]:
     """For each (pid, tid, start, end): the operator calls with kernels that start in it on
     that thread (the attention's matmuls, scaling, masking, softmax) and their kernel time."""
+    # The spans are this query's input, found in Python: a parameter table for the one
+    # query below, not a derived table.
     db.con.execute(
         "CREATE OR REPLACE TEMP TABLE attention_spans "
         "(i INT, pid BIGINT, tid BIGINT, s BIGINT, e BIGINT)"

@@ -13,6 +13,9 @@ So the findings about the same copies never add up to more than the copies took.
 link is taken from the GPU model (:func:`host_link`): PCIe 3/4/5 x16 at about 12/25/50
 GB/s achievable, NVLink-C2C on Grace Hopper; the finding states it as an assumption.
 Unified-memory migrations (``UVM_*`` kinds) are counted apart and never as explicit copies.
+
+The copies are the derived ``host_copies`` (:mod:`tracelens.derived.host_copies`); the
+split, which depends on the thresholds and the link, is applied when they are read.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
 from tracelens.core.workload import Workload, workload_of
+from tracelens.derived import require
+from tracelens.derived.host_copies import HOST_COPIES
 
 ANALYZER = "h2d_transfers"
 # Unified-memory migrations have one finding, whose time is kernel time, not copy time.
@@ -59,74 +64,19 @@ def host_link(wl: Workload, t: Thresholds) -> tuple[str, float, str]:
     return "PCIe 4.0 x16", 25.0, "GPU model unknown: assumed PCIe 4.0 x16"
 
 
-_SYNC_COPY_CALLS = (
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cudaMemcpy3D",
-    "cudaMemcpyToSymbol",
-    "cuMemcpyHtoD",
-    "cuMemcpy",
-    "cuMemcpy2D",
-    "cuMemcpy3D",
-    "hipMemcpy",
-    "hipMemcpyWithStream",
-)
-
-
-def _copies_table(db: TraceDB, link_gbps: float, t: Thresholds) -> None:
-    """Temp table ``h2d``: explicit HtoD and DtoH copies, each with its time split once
-    into what pinning, batching and overlap would save (see the module docstring)."""
-    sync_list = ", ".join(f"'{n}'" for n in _SYNC_COPY_CALLS)
-    db.con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE h2d AS
-        WITH kseg AS (
-            -- union of kernel intervals per device, so overlap is not double counted
-            SELECT device_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-            FROM (
-                SELECT device_id, start_ns, end_ns,
-                       sum(CASE WHEN start_ns > prev_end THEN 1 ELSE 0 END)
-                           OVER (PARTITION BY device_id ORDER BY start_ns, end_ns) AS seg
-                FROM (
-                    SELECT device_id, start_ns, end_ns,
-                           coalesce(max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns,
-                               end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), -1)
-                               AS prev_end
-                    FROM kernels)
-            ) GROUP BY device_id, seg
-        ),
-        c AS (
-            SELECT row_number() OVER (ORDER BY start_ns, end_ns, device_id, stream_id, kind,
-                                      bytes, correlation_id) AS cid, *,
-                   CASE WHEN kind = 'HtoD' THEN src_mem ELSE dst_mem END AS host_mem
-            FROM memcpys WHERE kind IN ('HtoD', 'DtoH')
-        ),
-        ov AS (
-            SELECT c.cid, sum(least(c.end_ns, k.end_ns) - greatest(c.start_ns, k.start_ns)) AS ns
-            FROM c JOIN kseg k
-              ON k.device_id = c.device_id AND k.start_ns < c.end_ns AND k.end_ns > c.start_ns
-            GROUP BY c.cid
-        ),
-        api AS (
-            SELECT correlation_id, min(name) AS api_name, min(external_id) AS ext,
-                   min(pid) AS pid, min(tid) AS tid, min(start_ns) AS api_start
-            FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
-        ),
-        x AS (
-            SELECT c.*, c.end_ns - c.start_ns AS dur_ns,
-                   c.end_ns - c.start_ns - coalesce(ov.ns, 0) AS raw_exposed_ns,
-                   api.api_name, api.pid, api.tid, api.api_start,
-                   api.api_name IN ({sync_list}) OR c.host_mem = 'pageable' AS host_blocking,
-                   op.name AS op_name,
+def _split_sql(link_gbps: float, t: Thresholds) -> str:
+    """The copies of ``host_copies``, each with its time split once into what pinning,
+    batching and overlap would save (see the module docstring): a SELECT to read as
+    ``h2d``. The thresholds and the link apply here, not in the derived table."""
+    return f"""
+        WITH x AS (
+            SELECT *,
                    -- 1. pinning: time beyond the same bytes over the link plus one latency
-                   CASE WHEN c.host_mem = 'pageable' THEN CAST(greatest(0, (c.end_ns - c.start_ns)
-                        - (c.bytes / {link_gbps} + {t.h2d_copy_latency_ns})) AS BIGINT)
+                   CASE WHEN host_mem = 'pageable' THEN CAST(greatest(0, (end_ns - start_ns)
+                        - (bytes / {link_gbps} + {t.h2d_copy_latency_ns})) AS BIGINT)
                         ELSE 0 END
                        AS pin_save_ns
-            FROM c LEFT JOIN ov USING (cid) LEFT JOIN api USING (correlation_id)
-            LEFT JOIN (SELECT external_id, min(name) AS name FROM cpu_ops
-                       WHERE external_id IS NOT NULL GROUP BY external_id) op
-                   ON op.external_id = api.ext
+            FROM host_copies
         ),
         y AS (
             -- 2. batching: what is left of a small HtoD copy beyond its bytes at bulk rate
@@ -143,7 +93,6 @@ def _copies_table(db: TraceDB, link_gbps: float, t: Thresholds) -> None:
                    AS exposed_ns
         FROM y
         """
-    )
 
 
 _DIRECTIONS = {
@@ -166,10 +115,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     if not db.scalar("SELECT count(*) FROM memcpys WHERE kind IN ('HtoD', 'DtoH')"):
         return findings
     link, link_gbps, link_basis = host_link(wl, t)
-    _copies_table(db, link_gbps, t)
+    require(db, HOST_COPIES)
+    # every query below reads the split copies as ``h2d``
+    with_h2d = f"WITH h2d AS ({_split_sql(link_gbps, t)}) "
     link_ev = {"link": link, "achievable_gbps": link_gbps, "basis": link_basis}
     tot = db.dicts(
-        """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
+        with_h2d
+        + """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
                   coalesce(sum(exposed_total_ns), 0) AS exposed_ns,
                   count(*) FILTER (WHERE src_mem = 'pageable') AS pageable_n,
                   coalesce(sum(bytes) FILTER (WHERE src_mem = 'pageable'), 0) AS pageable_bytes,
@@ -189,12 +141,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         "host_blocking_copies": int(tot["blocking_n"]),
     }
     sites = db.dicts(
-        """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
+        with_h2d
+        + """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
                   sum(bytes) AS bytes, sum(dur_ns) AS ns
            FROM h2d WHERE kind = 'HtoD' GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5"""
     )
     repeated = db.dicts(
-        """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d WHERE kind = 'HtoD'
+        with_h2d
+        + """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d WHERE kind = 'HtoD'
            GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC, bytes LIMIT 5""",
         [t.h2d_repeat_min_count],
     )
@@ -208,7 +162,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # 1. Pageable memory: copies are staged through a bounce buffer and block the host.
     for kind, (subject, words, side) in _DIRECTIONS.items():
         pg = db.dicts(
-            """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes,
+            with_h2d
+            + """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes,
                       coalesce(sum(dur_ns), 0) AS ns, coalesce(sum(pin_save_ns), 0) AS save
                FROM h2d WHERE kind = ? AND host_mem = 'pageable'""",
             [kind],
@@ -219,14 +174,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             continue
         pinned_ns = pns - impact
         dir_sites = db.dicts(
-            """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
+            with_h2d
+            + """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
                       sum(bytes) AS bytes, sum(dur_ns) AS ns
                FROM h2d WHERE kind = ? AND host_mem = 'pageable'
                GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5""",
             [kind],
         )
         longest = db.dicts(
-            "SELECT start_ns, end_ns FROM h2d WHERE kind = ? AND host_mem = 'pageable' "
+            with_h2d + "SELECT start_ns, end_ns FROM h2d WHERE kind = ? AND host_mem = 'pageable' "
             "ORDER BY dur_ns DESC, start_ns, cid LIMIT 5",
             [kind],
         )
@@ -266,7 +222,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
     # 2. Many small copies: per-copy latency dominates.
     small = db.dicts(
-        """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
+        with_h2d
+        + """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
                   median(dur_ns) AS p50, coalesce(sum(batch_save_ns), 0) AS save
            FROM h2d WHERE kind = 'HtoD' AND bytes < ?""",
         [t.h2d_small_copy_bytes],
@@ -298,10 +255,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         )
 
     # 3. Copies the GPU waits for: transfer time not hidden behind kernels.
-    exposed = int(db.scalar("SELECT coalesce(sum(exposed_ns), 0) FROM h2d") or 0)
+    exposed = int(db.scalar(with_h2d + "SELECT coalesce(sum(exposed_ns), 0) FROM h2d") or 0)
     if exposed > 0 and db.pct_of_window(exposed) >= t.severity_low_pct:
         longest = db.dicts(
-            "SELECT start_ns, end_ns, exposed_ns FROM h2d WHERE exposed_ns > 0 "
+            with_h2d + "SELECT start_ns, end_ns, exposed_ns FROM h2d WHERE exposed_ns > 0 "
             "ORDER BY exposed_ns DESC, start_ns, cid LIMIT 5"
         )
         claimed = totals["exposed_ns"] - exposed

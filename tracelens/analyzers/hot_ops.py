@@ -15,7 +15,6 @@ estimate. The advice follows the kind of the dominant kernel and the workload.
 
 from __future__ import annotations
 
-from tracelens.analyzers.attribution import UNATTRIBUTED, build_kernel_attribution
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
 from tracelens.analyzers.warmup import warmup_span
@@ -25,6 +24,8 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS, UNATTRIBUTED
 
 ANALYZER = "hot_ops"
 
@@ -33,7 +34,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     total = db.scalar("SELECT sum(end_ns - start_ns) FROM kernels")
     if not total:
         return []
-    build_kernel_attribution(db)
+    require(db, KERNEL_OPS)
     wl = workload_of(db)
     span = warmup_span(db, t)
     tuning = span is not None and "autotuning" in span.kinds

@@ -16,7 +16,6 @@ code to fuse or capture in a CUDA graph, and does not add new time of its own.
 
 from __future__ import annotations
 
-from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -24,6 +23,8 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 
 ANALYZER = "launch_overhead"
 
@@ -103,7 +104,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if n == 0 or (gap_share < t.launch_min_gap_pct and not many_tiny):
             continue
         lat = db.dicts(_LATENCY, [dev.device_id])[0]
-        build_kernel_attribution(db)
+        require(db, KERNEL_OPS)
         top_ops = db.dicts(
             """SELECT op_name AS operator, count(*) AS tiny_kernels, sum(dur_ns) AS tiny_ns
                FROM kernel_ops WHERE device_id = ? AND dur_ns < ?

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 
 from tracelens.analyzers import hot_ops
-from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
@@ -31,6 +30,8 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 
 ANALYZER = "occupancy"
 _FP32_CONV = re.compile(r"(?i)scudnn|implicit_convolve_sgemm|fp32_conv|conv.*_f32")
@@ -182,7 +183,7 @@ def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) ->
 def _fp32_math(
     db: TraceDB, t: Thresholds, dev: int, cc: float, cc_text: str, total: int
 ) -> Finding | None:
-    build_kernel_attribution(db)
+    require(db, KERNEL_OPS)
     rows = db.dicts(
         """SELECT kernel_name AS name, op_name, count(*) AS launches, sum(dur_ns) AS ns
            FROM kernel_ops WHERE device_id = ? GROUP BY kernel_name, op_name""",

@@ -5,6 +5,8 @@ traces, operators in 2021-era ones). For each step the analyzer measures its dur
 GPU work launched in it (kernels by launch time), the GPU idle inside it by gap cause, and
 the host time in data loading and blocking calls; the slowest step is compared with the
 per-step median of each measure, and with the average step's kernels, to say what differed.
+The measures are the derived ``profiler_step_metrics`` and ``profiler_step_kernels``
+(:mod:`tracelens.derived.profiler_steps`).
 
 One finding per trace with at least ``steps_min_count`` steps (informational when the steps
 are even). Impact is the time above the median step summed over steps: what the run would
@@ -17,98 +19,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.derive_gaps import DATA_LOADER_PATTERN, GAP_CAUSES, SYNC_CALLS
+from ingest.derive_gaps import GAP_CAUSES
 from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.derived import require
+from tracelens.derived.profiler_steps import (
+    PROFILER_STEP_KERNELS,
+    PROFILER_STEP_METRICS,
+)
 
 ANALYZER = "steps"
 # At most this many per-step rows go into the evidence.
 _MAX_LISTED = 100
-
-
-def _build_steps(db: TraceDB) -> None:
-    sync_list = ", ".join(f"'{n}'" for n in SYNC_CALLS)
-    idle_cols = ",\n".join(
-        f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in GAP_CAUSES
-    )
-    db.con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _steps AS
-        WITH s AS (
-            SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-            FROM ({STEP_INTERVALS}) GROUP BY name
-        )
-        SELECT name, start_ns, end_ns, end_ns - start_ns AS dur_ns,
-               TRY_CAST(regexp_extract(name, '#([0-9]+)', 1) AS BIGINT) AS step_no
-        FROM s;
-
-        CREATE OR REPLACE TEMP TABLE _step_kernels AS
-        WITH launches AS (
-            SELECT correlation_id, min(start_ns) AS launch_ns FROM api_calls
-            WHERE correlation_id IS NOT NULL GROUP BY correlation_id
-        ),
-        k AS (
-            SELECT k.name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns,
-                   coalesce(l.launch_ns, k.start_ns) AS t
-            FROM kernels k LEFT JOIN launches l USING (correlation_id)
-        )
-        SELECT s.name AS step, k.name AS kernel, k.dur_ns, k.start_ns, k.end_ns
-        FROM k ASOF JOIN _steps s ON k.t >= s.start_ns
-        WHERE k.t < s.end_ns;
-
-        CREATE OR REPLACE TEMP TABLE _step_metrics AS
-        WITH kern AS (
-            SELECT step, count(*) AS kernel_count, sum(dur_ns) AS kernel_ns,
-                   max(end_ns) - min(start_ns) AS gpu_span_ns
-            FROM _step_kernels GROUP BY step
-        ),
-        idle AS (
-            SELECT step, {idle_cols} FROM (
-                SELECT s.name AS step, g.cause,
-                       least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns) AS ov
-                FROM _steps s JOIN gaps g ON g.start_ns < s.end_ns AND g.end_ns > s.start_ns
-            ) GROUP BY step
-        ),
-        host AS (
-            SELECT s.name AS step,
-                   coalesce(sum(least(a.end_ns, s.end_ns) - greatest(a.start_ns, s.start_ns)),
-                            0) AS sync_blocked_ns
-            FROM _steps s
-            JOIN (SELECT start_ns, end_ns FROM api_calls WHERE name IN ({sync_list})) a
-              ON a.start_ns < s.end_ns AND a.end_ns > s.start_ns
-            GROUP BY s.name
-        ),
-        loader AS (
-            SELECT s.name AS step,
-                   sum(least(r.end_ns, s.end_ns) - greatest(r.start_ns, s.start_ns)) AS loader_ns
-            FROM _steps s JOIN (
-                SELECT start_ns, end_ns FROM ranges
-                WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}')
-                UNION ALL SELECT start_ns, end_ns FROM cpu_ops
-                WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}') AND depth <= 1
-            ) r ON r.start_ns < s.end_ns AND r.end_ns > s.start_ns
-            GROUP BY s.name
-        )
-        SELECT s.name AS step, s.step_no, s.start_ns, s.end_ns, s.dur_ns,
-               coalesce(kern.kernel_count, 0) AS kernel_count,
-               coalesce(kern.kernel_ns, 0) AS kernel_ns,
-               coalesce(kern.gpu_span_ns, 0) AS gpu_span_ns,
-               {", ".join(f"coalesce(idle.idle_{c}_ns, 0) AS idle_{c}_ns" for c in GAP_CAUSES)},
-               coalesce(host.sync_blocked_ns, 0) AS sync_blocked_ns,
-               coalesce(loader.loader_ns, 0) AS loader_ns
-        FROM _steps s
-        LEFT JOIN kern ON kern.step = s.name
-        LEFT JOIN idle ON idle.step = s.name
-        LEFT JOIN host ON host.step = s.name
-        LEFT JOIN loader ON loader.step = s.name
-        ORDER BY s.start_ns
-        """
-    )
-
 
 _MEASURES = (
     "kernel_count",
@@ -124,27 +50,27 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     n_steps = db.scalar(f"SELECT count(DISTINCT name) FROM ({STEP_INTERVALS})")
     if not n_steps or n_steps < t.steps_min_count:
         return []
-    _build_steps(db)
+    require(db, PROFILER_STEP_METRICS, PROFILER_STEP_KERNELS)
     stats = db.dicts(
         """SELECT count(*) AS n, CAST(median(dur_ns) AS BIGINT) AS median_ns,
                   CAST(avg(dur_ns) AS BIGINT) AS mean_ns, min(dur_ns) AS min_ns,
                   max(dur_ns) AS max_ns, CAST(quantile_cont(dur_ns, 0.95) AS BIGINT) AS p95_ns,
                   coalesce(stddev_pop(dur_ns), 0) AS sd, sum(dur_ns) AS total_ns
-           FROM _step_metrics"""
+           FROM profiler_step_metrics"""
     )[0]
     median = int(stats["median_ns"])
     excess = int(
         db.scalar(
-            "SELECT coalesce(sum(dur_ns - ?), 0) FROM _step_metrics WHERE dur_ns > ?",
+            "SELECT coalesce(sum(dur_ns - ?), 0) FROM profiler_step_metrics WHERE dur_ns > ?",
             [median, median],
         )
     )
-    steps = db.dicts("SELECT * FROM _step_metrics ORDER BY start_ns")
+    steps = db.dicts("SELECT * FROM profiler_step_metrics ORDER BY start_ns")
     slowest = max(steps, key=lambda s: (s["dur_ns"], -s["start_ns"]))
     medians = db.dicts(
         "SELECT "
         + ", ".join(f"CAST(median({m}) AS BIGINT) AS {m}" for m in _MEASURES)
-        + " FROM _step_metrics"
+        + " FROM profiler_step_metrics"
     )[0]
     differed = sorted(
         (
@@ -161,7 +87,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )
     kernel_delta = db.dicts(
         """WITH per AS (
-               SELECT step, kernel, sum(dur_ns) AS ns FROM _step_kernels GROUP BY step, kernel
+               SELECT step, kernel, sum(dur_ns) AS ns FROM profiler_step_kernels
+               GROUP BY step, kernel
            ),
            avg_other AS (
                SELECT kernel, sum(ns) / ? AS avg_ns FROM per WHERE step <> ? GROUP BY kernel

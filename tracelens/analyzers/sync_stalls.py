@@ -20,12 +20,14 @@ nothing here (idle_gpu files it under the host code). Host blocked time is evide
 impact: a blocked host does not by itself cost GPU time. ``cudaStreamWaitEvent`` /
 ``hipStreamWaitEvent`` order GPU work and never block the host, so they are not blocking
 calls; HIP's synchronize and synchronous copy calls are.
+
+The calls with their site and pattern, and the gaps each caused, are the derived tables
+``blocking_calls`` and ``sync_gaps`` (:mod:`tracelens.derived.blocking_calls`).
 """
 
 from __future__ import annotations
 
-from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, SYNC_MIN_GAP_FRACTION
-from ingest.profiler_steps import is_not_step
+from ingest.derive_gaps import SYNC_MIN_GAP_FRACTION
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.core.findings import Finding, TimeRange
@@ -33,20 +35,10 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
+from tracelens.derived import require
+from tracelens.derived.blocking_calls import BLOCKING_CALLS, SYNC_GAPS
 
 ANALYZER = "sync_stalls"
-
-# Checked in this order against the enclosing operator chain; the first match wins.
-_PATTERNS: list[tuple[str, str]] = [
-    ("bool_check", r"aten::is_nonzero"),
-    ("scalar_read", r"aten::item|aten::_local_scalar_dense"),
-    (
-        "data_dependent_shape",
-        r"aten::nonzero|aten::masked_select|aten::_unique|aten::unique|"
-        r"aten::repeat_interleave|aten::bincount|aten::histc",
-    ),
-    ("tensor_copy", r"aten::to\b|aten::_to_copy|aten::copy_|aten::cpu|aten::numpy|tolist"),
-]
 
 _TITLES = {
     "bool_check": "`bool(tensor)` / `if tensor:` checks",
@@ -61,147 +53,23 @@ _TITLES = {
 }
 
 
-def _pattern_sql(has_ops: str) -> str:
-    cases = "\n".join(f"WHEN regexp_matches(chain, '{rx}') THEN '{key}'" for key, rx in _PATTERNS)
-    return f"""CASE {cases}
-        WHEN name IN ('cudaDeviceSynchronize', 'cuCtxSynchronize', 'hipDeviceSynchronize',
-                      'hipCtxSynchronize') THEN 'device_synchronize'
-        WHEN name IN ('cudaStreamSynchronize', 'cuStreamSynchronize', 'hipStreamSynchronize')
-            THEN 'stream_synchronize'
-        WHEN name IN ('cudaEventSynchronize', 'cuEventSynchronize', 'hipEventSynchronize')
-            THEN 'event_synchronize'
-        WHEN copy_kind = 'DtoH' AND {has_ops} THEN 'tensor_copy'
-        ELSE 'sync_copy' END"""
-
-
-def _build_tables(db: TraceDB) -> None:
-    names = ", ".join(f"'{n}'" for n in SYNC_CALLS)
-    waits = ", ".join(f"'{n}'" for n in STREAM_WAIT_CALLS)
-    has_ops = "true" if db.scalar("SELECT count(*) > 0 FROM cpu_ops") else "false"
-    db.con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _sync_calls AS
-        WITH copies AS (
-            SELECT correlation_id, any_value(kind) AS kind, any_value(dst_mem) AS dst_mem
-            FROM memcpys WHERE correlation_id IS NOT NULL GROUP BY correlation_id
-        ),
-        blk AS (
-            SELECT row_number() OVER (ORDER BY a.start_ns) AS call_id, a.pid, a.tid, a.name,
-                   a.start_ns, a.end_ns, c.kind AS copy_kind
-            FROM api_calls a LEFT JOIN copies c USING (correlation_id)
-            WHERE (a.name IN ({names})
-               OR (regexp_matches(a.name, '^(cuda|hip)Memcpy.*Async$') AND c.kind = 'DtoH'
-                   AND c.dst_mem = 'pageable'))
-              AND a.name NOT IN ({waits})
-        ),
-        -- Enclosing operators, one ASOF lookup per nesting depth: at each depth only the
-        -- latest operator started before the call can contain it. A plain interval join
-        -- would compare every call with every operator on its thread.
-        enc AS (
-            SELECT x.call_id, o.name, o.depth, o.category
-            FROM (SELECT * FROM blk, (SELECT DISTINCT depth FROM cpu_ops) ds) x
-            ASOF JOIN cpu_ops o
-              ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
-             AND o.start_ns <= x.start_ns
-            WHERE o.end_ns >= x.end_ns AND {is_not_step("o.name")}
-        ),
-        chains AS (
-            SELECT call_id,
-                   string_agg(name, ' > ' ORDER BY depth)
-                       FILTER (WHERE category <> 'python_function') AS chain,
-                   arg_min(name, depth) FILTER (WHERE category <> 'python_function') AS top_op,
-                   arg_max(name, depth) FILTER (WHERE category = 'python_function') AS frame
-            FROM enc GROUP BY call_id
-        ),
-        ann AS (
-            SELECT b.call_id, arg_max(r.name, r.depth) AS annotation,
-                   arg_min(r.name, r.depth) AS outer_range,
-                   string_agg(r.name, ' > ' ORDER BY r.depth) AS range_chain
-            FROM (SELECT * FROM blk,
-                      (SELECT DISTINCT depth FROM ranges WHERE device_id IS NULL) ds) b
-            ASOF JOIN (SELECT * FROM ranges WHERE device_id IS NULL) r
-              ON r.pid = b.pid AND r.tid = b.tid AND r.depth = b.depth
-             AND r.start_ns <= b.start_ns
-            WHERE r.end_ns >= b.end_ns AND {is_not_step("r.name")}
-            GROUP BY b.call_id
-        )
-        -- Without operator events (Nsight exports) the NVTX ranges carry the operator names
-        -- (emit_nvtx), so they stand in for the operator chain and the outermost operator.
-        SELECT b.*,
-               coalesce(c.chain, CASE WHEN NOT {has_ops} THEN a.range_chain END, '') AS chain,
-               coalesce(c.top_op, CASE WHEN NOT {has_ops} THEN a.outer_range END) AS top_op,
-               c.frame, a.annotation
-        FROM blk b LEFT JOIN chains c USING (call_id) LEFT JOIN ann a USING (call_id)
-        """
-    )
-    db.con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _sync_calls2 AS
-        SELECT *, {_pattern_sql(has_ops)} AS pattern,
-               coalesce(top_op, annotation, '(no operator)') AS site
-        FROM _sync_calls
-        """
-    )
-    # Each synchronization gap goes to the blocking call on its launching thread that blocked
-    # longest inside it (before the next work was issued: the span ingest judged the gap
-    # on); the recoverable time is the blocked time ingest measured in the gap
-    # (``gaps.blocked_ns``), so these findings and idle_gpu agree on gaps and time.
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _sync_gaps AS
-        WITH act AS (
-            SELECT device_id, start_ns, correlation_id FROM kernels
-            -- migrations too: busy time and the derived gaps count them
-            UNION ALL SELECT device_id, start_ns, correlation_id FROM memcpys
-            UNION ALL SELECT device_id, start_ns, correlation_id FROM memsets
-        ),
-        api AS (
-            SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid
-            FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
-        ),
-        g AS (
-            SELECT g.device_id, g.start_ns, g.end_ns, any_value(a.pid) AS pid,
-                   any_value(a.tid) AS tid, any_value(g.blocked_ns) AS blocked_ns,
-                   any_value(greatest(g.start_ns, least(g.end_ns,
-                             coalesce(g.launch_end_ns, g.end_ns)))) AS block_end
-            FROM gaps g
-            JOIN act k ON k.device_id = g.device_id AND k.start_ns = g.end_ns
-            LEFT JOIN api a ON a.correlation_id = k.correlation_id
-            WHERE g.cause = 'synchronization'
-            GROUP BY g.device_id, g.start_ns, g.end_ns
-        ),
-        ov AS (
-            SELECT g.device_id, g.start_ns, g.end_ns, g.blocked_ns, s.call_id,
-                   least(s.end_ns, g.block_end) - greatest(s.start_ns, g.start_ns) AS inside_ns
-            FROM g JOIN _sync_calls2 s
-              ON s.pid = g.pid AND s.tid = g.tid
-             AND s.start_ns < g.block_end AND s.end_ns > g.start_ns
-        )
-        SELECT device_id, start_ns, end_ns,
-               arg_max(call_id, [inside_ns, -call_id]) AS call_id,
-               any_value(blocked_ns) AS recoverable_ns
-        FROM ov GROUP BY device_id, start_ns, end_ns
-        """
-    )
-
-
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     if not db.scalar("SELECT count(*) FROM api_calls"):
         return []
-    _build_tables(db)
+    require(db, BLOCKING_CALLS, SYNC_GAPS)
     groups = db.dicts(
         """
         WITH idle AS (
             SELECT call_id, count(*) AS gaps, sum(end_ns - start_ns) AS idle_ns,
                    sum(recoverable_ns) AS recoverable_ns
-            FROM _sync_gaps GROUP BY call_id
+            FROM sync_gaps GROUP BY call_id
         )
         SELECT pattern, site, count(*) AS calls, sum(end_ns - start_ns) AS blocked_ns,
                coalesce(sum(idle.gaps), 0) AS gaps, coalesce(sum(idle.idle_ns), 0) AS idle_ns,
                coalesce(sum(idle.recoverable_ns), 0) AS recoverable_ns,
                mode(annotation) AS annotation, mode(frame) AS frame, mode(chain) AS chain,
                list(DISTINCT name ORDER BY name) AS api_names
-        FROM _sync_calls2 LEFT JOIN idle USING (call_id)
+        FROM blocking_calls LEFT JOIN idle USING (call_id)
         GROUP BY pattern, site ORDER BY recoverable_ns DESC, blocked_ns DESC, pattern, site
         """
     )
@@ -221,22 +89,22 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         calls = db.dicts(
             """SELECT c.call_id, c.name, c.start_ns, c.end_ns,
                       coalesce(sum(s.end_ns - s.start_ns), 0) AS idle_ns
-               FROM _sync_calls2 c LEFT JOIN _sync_gaps s USING (call_id)
+               FROM blocking_calls c LEFT JOIN sync_gaps s USING (call_id)
                WHERE c.pattern = ? AND c.site = ?
                GROUP BY c.call_id, c.name, c.start_ns, c.end_ns
                ORDER BY idle_ns DESC, c.end_ns - c.start_ns DESC, c.start_ns LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
         gap_ranges = db.dicts(
-            """SELECT s.device_id, s.start_ns, s.end_ns FROM _sync_gaps s
-               JOIN _sync_calls2 c USING (call_id) WHERE c.pattern = ? AND c.site = ?
+            """SELECT s.device_id, s.start_ns, s.end_ns FROM sync_gaps s
+               JOIN blocking_calls c USING (call_id) WHERE c.pattern = ? AND c.site = ?
                ORDER BY s.end_ns - s.start_ns DESC, s.start_ns LIMIT ?""",
             [pattern, site, t.sync_top_calls],
         )
         devices = [
             r[0]
             for r in db.rows(
-                """SELECT DISTINCT s.device_id FROM _sync_gaps s JOIN _sync_calls2 c
+                """SELECT DISTINCT s.device_id FROM sync_gaps s JOIN blocking_calls c
                    USING (call_id) WHERE c.pattern = ? AND c.site = ? ORDER BY 1""",
                 [pattern, site],
             )

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.derive_gaps import SYNC_CALLS
-from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_subject
 from tracelens.analyzers.variance import slow_only_in_first_calls
@@ -44,6 +43,8 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 
 ANALYZER = "warmup"
 
@@ -89,10 +90,7 @@ class WarmupSpan:
 def warmup_span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
     """The warm-up span of ``db``'s trace (computed once), or None when there is none."""
     key = (t.warmup_first_call_factor, t.warmup_min_call_ns, t.warmup_max_start_pct)
-    cache: dict[Any, WarmupSpan | None] = db.__dict__.setdefault("_warmup_spans", {})
-    if key not in cache:
-        cache[key] = _span(db, t)
-    return cache[key]
+    return db.memo(("warmup_span", key), lambda: _span(db, t))
 
 
 def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
@@ -127,7 +125,7 @@ def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE {_CONV_OPS.format(n='name')}") and db.scalar(
         "SELECT count(*) FROM kernels"
     ):
-        build_kernel_attribution(db)
+        require(db, KERNEL_OPS)
         # The kernels a convolution call ran, as a set; a first call whose set differs from
         # the one its later calls settle on was choosing an algorithm.
         algo_changes = db.dicts(
@@ -341,7 +339,7 @@ def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
     """The share of a finding's subject's time that falls in the warm-up span."""
     lo, hi = span.start_ns, span.end_ns
     if "operator" in f.evidence and db.scalar("SELECT count(*) FROM kernels"):
-        build_kernel_attribution(db)
+        require(db, KERNEL_OPS)
         row = db.rows(
             """SELECT sum(greatest(0, least(start_ns + dur_ns, ?) - greatest(start_ns, ?))),
                       sum(dur_ns)

@@ -11,6 +11,7 @@ from tracelens import __version__
 from tracelens.cli.analyze import analyze
 from tracelens.cli.diff import diff
 from tracelens.cli.options import fail
+from tracelens.cli.schema import list_schema
 from tracelens.cli.thresholds import list_thresholds
 
 
@@ -45,6 +46,6 @@ def _load_plugin_commands() -> None:
         main.add_command(command, ep.name)
 
 
-for _command in (analyze, diff, list_thresholds):
+for _command in (analyze, diff, list_thresholds, list_schema):
     main.add_command(_command)
 _load_plugin_commands()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
+
+_T = TypeVar("_T")
 
 # One query for each device's window (first to last GPU activity) and busy time. Busy is
 # the window minus the derived gaps, i.e. the union of kernel, memcpy and memset intervals
@@ -50,6 +53,19 @@ class DeviceStats:
 class TraceDB:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
+        self._memo: dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, run once per TraceDB and key; later calls return the first result.
+
+        The one cache for what is derived from a trace and shared by analyzers: the derived
+        tables (:func:`tracelens.derived.require`), the workload, the cost model, the
+        warm-up span, the LLM analysis. Results that depend on thresholds put them in the
+        key.
+        """
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()

@@ -111,12 +111,8 @@ class Workload:
 
 
 def workload_of(db: TraceDB) -> Workload:
-    """The workload of ``db``'s trace, computed once and kept on the TraceDB."""
-    cached = getattr(db, "_workload", None)
-    if cached is None:
-        cached = _detect(db)
-        db._workload = cached  # type: ignore[attr-defined]
-    return cached
+    """The workload of ``db``'s trace, computed once per TraceDB."""
+    return db.memo("workload", lambda: _detect(db))
 
 
 def _count(db: TraceDB, table: str, where: str) -> int:

@@ -1,14 +1,13 @@
 """Everything tracelens derives from LLM annotations of one trace, computed once.
 
 The report section (:mod:`tracelens.llm.section`) and the findings
-(:mod:`tracelens.analyzers.llm_latency`) both read this; it is cached per trace database.
-Only the KV-growth fit depends on a threshold (``llm_kv_min_steps``); a run with another
-value refits it and keeps the rest.
+(:mod:`tracelens.analyzers.llm_latency`) both read this; it is computed once per trace
+database. Only the KV-growth fit depends on a threshold (``llm_kv_min_steps``); a run with
+another value refits it and keeps the rest.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,22 +34,23 @@ class LlmAnalysis:
     warnings: list[str] = field(default_factory=list)
 
 
-_cache: weakref.WeakKeyDictionary[TraceDB, LlmAnalysis | None] = weakref.WeakKeyDictionary()
-
-
 def analyze_llm(db: TraceDB, t: Thresholds) -> LlmAnalysis | None:
-    """None when the trace has no LLM annotations."""
-    if db in _cache:
-        cached = _cache[db]
-        if cached is None or cached.kv_min_steps == t.llm_kv_min_steps:
-            return cached
-        refitted = replace(
-            cached,
+    """None when the trace has no LLM annotations (computed once per TraceDB; the KV-growth
+    fit once per ``llm_kv_min_steps``)."""
+    base = db.memo("llm_analysis", lambda: _analyze(db, t))
+    if base is None or base.kv_min_steps == t.llm_kv_min_steps:
+        return base
+    return db.memo(
+        ("llm_analysis", t.llm_kv_min_steps),
+        lambda: replace(
+            base,
             kv_growth=kv_growth(db, t.llm_kv_min_steps),
             kv_min_steps=t.llm_kv_min_steps,
-        )
-        _cache[db] = refitted
-        return refitted
+        ),
+    )
+
+
+def _analyze(db: TraceDB, t: Thresholds) -> LlmAnalysis | None:
     found = parse_annotations(db)
     result: LlmAnalysis | None = None
     if found.present:
@@ -65,5 +65,4 @@ def analyze_llm(db: TraceDB, t: Thresholds) -> LlmAnalysis | None:
             kv_min_steps=t.llm_kv_min_steps,
             warnings=[*found.warnings, *early_step_warnings(db)],
         )
-    _cache[db] = result
     return result

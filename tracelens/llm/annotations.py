@@ -1,30 +1,28 @@
-"""Parse ``llm.request[...]`` / ``llm.prefill[...]`` / ``llm.decode[...]`` ranges into tables.
+"""What the ``llm.*`` annotation ranges of a trace hold, and what in them is malformed.
 
-The convention is written by :mod:`tracelens.annotate` (see there). This module turns the
-host annotation ranges of the canonical ``ranges`` table (NVTX ranges or ``record_function``
-ranges alike) into three temporary DuckDB tables, all in SQL so it scales with the trace:
-
-- ``llm_requests(rid, start_ns, end_ns)``: the first ``llm.request[rid]`` range per id;
-- ``llm_steps(step_id, kind, start_ns, end_ns, n_requests)``: prefill and decode steps;
-- ``llm_tokens(rid, step_id, kind, step_start_ns, t_ns, token_index)``: one row per output
-  token, at the end of each step that lists the request, numbered from 1 per request.
-
-Anything that does not follow the convention becomes a warning, never an exception.
+The convention is written by :mod:`tracelens.annotate` (see there). The ranges become the
+derived ``llm_*`` tables of :mod:`tracelens.derived.llm_annotations` (``llm_requests``,
+``llm_steps``, ``llm_tokens`` and the stages between); this module counts what they hold
+and turns anything that does not follow the convention into a warning, never an exception.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
-from tracelens.annotate import NVTX_DOMAIN
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_annotations import (
+    LLM_RAW,
+    LLM_REQUEST_RANGES,
+    LLM_REQUESTS,
+    LLM_STEP_MEMBERS,
+    LLM_STEP_MEMBERS_ALL,
+    LLM_STEP_RANGES,
+    LLM_STEPS,
+    LLM_TOKENS,
+)
 
-# A well-formed name; group 1 is the kind, group 2 the comma-separated request ids.
-NAME_PATTERN = r"^llm\.(request|prefill|decode)\[([^\[\]]*)\]$"
-# Names that clearly mean to follow the convention; those not matching NAME_PATTERN are
-# reported. Other ``llm.*`` names belong to the user and are left alone.
-INTENT_PATTERN = r"^llm\.(request|prefill|decode)([^A-Za-z0-9_]|$)"
 _BAD_NAMES_SQL = "SELECT name FROM llm_raw WHERE meant AND kind = '' ORDER BY start_ns"
 # How many offending names a warning quotes.
 _EXAMPLES = 3
@@ -44,17 +42,9 @@ class LlmAnnotations:
         return bool(self.request_ranges or self.prefill_steps or self.decode_steps)
 
 
-_parsed: weakref.WeakKeyDictionary[TraceDB, LlmAnnotations] = weakref.WeakKeyDictionary()
-
-
 def parse_annotations(db: TraceDB) -> LlmAnnotations:
-    """Build the ``llm_*`` tables in ``db`` (once per TraceDB) and say what was found."""
-    cached = _parsed.get(db)
-    if cached is not None:
-        return cached
-    result = _parse(db)
-    _parsed[db] = result
-    return result
+    """Build the ``llm_*`` tables in ``db`` and say what was found (once per TraceDB)."""
+    return db.memo("llm_annotations", lambda: _parse(db))
 
 
 def _examples(db: TraceDB, sql: str) -> str:
@@ -63,28 +53,18 @@ def _examples(db: TraceDB, sql: str) -> str:
 
 
 def _parse(db: TraceDB) -> LlmAnnotations:
-    warnings: list[str] = []
-    # Host ranges only: a CUDA Chrome trace repeats each record_function on the GPU
-    # timeline as a gpu_user_annotation (device_id set), which would double every step.
-    # Under nsys with torch's emit_nvtx, record_function ranges also become NVTX ranges in
-    # the default domain, beside the ones tracelens.annotate emits in its own domain: when
-    # that domain is present, it alone is read. One range recorded twice counts once.
-    db.con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE llm_raw AS
-        WITH host AS (
-            SELECT * FROM ranges WHERE device_id IS NULL AND name LIKE 'llm.%'
-        )
-        SELECT min(range_id) AS range_id, name, start_ns, end_ns,
-               regexp_extract(name, '{NAME_PATTERN}', 1) AS kind,
-               regexp_extract(name, '{NAME_PATTERN}', 2) AS body,
-               regexp_matches(name, '{INTENT_PATTERN}') AS meant
-        FROM host
-        WHERE domain = '{NVTX_DOMAIN}'
-           OR NOT EXISTS (SELECT 1 FROM host WHERE domain = '{NVTX_DOMAIN}')
-        GROUP BY name, start_ns, end_ns
-        """
+    require(
+        db,
+        LLM_RAW,
+        LLM_REQUEST_RANGES,
+        LLM_REQUESTS,
+        LLM_STEP_RANGES,
+        LLM_STEP_MEMBERS_ALL,
+        LLM_STEP_MEMBERS,
+        LLM_STEPS,
+        LLM_TOKENS,
     )
+    warnings: list[str] = []
     bad_names = db.scalar("SELECT count(*) FROM llm_raw WHERE meant AND kind = ''")
     if bad_names:
         warnings.append(
@@ -97,17 +77,6 @@ def _parse(db: TraceDB) -> LlmAnnotations:
     )
     if bad_times:
         warnings.append(f"{bad_times:,} llm.* ranges without a valid end time were ignored")
-
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_request_ranges AS
-        SELECT trim(body) AS rid, start_ns, end_ns,
-               row_number() OVER (PARTITION BY trim(body) ORDER BY start_ns, range_id) AS k
-        FROM llm_raw
-        WHERE kind = 'request' AND end_ns >= start_ns
-          AND trim(body) <> '' AND NOT contains(body, ',')
-        """
-    )
     bad_rids = db.scalar(
         "SELECT count(*) FROM llm_raw WHERE kind = 'request' "
         "AND (trim(body) = '' OR contains(body, ','))"
@@ -125,27 +94,6 @@ def _parse(db: TraceDB) -> LlmAnnotations:
             f"{len(dup):,} request ids have more than one llm.request range "
             f"(e.g. {', '.join(repr(d['rid']) for d in dup[:_EXAMPLES])}); the earliest is used"
         )
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_requests AS
-        SELECT rid, start_ns, end_ns FROM llm_request_ranges WHERE k = 1
-        """
-    )
-
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_step_ranges AS
-        SELECT row_number() OVER (ORDER BY start_ns, end_ns, range_id) AS step_id,
-               kind, start_ns, end_ns, body
-        FROM llm_raw WHERE kind IN ('prefill', 'decode') AND end_ns >= start_ns
-        """
-    )
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_step_members_all AS
-        SELECT step_id, trim(unnest(string_split(body, ','))) AS rid FROM llm_step_ranges
-        """
-    )
     empty_ids = db.scalar("SELECT count(*) FROM llm_step_members_all WHERE rid = ''")
     if empty_ids:
         warnings.append(
@@ -159,34 +107,12 @@ def _parse(db: TraceDB) -> LlmAnnotations:
         warnings.append(
             f"{repeated:,} steps list the same request id twice; it counts as one token"
         )
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_step_members AS
-        SELECT DISTINCT step_id, rid FROM llm_step_members_all WHERE rid <> ''
-        """
-    )
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_steps AS
-        SELECT s.step_id, s.kind, s.start_ns, s.end_ns, count(m.rid) AS n_requests
-        FROM llm_step_ranges s JOIN llm_step_members m USING (step_id)
-        GROUP BY ALL
-        """
-    )
     empty_steps = db.scalar(
         "SELECT count(*) FROM llm_step_ranges WHERE step_id NOT IN "
         "(SELECT step_id FROM llm_step_members)"
     )
     if empty_steps:
         warnings.append(f"{empty_steps:,} prefill/decode steps list no request id and were ignored")
-    db.con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE llm_tokens AS
-        SELECT m.rid, s.step_id, s.kind, s.start_ns AS step_start_ns, s.end_ns AS t_ns,
-               row_number() OVER (PARTITION BY m.rid ORDER BY s.end_ns, s.step_id) AS token_index
-        FROM llm_step_members m JOIN llm_steps s USING (step_id)
-        """
-    )
     warnings += _consistency_warnings(db)
     counts = db.rows(
         """SELECT (SELECT count(*) FROM llm_requests),

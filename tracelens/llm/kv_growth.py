@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
 
 STEPS_SQL = """
 SELECT s.step_id, s.end_ns - s.start_ns AS dur_ns, s.n_requests,
@@ -37,6 +39,7 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
 
 def kv_growth(db: TraceDB, min_steps: int) -> dict[str, Any] | None:
     """The fit and the growth cost, or None with fewer than ``min_steps`` decode steps."""
+    require(db, LLM_STEPS, LLM_TOKENS)
     rows = db.rows(STEPS_SQL)
     if not rows or len(rows) < min_steps:  # no fit without a step, whatever the threshold
         return None

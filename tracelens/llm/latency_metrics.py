@@ -1,6 +1,8 @@
 """Per-request and aggregate LLM serving latencies, with vLLM's definitions.
 
-Per request (times from the ``llm_*`` tables of :mod:`tracelens.llm.annotations`):
+Per request (times from the ``llm_*`` tables of :mod:`tracelens.derived.llm_annotations`;
+the per-request rows are ``llm_per_request``, the gaps ``llm_itl``, both in
+:mod:`tracelens.derived.llm_latency`):
 
 - token times: the end of every prefill or decode step that lists the request;
 - TTFT = end of its first prefill step - start of its ``llm.request`` range;
@@ -24,44 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
+from tracelens.derived.llm_latency import LLM_ITL, LLM_PER_REQUEST
 
 PERCENTILES = (50, 90, 95, 99)
-
-# One row per request id seen in a request range or a step.
-PER_REQUEST_SQL = """
-WITH tok AS (
-    SELECT rid, count(*) AS output_tokens, min(t_ns) AS first_token_ns,
-           max(t_ns) AS last_token_ns,
-           min(t_ns) FILTER (WHERE kind = 'prefill') AS first_prefill_end_ns,
-           arg_min(step_start_ns, t_ns) FILTER (WHERE kind = 'prefill') AS first_prefill_start_ns
-    FROM llm_tokens GROUP BY rid
-),
-ids AS (SELECT rid FROM llm_requests UNION SELECT rid FROM tok)
-SELECT ids.rid,
-       r.start_ns,
-       coalesce(r.end_ns, t.last_token_ns) AS end_ns,
-       coalesce(t.output_tokens, 0) AS output_tokens,
-       t.first_token_ns, t.last_token_ns,
-       t.first_prefill_end_ns - r.start_ns AS ttft_ns,
-       CASE WHEN t.output_tokens > 1
-            THEN (t.last_token_ns - t.first_token_ns) / (t.output_tokens - 1) END AS tpot_ns,
-       CASE WHEN r.start_ns IS NOT NULL THEN coalesce(r.end_ns, t.last_token_ns) - r.start_ns
-            END AS e2e_ns,
-       t.first_prefill_start_ns - r.start_ns AS queue_ns,
-       t.first_prefill_end_ns - t.first_prefill_start_ns AS prefill_ns
-FROM ids LEFT JOIN llm_requests r USING (rid) LEFT JOIN tok t USING (rid)
-"""
-
-# Inter-token gaps: one row per token after the first of each request.
-ITL_SQL = """
-CREATE OR REPLACE TEMP TABLE llm_itl AS
-SELECT * FROM (
-    SELECT rid, token_index, step_id, kind,
-           lag(t_ns) OVER (PARTITION BY rid ORDER BY token_index) AS prev_t_ns, t_ns,
-           t_ns - lag(t_ns) OVER (PARTITION BY rid ORDER BY token_index) AS itl_ns
-    FROM llm_tokens
-) WHERE itl_ns IS NOT NULL
-"""
 
 
 def summarize(db: TraceDB, values_sql: str) -> dict[str, Any]:
@@ -81,7 +50,8 @@ def summarize(db: TraceDB, values_sql: str) -> dict[str, Any]:
 
 
 def per_request(db: TraceDB) -> list[dict[str, Any]]:
-    """One dict per request; needs ``llm_per_request`` (made by :func:`latency_summary`)."""
+    """One dict per request."""
+    require(db, LLM_PER_REQUEST)
     rows = db.dicts(
         "SELECT * FROM llm_per_request ORDER BY start_ns NULLS LAST, first_token_ns, rid"
     )
@@ -95,8 +65,7 @@ def per_request(db: TraceDB) -> list[dict[str, Any]]:
 
 def latency_summary(db: TraceDB) -> dict[str, Any]:
     """The issue's ``llm`` numbers: request/token counts, latency summaries, throughput."""
-    db.con.execute(ITL_SQL)
-    db.con.execute(f"CREATE OR REPLACE TEMP TABLE llm_per_request AS {PER_REQUEST_SQL}")
+    require(db, LLM_ITL, LLM_PER_REQUEST, LLM_STEPS, LLM_TOKENS)
     counts = db.dicts(
         """SELECT count(*) AS requests,
                   coalesce(sum(output_tokens), 0) AS output_tokens,

@@ -3,7 +3,8 @@
 A decode inter-token gap of a request (from one of its tokens to the next, ending in a
 decode step) is *stalled* when a whole prefill step of other requests ran inside it: the
 request's next token waited for someone else's prompt. The baseline is the median of the
-unstalled decode gaps; a stalled gap's excess is its length minus that baseline.
+unstalled decode gaps; a stalled gap's excess is its length minus that baseline. The gaps
+and the prefills inside them are ``llm_itl_stalls`` (:mod:`tracelens.derived.llm_latency`).
 """
 
 from __future__ import annotations
@@ -11,21 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.tracedb import TraceDB
-
-STALL_SQL = """
-CREATE OR REPLACE TEMP TABLE llm_itl_stalls AS
-SELECT i.rid, i.token_index, i.prev_t_ns, i.t_ns, i.itl_ns,
-       count(p.step_id) AS prefills, coalesce(sum(p.end_ns - p.start_ns), 0) AS prefill_ns
-FROM llm_itl i
-LEFT JOIN llm_steps p
-  ON p.kind = 'prefill' AND p.start_ns >= i.prev_t_ns AND p.end_ns <= i.t_ns
-WHERE i.kind = 'decode'
-GROUP BY i.rid, i.token_index, i.prev_t_ns, i.t_ns, i.itl_ns
-"""
+from tracelens.derived import require
+from tracelens.derived.llm_latency import LLM_ITL_STALLS
 
 
 def prefill_stalls(db: TraceDB, top: int = 5) -> dict[str, Any]:
-    db.con.execute(STALL_SQL)
+    require(db, LLM_ITL_STALLS)
     r = db.dicts(
         """SELECT count(*) AS decode_gaps,
                   count(*) FILTER (WHERE prefills > 0) AS stalled,

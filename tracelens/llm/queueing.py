@@ -11,10 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_annotations import LLM_STEPS
+from tracelens.derived.llm_latency import LLM_PER_REQUEST
 
 
 def queueing(db: TraceDB, top: int = 5) -> dict[str, Any]:
-    """Needs ``llm_per_request`` (see :mod:`tracelens.llm.latency_metrics`)."""
+    """Queueing totals, requests passed over, and the longest waits."""
+    require(db, LLM_PER_REQUEST, LLM_STEPS)
     r = db.dicts(
         """SELECT count(queue_ns) AS requests, coalesce(sum(queue_ns), 0) AS queue_ns,
                   coalesce(sum(prefill_ns), 0) AS prefill_ns,

@@ -10,6 +10,8 @@ from typing import Any
 
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.llm_latency import LLM_PER_REQUEST
 from tracelens.llm.analysis import analyze_llm
 from tracelens.llm.engine_steps import engine_steps
 from tracelens.llm.latency_metrics import summarize
@@ -24,6 +26,7 @@ def llm_section(db: TraceDB, t: Thresholds) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     if a is not None:
         s = a.summary
+        require(db, LLM_PER_REQUEST)
         out = {
             "requests": s["requests"],
             "output_tokens": s["output_tokens"],

@@ -1,9 +1,7 @@
 """What the GPU did during prefill and decode steps: busy time, idle causes, kernel counts.
 
-Busy time in a step is the step's overlap with each device's activity window minus its
-overlap with that device's derived idle gaps (``gaps``), i.e. the union of kernel, memcpy
-and memset intervals inside the step, summed over devices. Kernels are counted in the step
-in which they start on the GPU.
+Per step, busy time and kernels are ``llm_step_gpu`` (:mod:`tracelens.derived.llm_step_gpu`,
+which says how busy time is measured); idle time by cause comes from the derived ``gaps``.
 """
 
 from __future__ import annotations
@@ -11,38 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.tracedb import TraceDB
-
-STEP_GPU_SQL = """
-CREATE OR REPLACE TEMP TABLE llm_step_gpu AS
-WITH dev AS (
-    SELECT device_id, min(start_ns) AS ws, max(end_ns) AS we FROM (
-        SELECT device_id, start_ns, end_ns FROM kernels
-        UNION ALL SELECT device_id, start_ns, end_ns FROM memcpys WHERE kind NOT LIKE 'UVM%'
-        UNION ALL SELECT device_id, start_ns, end_ns FROM memsets
-    ) WHERE device_id IS NOT NULL GROUP BY device_id
-),
-win AS (
-    SELECT s.step_id,
-           sum(greatest(0, least(s.end_ns, d.we) - greatest(s.start_ns, d.ws))) AS in_window_ns
-    FROM llm_steps s CROSS JOIN dev d GROUP BY s.step_id
-),
-idle AS (
-    SELECT s.step_id,
-           sum(least(s.end_ns, g.end_ns) - greatest(s.start_ns, g.start_ns)) AS idle_ns
-    FROM llm_steps s JOIN gaps g ON g.start_ns < s.end_ns AND g.end_ns > s.start_ns
-    GROUP BY s.step_id
-),
-k AS (
-    SELECT s.step_id, count(*) AS kernels, median(k.end_ns - k.start_ns) AS median_kernel_ns
-    FROM llm_steps s JOIN kernels k ON k.start_ns >= s.start_ns AND k.start_ns < s.end_ns
-    GROUP BY s.step_id
-)
-SELECT s.step_id, s.kind, s.start_ns, s.end_ns, s.end_ns - s.start_ns AS dur_ns, s.n_requests,
-       coalesce(win.in_window_ns, 0) - coalesce(idle.idle_ns, 0) AS busy_ns,
-       coalesce(k.kernels, 0) AS kernels, k.median_kernel_ns
-FROM llm_steps s LEFT JOIN win USING (step_id) LEFT JOIN idle USING (step_id)
-LEFT JOIN k USING (step_id)
-"""
+from tracelens.derived import require
+from tracelens.derived.llm_annotations import LLM_STEPS
+from tracelens.derived.llm_step_gpu import LLM_STEP_GPU
 
 # Idle time inside steps of one kind, by the cause ingest judged for each gap.
 IDLE_BY_CAUSE_SQL = """
@@ -55,7 +24,7 @@ WHERE s.kind = ? GROUP BY g.cause ORDER BY ns DESC
 
 def step_profile(db: TraceDB) -> dict[str, dict[str, Any]]:
     """Per step kind: count, time, GPU busy share, kernels per step, idle time by cause."""
-    db.con.execute(STEP_GPU_SQL)
+    require(db, LLM_STEP_GPU, LLM_STEPS)
     has_gpu = bool(db.devices)
     out: dict[str, dict[str, Any]] = {}
     for kind in ("prefill", "decode"):
@@ -122,6 +91,7 @@ def early_step_warnings(db: TraceDB, min_share: float = 0.1) -> list[str]:
     """
     if not db.devices:
         return []
+    require(db, LLM_STEPS)
     totals = dict(db.rows("SELECT kind, count(*) FROM llm_steps GROUP BY kind"))
     out = []
     for kind, steps in db.rows(OUTLIVED_SQL):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracelens.analyzers.attribution import build_kernel_attribution
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 
 
 def trace_metrics(db: TraceDB) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def top_ops(db: TraceDB, n: int, thresholds: Thresholds | None = None) -> list[d
     """
     if not db.scalar("SELECT count(*) FROM kernels"):
         return []
-    build_kernel_attribution(db)
+    require(db, KERNEL_OPS)
     rows = db.dicts(
         f"""SELECT name, {_STATS} FROM (
                 SELECT op_name AS name, sum(dur_ns) AS d FROM kernel_ops

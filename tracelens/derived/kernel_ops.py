@@ -1,4 +1,4 @@
-"""Which CPU operator launched each kernel.
+"""``kernel_ops``: which CPU operator launched each kernel.
 
 Kernel -> runtime call by correlation id -> the operator whose external id the call
 carries (Kineto records the innermost operator active at launch). Where a trace has no
@@ -9,8 +9,10 @@ on the launching thread that encloses the call is used instead.
 from __future__ import annotations
 
 from ingest.profiler_steps import is_not_step
+from ingest.schema import Column
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import ENGINE_STEP_SQL
+from tracelens.derived.table import DerivedTable
 
 UNATTRIBUTED = "(no operator)"
 CUDA_GRAPH = "CUDA graph replay"
@@ -36,18 +38,11 @@ _EXT_NONE = (
 )
 
 
-def build_kernel_attribution(db: TraceDB) -> None:
-    """Create temp table ``kernel_ops(kernel row, op_id, op_name, dur_ns)`` once per trace."""
-    if db.scalar(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kernel_ops' AND temporary"
-    ):
-        return
+def _select(db: TraceDB) -> str:
     has_ops = bool(db.scalar("SELECT count(*) > 0 FROM cpu_ops"))
     source = "cpu_ops" if has_ops else _RANGES_AS_OPS
     id_col = "op_id" if has_ops else "range_id"
-    db.con.execute(
-        f"""
-        CREATE TEMP TABLE kernel_ops AS
+    return f"""
         WITH k AS (
             SELECT row_number() OVER (ORDER BY device_id, start_ns, correlation_id, name)
                        AS krow, device_id, name AS kernel_name, start_ns,
@@ -100,4 +95,30 @@ def build_kernel_attribution(db: TraceDB) -> None:
                coalesce(ka.op_name, en.op_name, '{UNATTRIBUTED}') AS op_name
         FROM ka LEFT JOIN enclosing en USING (krow)
         """
-    )
+
+
+KERNEL_OPS = DerivedTable(
+    "kernel_ops",
+    "Every kernel with the operator that launched it (by external id, else the innermost "
+    "operator or annotation range enclosing its launch call)",
+    (
+        Column("krow", "BIGINT", "Kernel number, in (device, start, correlation id, name) order"),
+        Column("device_id", "INTEGER", "Device it ran on"),
+        Column("kernel_name", "VARCHAR", "Kernel name"),
+        Column("start_ns", "BIGINT", "Kernel start (ns on the trace clock)"),
+        Column("dur_ns", "BIGINT", "Kernel duration (ns)"),
+        Column(
+            "op_id",
+            "BIGINT",
+            "The operator call (cpu_ops.op_id, ranges.range_id without operators; minus the "
+            "correlation id for a graph replay); NULL if none",
+        ),
+        Column(
+            "op_name",
+            "VARCHAR",
+            f"Its name; '{CUDA_GRAPH}' / '{HIP_GRAPH}' for graph launches, "
+            f"'{UNATTRIBUTED}' if none",
+        ),
+    ),
+    _select,
+)
