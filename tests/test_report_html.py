@@ -71,7 +71,7 @@ def test_optional_sections_are_what_follows_the_core_keys(
     planted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(
-        report_module.SECTIONS, "llm_latency", lambda db: {"requests": [{"id": "r<1>"}]}
+        report_module.SECTIONS, "llm_latency", lambda db, t: {"requests": [{"id": "r<1>"}]}
     )
     report = _report(planted)
     assert list(report)[: len(CORE_KEYS)] == list(CORE_KEYS)
