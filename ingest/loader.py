@@ -23,6 +23,7 @@ from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
+from ingest.graph_captures import find_capture_dir, load_captures
 from ingest.limits import IngestLimits
 from ingest.redact_tables import redact_tables
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
@@ -134,11 +135,15 @@ def load_trace(
     rank: int | None = None,
     on_progress: ProgressFn | None = None,
     limits: IngestLimits | None = None,
+    capture_dir: str | Path | None = None,
+    find_captures: bool = True,
 ) -> LoadedTrace:
     """Ingest ``path`` (file or profiler output folder) into a DuckDB database.
 
     ``limits`` bound its memory, events and decompressed size (default: from the
-    environment and the machine, for one ingest at a time).
+    environment and the machine, for one ingest at a time). Graph capture traces
+    (:mod:`ingest.graph_captures`) are read from ``capture_dir``, else from a
+    ``capture_traces/`` folder beside the trace when ``find_captures``.
     """
     limits = limits or IngestLimits.from_env()
     src, notes = resolve_input(Path(path), rank)
@@ -179,6 +184,11 @@ def load_trace(
             notes.extend(read_nsys_sqlite(con, src, max_events=limits.max_events))
             if on_progress is not None:
                 on_progress(size, size)
+        captures = Path(capture_dir) if capture_dir is not None else None
+        if captures is None and find_captures:
+            captures = find_capture_dir(Path(path))
+        if captures is not None:
+            notes.extend(load_captures(con, captures, limits))
         derive_gaps(con)
         redact_tables(con)
         set_info(
