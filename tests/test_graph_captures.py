@@ -171,11 +171,11 @@ def test_capture_dir_option_and_bad_details_are_one_line_errors(tmp_path: Path) 
         "vllm::unified_attention",
     }
     (elsewhere / "execution_details.json").write_text('[{"file": "missing.json.gz"}]')
-    with pytest.raises(TraceInputError, match="missing.json.gz not found") as exc:
+    with pytest.raises(TraceInputError, match=r"missing\.json\.gz not found") as exc:
         read_capture_entries(elsewhere)
     assert "\n" not in str(exc.value)
     (elsewhere / "execution_details.json").write_text("{not json")
-    with pytest.raises(TraceInputError, match="execution_details.json: not readable JSON"):
+    with pytest.raises(TraceInputError, match=r"execution_details\.json: not readable JSON"):
         load_trace(trace, capture_dir=elsewhere)
 
 
