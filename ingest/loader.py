@@ -105,7 +105,7 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
                 "(choose another with --rank)"
             )
         return chosen, notes
-    ranks = {p: _rank_of(p) for p in candidates}
+    ranks = ranks_of(candidates)
     for p, r in ranks.items():
         if r == rank:
             notes.append(f"analyzing rank {rank}: {p.name}")
@@ -117,16 +117,48 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
 
 
 _RANK_IN_JSON = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# rank3, rank_3, rank-3, rank[3]; vLLM: ...rank{N}.{id}.pt.trace.json.gz and
+# dp{d}_pp{p}_tp{t}_..._rank{N}...
+_RANK_IN_NAME = re.compile(r"rank(?:[-_]?(\d+)|\[(\d+)\])", re.IGNORECASE)
+# SGLang: {id}-TP-{tp}-DP-{dp}-PP-{pp}-EP-{ep}.trace.json.gz (DP, PP and EP optional)
+_SGLANG_PARALLEL = re.compile(r"-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?")
 
 
-def _rank_of(p: Path) -> int | None:
+def ranks_of(files: list[Path]) -> dict[Path, int | None]:
+    """Each file's rank: ``distributedInfo.rank`` in the trace, else from the file name.
+
+    SGLang names files by their place in the tensor/data/pipeline grid, not by rank; the
+    global rank is then ``(dp * pp_size + pp) * tp_size + tp`` (data-parallel replicas
+    outermost, tensor parallel innermost, as torch.distributed groups are laid out), with
+    the sizes taken from the files present. Expert parallelism shares the tensor-parallel
+    ranks.
+    """
+    out: dict[Path, int | None] = {}
+    grid: dict[Path, tuple[int, int, int]] = {}
+    for p in files:
+        r = _rank_in_trace(p)
+        if r is None:
+            m = _RANK_IN_NAME.search(p.name)
+            if m:
+                r = int(m.group(1) or m.group(2))
+            elif m2 := _SGLANG_PARALLEL.search(p.name):
+                tp, dp, pp = (int(g) if g else 0 for g in m2.groups()[:3])
+                grid[p] = (dp, pp, tp)
+        out[p] = r
+    if grid:
+        pp_size = max(pp for _, pp, _ in grid.values()) + 1
+        tp_size = max(tp for _, _, tp in grid.values()) + 1
+        for p, (dp, pp, tp) in grid.items():
+            out[p] = (dp * pp_size + pp) * tp_size + tp
+    return out
+
+
+def _rank_in_trace(p: Path) -> int | None:
     with contextlib.suppress(TraceInputError, OSError):
         m = _RANK_IN_JSON.search(head_bytes(p, 256 * 1024))
         if m:
             return int(m.group(1))
-    m2 = _RANK_IN_NAME.search(p.name)
-    return int(m2.group(1)) if m2 else None
+    return None
 
 
 def load_trace(
