@@ -23,6 +23,7 @@ from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
+from ingest.graph_captures import find_capture_dir, load_captures
 from ingest.limits import IngestLimits
 from ingest.redact_tables import redact_tables
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
@@ -104,7 +105,7 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
                 "(choose another with --rank)"
             )
         return chosen, notes
-    ranks = {p: _rank_of(p) for p in candidates}
+    ranks = ranks_of(candidates)
     for p, r in ranks.items():
         if r == rank:
             notes.append(f"analyzing rank {rank}: {p.name}")
@@ -116,16 +117,48 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
 
 
 _RANK_IN_JSON = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# rank3, rank_3, rank-3, rank[3]; vLLM: ...rank{N}.{id}.pt.trace.json.gz and
+# dp{d}_pp{p}_tp{t}_..._rank{N}...
+_RANK_IN_NAME = re.compile(r"rank(?:[-_]?(\d+)|\[(\d+)\])", re.IGNORECASE)
+# SGLang: {id}-TP-{tp}-DP-{dp}-PP-{pp}-EP-{ep}.trace.json.gz (DP, PP and EP optional)
+_SGLANG_PARALLEL = re.compile(r"-TP-(\d+)(?:-DP-(\d+))?(?:-PP-(\d+))?(?:-EP-(\d+))?")
 
 
-def _rank_of(p: Path) -> int | None:
+def ranks_of(files: list[Path]) -> dict[Path, int | None]:
+    """Each file's rank: ``distributedInfo.rank`` in the trace, else from the file name.
+
+    SGLang names files by their place in the tensor/data/pipeline grid, not by rank; the
+    global rank is then ``(dp * pp_size + pp) * tp_size + tp`` (data-parallel replicas
+    outermost, tensor parallel innermost, as torch.distributed groups are laid out), with
+    the sizes taken from the files present. Expert parallelism shares the tensor-parallel
+    ranks.
+    """
+    out: dict[Path, int | None] = {}
+    grid: dict[Path, tuple[int, int, int]] = {}
+    for p in files:
+        r = _rank_in_trace(p)
+        if r is None:
+            m = _RANK_IN_NAME.search(p.name)
+            if m:
+                r = int(m.group(1) or m.group(2))
+            elif m2 := _SGLANG_PARALLEL.search(p.name):
+                tp, dp, pp = (int(g) if g else 0 for g in m2.groups()[:3])
+                grid[p] = (dp, pp, tp)
+        out[p] = r
+    if grid:
+        pp_size = max(pp for _, pp, _ in grid.values()) + 1
+        tp_size = max(tp for _, _, tp in grid.values()) + 1
+        for p, (dp, pp, tp) in grid.items():
+            out[p] = (dp * pp_size + pp) * tp_size + tp
+    return out
+
+
+def _rank_in_trace(p: Path) -> int | None:
     with contextlib.suppress(TraceInputError, OSError):
         m = _RANK_IN_JSON.search(head_bytes(p, 256 * 1024))
         if m:
             return int(m.group(1))
-    m2 = _RANK_IN_NAME.search(p.name)
-    return int(m2.group(1)) if m2 else None
+    return None
 
 
 def load_trace(
@@ -134,11 +167,15 @@ def load_trace(
     rank: int | None = None,
     on_progress: ProgressFn | None = None,
     limits: IngestLimits | None = None,
+    capture_dir: str | Path | None = None,
+    find_captures: bool = True,
 ) -> LoadedTrace:
     """Ingest ``path`` (file or profiler output folder) into a DuckDB database.
 
     ``limits`` bound its memory, events and decompressed size (default: from the
-    environment and the machine, for one ingest at a time).
+    environment and the machine, for one ingest at a time). Graph capture traces
+    (:mod:`ingest.graph_captures`) are read from ``capture_dir``, else from a
+    ``capture_traces/`` folder beside the trace when ``find_captures``.
     """
     limits = limits or IngestLimits.from_env()
     src, notes = resolve_input(Path(path), rank)
@@ -179,6 +216,11 @@ def load_trace(
             notes.extend(read_nsys_sqlite(con, src, max_events=limits.max_events))
             if on_progress is not None:
                 on_progress(size, size)
+        captures = Path(capture_dir) if capture_dir is not None else None
+        if captures is None and find_captures:
+            captures = find_capture_dir(Path(path))
+        if captures is not None:
+            notes.extend(load_captures(con, captures, limits))
         derive_gaps(con)
         redact_tables(con)
         set_info(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,12 @@ CANONICAL_TABLES: tuple[Table, ...] = (
             _END,
             _CORRELATION,
             _EXTERNAL,
+            Column(
+                "kernel_name",
+                "VARCHAR",
+                "Kernel a launch call launched, where the trace names it on the call (ROCm "
+                "runtime events, launches recorded during graph capture); NULL otherwise",
+            ),
         ),
     ),
     Table(
@@ -329,6 +335,33 @@ CANONICAL_TABLES: tuple[Table, ...] = (
                 "Time the launching thread spent in blocking calls in the gap, until the next "
                 "work was issued",
             ),
+        ),
+    ),
+    Table(
+        "captured_launches",
+        "Kernel launches recorded while a CUDA/HIP graph was captured, from the capture "
+        "traces beside the trace (ingest/graph_captures.py); empty without them",
+        (
+            Column("capture_id", "INTEGER", "Which capture trace (0, 1, ... in listing order)"),
+            Column("capture_file", "VARCHAR", "The capture trace's file name"),
+            Column(
+                "batch_size", "INTEGER", "Batch size the graph was captured for; NULL if unknown"
+            ),
+            Column(
+                "mode",
+                "VARCHAR",
+                "Capture mode the engine names (FULL, PIECEWISE); NULL if unknown",
+            ),
+            Column("seq", "INTEGER", "Position of the launch in the graph (1-based, launch order)"),
+            Column(
+                "kernel_name", "VARCHAR", "Kernel launched; NULL where the call does not name it"
+            ),
+            Column(
+                "op_seq",
+                "INTEGER",
+                "Which operator call launched it (1-based in the capture); NULL if none",
+            ),
+            Column("op_name", "VARCHAR", "That operator's name; NULL if none"),
         ),
     ),
 )

@@ -60,6 +60,7 @@ _ARGS: list[tuple[str, str, str]] = [
     ("dtype", "dtype", "VARCHAR"),
     ("Group size", "gsize", "INTEGER"),
     ("cuda_sync_kind", "sync_kind", "VARCHAR"),
+    ("kernel", "launched", "VARCHAR"),
 ]
 # Kineto spells a few keys differently across versions ("External id" / "external id")
 # and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
@@ -180,7 +181,7 @@ _ROUTE_SQL = [
     INSERT INTO api_calls
     SELECT pid, tid, regexp_replace(name, '_v[0-9]+$', ''),
            CASE WHEN cat = 'cuda_driver' THEN 'driver' ELSE 'runtime' END,
-           ts_ns, ts_ns + dur_ns, corr, {_EXTERNAL_ID}
+           ts_ns, ts_ns + dur_ns, corr, {_EXTERNAL_ID}, launched
     FROM blob WHERE {_VALID_X} AND cat IN ('cuda_runtime', 'runtime', 'cuda_driver')
     """,
     f"""

@@ -100,7 +100,7 @@ _MEMSET_SELECT = f"""
 _RUNTIME_SELECT = f"""
     SELECT {_PID.format(g="b.global_tid")}, {_TID.format(g="b.global_tid")}, n.name,
            {sql_case("b.event_class", API_CLASSES, "runtime")},
-           b.start, b.start + b.dur, b.correlation_id, NULL
+           b.start, b.start + b.dur, b.correlation_id, NULL, NULL
     FROM _sqlite_batch b LEFT JOIN _nsys_api_names n ON n.id = b.name_id
     WHERE b.dur >= 0
 """

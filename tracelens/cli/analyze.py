@@ -86,6 +86,13 @@ def sample_trace_path() -> Path:
     default=None,
     help="For a profiler output folder: analyze this rank's trace.",
 )
+@click.option(
+    "--capture-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Graph capture traces (with execution_details.json) naming the operators behind "
+    "replayed CUDA/HIP graph kernels (default: a capture_traces/ folder beside the trace).",
+)
 @threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
 @click.option(
     "-o",
@@ -109,6 +116,7 @@ def analyze(
     max_findings: int | None,
     db_path: Path | None,
     rank: int | None,
+    capture_dir: Path | None,
     thresholds: Thresholds,
     output: Path | None,
     force: bool,
@@ -141,12 +149,13 @@ def analyze(
                     path,
                     db_path=db_path,
                     rank=rank,
+                    capture_dir=capture_dir,
                     on_progress=lambda done, total: progress.update(
                         task, completed=done, total=total
                     ),
                 )
         else:
-            loaded = load_trace(path, db_path=db_path, rank=rank)
+            loaded = load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
     except TraceInputError as exc:
         fail(str(exc))
     try:

@@ -38,10 +38,61 @@ _EXT_NONE = (
 )
 
 
+_GRAPH_LAUNCHES = "('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch')"
+# Operator ids of replayed kernels matched to a capture: one per (replay, captured operator
+# call), apart from real operator ids (positive) and unmatched replays (minus the
+# correlation id).
+_REPLAY_OP_ID = "-(r.corr * 1048576 + cl.op_seq)"
+
+# Kernels of each graph replay, numbered in the order they ran, matched by position to the
+# launches recorded while a graph was captured (ingest/graph_captures.py). A replay is
+# matched to the capture with as many launches whose kernel names agree most (a capture
+# trace without kernel names on its calls matches by position alone); a kernel whose name
+# differs from the captured launch at its position stays unmatched.
+_REPLAY_MATCH = f"""
+        replay AS (
+            SELECT k.krow, k.kernel_name, a.correlation_id AS corr,
+                   row_number() OVER (PARTITION BY a.correlation_id
+                                      ORDER BY k.start_ns, k.krow) AS pos,
+                   count(*) OVER (PARTITION BY a.correlation_id) AS n
+            FROM k JOIN api a USING (correlation_id)
+            WHERE a.api_name IN {_GRAPH_LAUNCHES}
+        ),
+        cap_size AS (
+            SELECT capture_id, count(*) AS n FROM captured_launches GROUP BY capture_id
+        ),
+        fit AS (
+            SELECT r.corr, c.capture_id,
+                   count(*) FILTER (WHERE cl.kernel_name IS NULL
+                                       OR cl.kernel_name = r.kernel_name) AS agree
+            FROM replay r JOIN cap_size c ON c.n = r.n
+            JOIN captured_launches cl ON cl.capture_id = c.capture_id AND cl.seq = r.pos
+            GROUP BY r.corr, c.capture_id
+        ),
+        best AS (
+            SELECT corr, arg_max(capture_id, [agree, -capture_id]) AS capture_id
+            FROM fit GROUP BY corr
+        ),
+        replay_ops AS (
+            SELECT r.krow, {_REPLAY_OP_ID} AS op_id, cl.op_name
+            FROM replay r JOIN best b USING (corr)
+            JOIN captured_launches cl ON cl.capture_id = b.capture_id AND cl.seq = r.pos
+            WHERE (cl.kernel_name IS NULL OR cl.kernel_name = r.kernel_name)
+              AND cl.op_name IS NOT NULL
+        ),"""
+_REPLAY_NONE = """
+        replay_ops AS (
+            SELECT NULL::BIGINT AS krow, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name
+            WHERE false
+        ),"""
+
+
 def _select(db: TraceDB) -> str:
     has_ops = bool(db.scalar("SELECT count(*) > 0 FROM cpu_ops"))
     source = "cpu_ops" if has_ops else _RANGES_AS_OPS
     id_col = "op_id" if has_ops else "range_id"
+    has_captures = bool(db.scalar("SELECT count(*) > 0 FROM captured_launches"))
+    replay = _REPLAY_MATCH if has_captures else _REPLAY_NONE
     return f"""
         WITH k AS (
             SELECT row_number() OVER (ORDER BY device_id, start_ns, correlation_id, name)
@@ -55,22 +106,23 @@ def _select(db: TraceDB) -> str:
                    min(external_id) external_id, min(name) AS api_name
             FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
         ),
-        ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),
+        ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),{replay}
         ka AS (
             SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end,
-                   -- a graph replay launches many kernels from one call: name the replay,
-                   -- not the Python or pybind11 wrapper around it
-                   CASE WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
-                        THEN coalesce(e.op_id, -a.correlation_id)
-                        WHEN a.api_name = 'hipGraphLaunch'
-                        THEN coalesce(e.op_id, -a.correlation_id)
+                   -- a graph replay launches many kernels from one call: the operator
+                   -- recorded at capture, else the replay, never the Python or pybind11
+                   -- wrapper around it
+                   CASE WHEN a.api_name IN {_GRAPH_LAUNCHES}
+                        THEN coalesce(ro.op_id, -a.correlation_id)
                         ELSE e.op_id END AS op_id,
-                   CASE WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
+                   CASE WHEN ro.op_name IS NOT NULL THEN ro.op_name
+                        WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
                         THEN '{CUDA_GRAPH}'
                         WHEN a.api_name = 'hipGraphLaunch' THEN '{HIP_GRAPH}'
                         ELSE e.op_name END AS op_name
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
+            LEFT JOIN replay_ops ro USING (krow)
         ),
         src AS (SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns FROM {source}),
         -- The innermost enclosing operator, by one ASOF lookup per nesting depth: at each
@@ -122,3 +174,29 @@ KERNEL_OPS = DerivedTable(
     ),
     _select,
 )
+
+
+def replay_attribution_notes(db: TraceDB) -> list[str]:
+    """How many replayed kernels the capture traces attributed to operators (report notes)."""
+    if not db.scalar("SELECT count(*) > 0 FROM captured_launches"):
+        return []
+    from tracelens.derived import require  # the registry imports this module
+
+    require(db, KERNEL_OPS)
+    replayed, matched = db.con.execute(
+        f"""SELECT count(*) FILTER (WHERE op_id < 0),
+                   count(*) FILTER (WHERE op_id < 0
+                                    AND op_name NOT IN ('{CUDA_GRAPH}', '{HIP_GRAPH}'))
+            FROM kernel_ops"""
+    ).fetchone() or (0, 0)
+    if not replayed:
+        return ["graph capture traces were given, but no kernel in this trace is a graph replay"]
+    how = (
+        "by launch order and kernel name"
+        if db.scalar("SELECT count(kernel_name) > 0 FROM captured_launches")
+        else "by launch order (the capture names no kernels)"
+    )
+    return [
+        f"graph replays: {matched:,} of {replayed:,} replayed kernels attributed to the "
+        f"operators recorded at capture ({how})"
+    ]

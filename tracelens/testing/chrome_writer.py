@@ -114,7 +114,9 @@ def iter_events(sc: Scenario) -> Iterator[str]:
             base + e.ts_ns,
         )
     for a in sc.api_calls:
-        args = {"cbid": 211}
+        args: dict[str, object] = {"cbid": 211}
+        if a.kernel is not None:
+            args["kernel"] = a.kernel
         if a.correlation_id is not None:
             args["correlation"] = a.correlation_id
         if a.external_id is not None:

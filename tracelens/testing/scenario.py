@@ -70,6 +70,8 @@ class ApiCall:
     tid: int
     correlation_id: int | None = None
     external_id: int | None = None
+    # the launched kernel, where the call names it (ROCm; launches during graph capture)
+    kernel: str | None = None
 
 
 @dataclass
