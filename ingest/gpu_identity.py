@@ -35,7 +35,8 @@ def inferred_name(props: dict[str, Any]) -> str | None:
     cc = _GFX.get(gfx)
     if cc is None and "computeMajor" in props and "computeMinor" in props:
         cc = f"{props['computeMajor']}.{props['computeMinor']}"
-    product = _AMD_BY_CU.get((cc or "", props.get("numSms")))
+    sms = props.get("numSms")
+    product = _AMD_BY_CU.get((cc or "", sms)) if isinstance(sms, int) else None
     if product:
         return product
     if gfx:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import os
 import re
@@ -35,7 +36,6 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from ingest.byte_source import is_gzip, iter_bytes
 from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter, EventBlob
@@ -230,7 +230,7 @@ def _write_json_copy(src: Path, dst: Path, max_decompressed: int) -> int:
     try:
         with partial.open("wb") as raw:
             # a gzip original stays gzip (mtime 0: the same input gives the same bytes)
-            out: IO[bytes] = (
+            out: io.BufferedIOBase = (
                 gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0)
                 if is_gzip(src)
                 else raw

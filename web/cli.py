@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from web.catalog import Catalog
 
 # Fail at import, not mid-command: the core CLI then lists these commands as unavailable
 # and says which extra to install, instead of a traceback from a lazy import.
@@ -136,7 +139,7 @@ _data_dir_option = click.option(
 )
 
 
-def _catalog(data_dir: Path | None):  # type: ignore[no-untyped-def]
+def _catalog(data_dir: Path | None) -> Catalog:
     from web.catalog import Catalog
     from web.settings import Settings
 

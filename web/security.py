@@ -67,7 +67,7 @@ def reject_nul_middleware(app: ASGIApp) -> ASGIApp:
                         ],
                     }
                 )
-                await send({"type": "http.response.body", "body": message})
+                await send({"type": "http.response.body", "body": message, "more_body": False})
                 return
         await app(scope, receive, send)
 

@@ -28,6 +28,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ingest.limits import default_max_decompressed
 from web.catalog import default_database_url
@@ -73,7 +74,7 @@ class Settings:
         tokens = frozenset(
             t.strip() for t in os.environ.get("TRACELENS_API_TOKENS", "").split(",") if t.strip()
         )
-        values: dict[str, object] = {
+        values: dict[str, Any] = {
             "data_dir": home,
             "database_url": os.environ.get("TRACELENS_DATABASE_URL") or default_database_url(home),
             "api_tokens": tokens,
@@ -97,7 +98,7 @@ class Settings:
             or None,
         }
         values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
     @property
     def runs_dir(self) -> Path:

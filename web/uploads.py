@@ -198,10 +198,10 @@ async def receive_upload(
                         else:
                             text = bytearray()
                     elif part:
-                        if text is not None:
+                        if text is not None and segment is not None:
                             text += part
                             if len(text) > FIELD_LIMIT:
-                                raise UploadError(400, f"form field {segment.name!r} too long")  # type: ignore[union-attr]
+                                raise UploadError(400, f"form field {segment.name!r} too long")
                         elif sink is not None and segment is not None and segment.name == "file":
                             await sink.write(part)
                     else:

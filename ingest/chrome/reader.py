@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -383,7 +384,8 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
     _insert_devices(con, meta)
     assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    info = meta.get("distributedInfo")
+    dist: dict[str, Any] = info if isinstance(info, dict) else {}
     t0 = earliest_ns(con)
     if stats.dropped_missing:
         stats.warnings.append(

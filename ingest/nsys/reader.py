@@ -170,7 +170,7 @@ def _check_not_truncated(path: Path) -> None:
 
 
 def _check_event_count(
-    src: sqlite3.Connection, tables: dict[str, list[str]], path: Path, max_events: int
+    src: sqlite3.Connection, tables: dict[str, set[str]], path: Path, max_events: int
 ) -> None:
     """Refuse an export with more activity rows than the limit before reading any."""
     total = 0

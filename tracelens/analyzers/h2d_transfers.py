@@ -21,6 +21,7 @@ split, which depends on the thresholds and the link, is applied when they are re
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -128,7 +129,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                   count(*) FILTER (WHERE host_blocking) AS blocking_n
            FROM h2d WHERE kind = 'HtoD'"""
     )[0]
-    totals = {
+    totals: dict[str, Any] = {
         "copies": int(tot["n"]),
         "bytes": int(tot["bytes"]),
         "time_ns": int(tot["ns"]),

@@ -12,6 +12,8 @@ replay.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ingest.derive_gaps import CAUSE_RULES, LAUNCH_ISSUE_SLACK_NS, SYNC_CALLS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -383,7 +385,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
             raw = db.dicts(_CAUSE_EVIDENCE, [dev.device_id, cause])[0]
             deciding = {k: int(raw[k]) for k in _DECIDING.get(cause, ())}
-            ev_for_advice = {**{k: int(v) for k, v in raw.items()}, **_slack()}
+            ev_for_advice: dict[str, Any] = {**{k: int(v) for k, v in raw.items()}, **_slack()}
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
             if cause == "untraced":

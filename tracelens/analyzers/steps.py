@@ -72,19 +72,18 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         + ", ".join(f"CAST(median({m}) AS BIGINT) AS {m}" for m in _MEASURES)
         + " FROM profiler_step_metrics"
     )[0]
-    differed = sorted(
-        (
-            {
-                "measure": m,
-                "slowest": int(slowest[m]),
-                "median": int(medians[m]),
-                "delta": int(slowest[m]) - int(medians[m]),
-            }
-            for m in _MEASURES
-            if int(slowest[m]) != int(medians[m])
-        ),
-        key=lambda d: (-abs(d["delta"]), _MEASURES.index(d["measure"])),
-    )
+    delta = {m: int(slowest[m]) - int(medians[m]) for m in _MEASURES}
+    differed = [
+        {
+            "measure": m,
+            "slowest": int(slowest[m]),
+            "median": int(medians[m]),
+            "delta": delta[m],
+        }
+        for m in sorted(
+            (m for m in _MEASURES if delta[m]), key=lambda m: (-abs(delta[m]), _MEASURES.index(m))
+        )
+    ]
     kernel_delta = db.dicts(
         """WITH per AS (
                SELECT step, kernel, sum(dur_ns) AS ns FROM profiler_step_kernels

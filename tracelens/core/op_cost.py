@@ -122,10 +122,11 @@ def _numel(shape: list) -> int:
     return math.prod(int(x) for x in shape) if shape else 1
 
 
-def _is_tensor(shape: object, dtype: object) -> bool:
-    return (
-        isinstance(shape, list) and dtype_of(dtype if isinstance(dtype, str) else None) is not None
-    )
+def _tensor_dtype(shape: object, dtype: object) -> tuple[str, int] | None:
+    """(dtype, element size) of a recorded argument that is a tensor of a known type."""
+    if not isinstance(shape, list):
+        return None
+    return dtype_of(dtype if isinstance(dtype, str) else None)
 
 
 def _broadcast(shapes: list[list[int]]) -> list[int]:
@@ -158,10 +159,11 @@ def op_cost(
     conv_out_spatial: list[int] | None = None,
 ) -> OpCost | None:
     """The FLOPs and bytes of one call of ``name``; None where the shapes do not say."""
-    tensors = [(s, dtype_of(t)) for s, t in zip(shapes, types, strict=False) if _is_tensor(s, t)]
+    pairs = zip(shapes, types, strict=False)
+    tensors = [(s, d) for s, t in pairs if (d := _tensor_dtype(s, t)) is not None]
     if not tensors:
         return None
-    dtype, es = tensors[0][1]  # type: ignore[misc]
+    dtype, es = tensors[0][1]
     try:
         return _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial)
     except (IndexError, TypeError, ValueError):

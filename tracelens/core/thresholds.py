@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ class Thresholds:
     @classmethod
     def with_overrides(cls, overrides: dict[str, str]) -> Thresholds:
         known = {f.name: f for f in fields(cls)}
-        values: dict[str, object] = {}
+        # int or float, each as its field is declared
+        values: dict[str, Any] = {}
         for name, raw in overrides.items():
             if name not in known:
                 raise ValueError(f"unknown threshold {name!r}")
@@ -180,7 +182,7 @@ class Thresholds:
                 values[name] = int(raw) if typ in (int, "int") else float(raw)
             except ValueError:
                 raise ValueError(f"threshold {name} needs a number, got {raw!r}") from None
-            if not math.isfinite(values[name]):  # type: ignore[arg-type]
+            if not math.isfinite(values[name]):
                 # NaN compares false with everything: it would silently disable a gate
                 raise ValueError(f"threshold {name} needs a finite number, got {raw!r}")
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)

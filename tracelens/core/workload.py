@@ -62,7 +62,7 @@ class Workload:
     gpu: GpuInfo
     torch_compile: bool
     cuda_graphs: bool
-    attention: str | None  # flash | efficient | triton | math_sdpa | None
+    attention: str | None  # flash | efficient | fused | math_sdpa | None
     optimizer_steps: int
     backward_ops: int
     # What the recording leaves out that the diagnosis would need (report notes).

@@ -27,7 +27,7 @@ def trace_metrics(db: TraceDB) -> dict[str, Any]:
     )[0]
     windows = sum(d.window_ns for d in db.devices)
     busy = sum(d.busy_ns for d in db.devices)
-    metrics = {k: int(v) for k, v in r.items()}
+    metrics: dict[str, Any] = {k: int(v) for k, v in r.items()}
     metrics["gpu_busy_pct"] = round(100.0 * busy / windows, 3) if windows else None
     metrics["window_ns"] = db.window_ns
     return metrics
@@ -81,12 +81,12 @@ def top_ops(db: TraceDB, n: int, thresholds: Thresholds | None = None) -> list[d
     costs = cost_tables(db, thresholds or Thresholds())
     for r in rows:
         est = costs.ops.get(r["name"])
-        known = est is not None and est.costed_ns > 0
-        r["flops"] = round(est.flops) if known and est.flops else None
-        r["bytes"] = round(est.bytes) if known else None
-        r["achieved_tflops"] = (
-            round(est.achieved_tflops, 3) if known and est.achieved_tflops else None
-        )
-        r["achieved_gbps"] = round(est.achieved_gbps, 3) if known and est.achieved_gbps else None
-        r["bound"] = est.bound if known else None
+        if est is None or est.costed_ns <= 0:  # no call of it had shapes to cost
+            r.update(flops=None, bytes=None, achieved_tflops=None, achieved_gbps=None, bound=None)
+            continue
+        r["flops"] = round(est.flops) if est.flops else None
+        r["bytes"] = round(est.bytes)
+        r["achieved_tflops"] = round(est.achieved_tflops, 3) if est.achieved_tflops else None
+        r["achieved_gbps"] = round(est.achieved_gbps, 3) if est.achieved_gbps else None
+        r["bound"] = est.bound
     return rows

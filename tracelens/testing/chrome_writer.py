@@ -56,7 +56,7 @@ def iter_events(sc: Scenario) -> Iterator[str]:
             r.dur_ns,
         )
     for o in sc.cpu_ops:
-        args: dict = {"External id": o.external_id}
+        args: dict[str, object] = {"External id": o.external_id}
         if o.input_shapes:
             args["Input Dims"] = o.input_shapes
             args["Input type"] = o.input_types
@@ -114,7 +114,7 @@ def iter_events(sc: Scenario) -> Iterator[str]:
             base + e.ts_ns,
         )
     for a in sc.api_calls:
-        args: dict[str, object] = {"cbid": 211}
+        args = {"cbid": 211}
         if a.kernel is not None:
             args["kernel"] = a.kernel
         if a.correlation_id is not None:
@@ -243,6 +243,6 @@ def write_chrome_trace(sc: Scenario, path: str | Path) -> Path:
     """Write ``sc`` to ``path`` (gzip-compressed when the name ends in ``.gz``)."""
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "wt", encoding="utf-8") as out:  # type: ignore[operator]
+    with opener(p, "wt", encoding="utf-8") as out:
         write_events(out, iter_events(sc), header_for(sc))
     return p

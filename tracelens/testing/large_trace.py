@@ -266,6 +266,6 @@ def write_large_trace(path: str | Path, target_events: int = 2_000_000) -> Path:
         "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
     }
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "wt", encoding="utf-8") as out:  # type: ignore[operator]
+    with opener(p, "wt", encoding="utf-8") as out:
         write_events(out, iter_large_events(target_events), header)
     return p

@@ -281,7 +281,7 @@ def _fill(db: sqlite3.Connection, sc: Scenario, schema: str) -> None:
     for c in sc.collectives:
         spans.append(("record_param_comms", c.start_ns, c.dur_ns, c.pid, c.tid, None))
     for name, start, dur, pid, tid, domain in sorted(spans, key=lambda x: (x[1], -x[2])):
-        row = {
+        nvtx_row: dict[str, object] = {
             "start": t + start,
             "end": t + start + dur,
             "eventType": 59,
@@ -289,10 +289,10 @@ def _fill(db: sqlite3.Connection, sc: Scenario, schema: str) -> None:
             "domainId": domains.get(domain, 0) if domain else 0,
         }
         if current:
-            row["textId"] = s(name)
+            nvtx_row["textId"] = s(name)
         else:
-            row["text"] = name
-        nvtx.append(row)
+            nvtx_row["text"] = name
+        nvtx.append(nvtx_row)
     insert_rows(db, schema, "NVTX_EVENTS", nvtx)
 
     insert_rows(

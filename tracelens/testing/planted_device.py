@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tracelens.testing.planted_host import BF16_GEMM, US
 from tracelens.testing.scenario import DeviceSpec, Scenario
 
@@ -121,7 +123,7 @@ def occupancy_problems(steps: int = 10) -> Scenario:
     - a 3,000 us bf16 GEMM (tensor cores already).
     """
     sc = Scenario(name="planted_occupancy")
-    plan = [
+    plan: list[tuple[str, str, int, dict[str, Any]]] = [
         ("my_op::small", SMALL_GRID_KERNEL, 1_000, {"grid": (16, 1, 1)}),
         ("my_op::norm", LOW_OCC_KERNEL, 1_000, {"est_occupancy_pct": 12.5}),
         ("aten::mm", FP32_GEMM, 4_000, {"grid": (32, 64, 1)}),

@@ -160,7 +160,7 @@ class Server:
                     slot = min(set(range(self.batch)) - set(self.slot_of.values()))
                     self.slot_of[r.rid] = slot
                     prompt = to_device(prompt_ids, self.dev)  # pinned, asynchronous
-                    logits = prefill_slot(self.model, self.slot_cache, slot, prompt)  # type: ignore[arg-type]
+                    logits = prefill_slot(self.model, self.slot_cache, slot, prompt)
                     self.next_token[r.rid] = logits.argmax()
             if not self.naive:
                 self.emit([self.next_token[r.rid] for r in batch])
@@ -179,7 +179,7 @@ class Server:
                 tokens = torch.stack([self.next_token[r.rid] for r in batch])
                 logits = decode_slots(
                     self.model,
-                    self.slot_cache,  # type: ignore[arg-type]
+                    self.slot_cache,
                     [self.slot_of[r.rid] for r in batch],
                     tokens,
                 )
