@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -20,7 +21,9 @@ from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.engine_steps import weighted_summary
+from tracelens.llm.model import LlmSection
 from tracelens.report import build_report
+from tracelens.report.model import Report
 from tracelens.report.render.llm_section import render_llm_markdown
 from tracelens.report.render.markdown import render_markdown
 from tracelens.testing import Scenario, write_chrome_trace
@@ -272,7 +275,7 @@ def test_labels_that_do_not_parse_are_notes_without_a_section(scenario_db) -> No
     assert llm is not None and "engine_steps" not in llm
     assert any("follow neither grammar" in w for w in llm["warnings"])
     # nothing to show but the notes
-    assert render_llm_markdown({"llm": llm}) == []
+    assert render_llm_markdown(msgspec.convert(llm, LlmSection)) == []
 
 
 def test_weighted_summary_is_the_summary_of_the_repeated_values() -> None:
@@ -283,11 +286,11 @@ def test_weighted_summary_is_the_summary_of_the_repeated_values() -> None:
         got = weighted_summary(values.astype(float), weights)
         data = np.repeat(values, weights).astype(float)
         if not len(data):
-            assert got["count"] == 0 and got["p50"] is None
+            assert got.count == 0 and got.p50 is None
             continue
-        assert got["count"] == len(data) and got["max"] == data.max()
+        assert got.count == len(data) and got.max == data.max()
         for p in PCT:
-            assert got[f"p{p}"] == pytest.approx(np.percentile(data, p))
+            assert getattr(got, f"p{p}") == pytest.approx(np.percentile(data, p))
 
 
 def test_text_markdown_html_show_the_engine_steps(vllm) -> None:
@@ -301,13 +304,13 @@ def test_text_markdown_html_show_the_engine_steps(vllm) -> None:
     es = r["llm"]["engine_steps"]
     p50 = fmt_ns(es["by_phase"]["decode"]["step_ns"]["p50"])
     itl_p99 = fmt_ns(es["itl_ns"]["p99"])
-    md = render_markdown(r)
+    md = render_markdown(Report.of(r))
     assert "### Engine steps" in md and "| decode | 16 | " in md and itl_p99 in md
     assert "TTFT needs request arrival times" in md
     html = render_html(r)
     assert "<h3>Engine steps" in html and p50 in html
     console = Console(record=True, width=120)
-    render_text(r, console)
+    render_text(Report.of(r), console)
     out = console.export_text()
     assert "Engine steps" in out and p50 in out and "ITL (engine)" in out
 

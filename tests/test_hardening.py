@@ -136,20 +136,23 @@ def test_serve_with_a_malformed_redis_url_is_one_line(tmp_path: Path) -> None:
 
 
 def test_markdown_output_escapes_names_from_the_trace() -> None:
+    from tracelens.report.model import Finding
     from tracelens.report.render.markdown import finding_markdown
 
-    f = {
-        "severity": "high",
-        "title": "`aten::mm\n# pwned` launches <script>alert(1)</script> [x](javascript:alert(1))",
-        "impact_ns": 1,
-        "impact_pct": 1.0,
-        "impact_basis": "b",
-        "summary": "line one\n## heading",
-        "evidence": {"operator": "a|b\nc"},
-        "advice": "use `k<4>`",
-        "analyzer": "hot_ops",
-        "id": "abc",
-    }
+    f = Finding(
+        severity="high",
+        title="`aten::mm\n# pwned` launches <script>alert(1)</script> [x](javascript:alert(1))",
+        impact_ns=1,
+        impact_pct=1.0,
+        impact_basis="b",
+        summary="line one\n## heading",
+        evidence={"operator": "a|b\nc"},
+        advice="use `k<4>`",
+        analyzer="hot_ops",
+        id="abc",
+        time_ranges=[],
+        supersedes=[],
+    )
     md = finding_markdown(f)
     assert "\n# pwned" not in md and "\n## heading" not in md
     assert "<script>" not in md and "[x](javascript:" not in md

@@ -52,11 +52,11 @@ def test_static_batching_queueing_and_launch_bound_decode(tmp_path: Path, name: 
     assert d["evidence"]["kernels_per_step"] == e["decode_kernels_per_step"]
     assert d["evidence"]["median_kernel_ns"] == e["decode_median_kernel_ns"]
     assert "CUDA graph" in d["advice"]
-    assert a.steps["prefill"]["gpu_busy_ns"] == e["prefill_busy_ns"]
+    assert a.steps.prefill.gpu_busy_ns == e["prefill_busy_ns"]
     # Prefill keeps the GPU 90 % busy: no idle finding for it.
     assert finding_id("llm_latency", "prefill_gpu_idle") not in findings
-    assert a.summary["requests"] == e["requests"]
-    assert a.summary["output_tokens"] == e["output_tokens"]
+    assert a.summary.requests == e["requests"]
+    assert a.summary.output_tokens == e["output_tokens"]
     # Nothing planted, nothing reported: no prefill runs while anyone decodes.
     assert finding_id("llm_latency", "prefill_stalls") not in findings
     assert finding_id("llm_latency", "kv_growth") not in findings
@@ -71,10 +71,10 @@ def test_kv_growth_slope_and_cost(tmp_path: Path) -> None:
     assert k["impact_ns"] == e["growth_ns"]
     assert k["evidence"]["decode_ns"] == e["decode_ns"]
     assert k["evidence"]["r2"] == pytest.approx(1.0)
-    assert a.kv_growth is not None and a.kv_growth["decode_steps"] == e["decode_steps"]
+    assert a.kv_growth is not None and a.kv_growth.decode_steps == e["decode_steps"]
     # No GPU in this trace: no GPU-busy judgement is made.
     assert finding_id("llm_latency", "decode_gpu_idle") not in findings
-    assert a.steps["decode"]["gpu_busy_pct"] is None
+    assert a.steps.decode.gpu_busy_pct is None
 
 
 def test_flat_decode_steps_report_no_growth(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_prefill_gpu_idle_finding(tmp_path: Path) -> None:
     assert f["impact_ns"] == 3 * 1800 * US
     assert f["evidence"]["gpu_busy_pct"] == pytest.approx(10.0)
     assert f["title"].startswith("GPU idle 90% of prefill time")
-    assert a.steps["decode"]["gpu_busy_pct"] == pytest.approx(80.0)
+    assert a.steps.decode.gpu_busy_pct == pytest.approx(80.0)
     assert finding_id("llm_latency", "decode_gpu_idle") not in findings
 
 

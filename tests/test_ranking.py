@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracelens.analyzers.ranking import rank, short_subject
 from tracelens.core.findings import Finding, Severity
 from tracelens.core.thresholds import Thresholds
+from tracelens.report.model import Report
 from tracelens.report.render.markdown import render_markdown
 
 
@@ -85,20 +86,46 @@ def test_minor_findings_fold_into_one_line() -> None:
         for f in rank([_f("a", 12.0, "real problem"), _f("b", 0.1, "negligible")], Thresholds())
     ]
     report = {
-        "source": {"path": "t.json", "format": "torch_chrome", "sha256": "0" * 64},
+        "schema": "tracelens.report/1",
+        "tracelens_version": "0",
+        "source": {"path": "t.json", "format": "torch_chrome", "sha256": "0" * 64, "size_bytes": 1},
+        "trace": {"t0_ns": 0},
+        "devices": [],
         "metrics": {
             "kernel_count": 1,
             "memcpy_count": 0,
+            "uvm_migration_count": 0,
             "memset_count": 0,
             "h2d_bytes": 0,
             "h2d_pageable_bytes": 0,
             "h2d_time_ns": 0,
             "dtoh_bytes": 0,
+            "gpu_busy_pct": None,
+            "window_ns": 100_000_000,
         },
-        "devices": [],
+        "workload": {
+            "kind": "unknown",
+            "kind_basis": "",
+            "framework": "unknown",
+            "framework_basis": "",
+            "gpu": {
+                "vendor": None,
+                "name": None,
+                "model": None,
+                "arch": None,
+                "compute_capability": None,
+                "tensor_core_dtypes": [],
+                "assumed": None,
+            },
+            "compiled": {"torch_compile": False, "cuda_graphs": False},
+            "attention": None,
+        },
         "findings": findings,
+        "top_kernels": [],
+        "top_ops": [],
+        "notes": [],
     }
-    text = render_markdown(report)
+    text = render_markdown(Report.of(report))
     assert "| 1 | high |" in text and "real problem" in text
     assert "1 minor finding (little or no time to give back): negligible" in text
     assert "| 2 |" not in text

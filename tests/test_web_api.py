@@ -361,6 +361,36 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
         assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == fids
 
 
+def test_openapi_schema_describes_the_report_and_its_findings(
+    tmp_path: Path, planted: Path
+) -> None:
+    """The report endpoints are documented with the core's report model, field for field."""
+    with client_for(make_settings(tmp_path / "data")) as client:
+        spec = client.get("/schema/openapi.json").json()
+        run = wait_done(client, upload(client, planted).json()["id"])
+        report = client.get(f"/api/runs/{run['id']}/report").json()
+        findings = client.get(f"/api/runs/{run['id']}/findings").json()
+        one = client.get(f"/api/runs/{run['id']}/findings/{findings[0]['id']}").json()
+    schemas = spec["components"]["schemas"]
+    report_schema = schemas["Report"]
+    assert set(report) <= set(report_schema["properties"])
+    assert set(report_schema["required"]) <= set(report)
+    finding = schemas["Finding"]
+    assert set(findings[0]) == set(finding["properties"]) == set(finding["required"])
+    assert set(one["finding"]) == set(finding["properties"])
+    listed = spec["paths"]["/api/runs/{run_id}/findings"]["get"]["responses"]["200"]
+    assert listed["content"]["application/json"]["schema"]["items"] == {
+        "$ref": "#/components/schemas/Finding"
+    }
+    assert set(finding["properties"]["severity"]["enum"]) == {
+        "critical",
+        "high",
+        "medium",
+        "low",
+        "info",
+    }
+
+
 def test_llm_serving_trace_gets_the_latency_panel(tmp_path: Path) -> None:
     from tracelens.core.units import fmt_ns
 

@@ -1,8 +1,9 @@
 """The JSON bodies the API answers with, as msgspec Structs.
 
 Handlers return these rather than dicts so that ``/schema/openapi.json`` describes every
-answer, errors included. Payloads computed by the analysis core (the report, a finding, the
-diff's tables) stay loosely typed here: their shape is documented in docs/json-schema.md.
+answer, errors included. The report and its findings are the core's own Structs
+(:mod:`tracelens.report.model`); the diff's tables stay loosely typed here
+(:mod:`tracelens.report.diff` describes them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Self
 import msgspec
 from litestar.openapi.datastructures import ResponseSpec
 
+from tracelens.report.model import Finding
 from web.catalog import Run, RunStatus
 
 
@@ -115,7 +117,7 @@ class FindingView(msgspec.Struct):
     run_id: str
     permalink: str
     markdown: str
-    finding: dict[str, Any]
+    finding: Finding
 
 
 class TimelineWindow(msgspec.Struct):

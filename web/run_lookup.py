@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import msgspec
 from litestar.exceptions import NotFoundException
 
+from tracelens.report.model import Finding
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
@@ -39,11 +41,11 @@ def ready_report(svc: Services, run: Run) -> dict[str, Any]:
     return svc.run_data.report(run.id, run.generation)
 
 
-def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, dict[str, Any]]:
+def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, Finding]:
     run = load_ready_run(svc, run_id)
     for f in ready_report(svc, run)["findings"]:
         if f["id"] == finding_id:
-            return run, f
+            return run, msgspec.convert(f, Finding)
     raise NotFoundException(f"run {run_id} has no finding {finding_id!r}")
 
 

@@ -24,7 +24,6 @@ LLM latency findings are per request); the batch-size finding carries capacity, 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables, math_peak
@@ -37,6 +36,7 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
 from tracelens.llm.engine_steps import engine_steps
+from tracelens.llm.model import EngineStepsSection
 
 ANALYZER = "engine_steps"
 
@@ -96,9 +96,9 @@ def _claims(db: TraceDB, table: str, where: str) -> tuple[dict[str, int], int, l
     return dict(by_cause.most_common()), counted, supersedes
 
 
-def _decode_gpu_idle(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
-    d = s["by_phase"]["decode"]
-    if not d["steps"] or d["gpu_busy_pct"] is None or not db.devices:
+def _decode_gpu_idle(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
+    d = s.by_phase.decode
+    if not d.steps or d.gpu_busy_pct is None or not db.devices:
         return None
     in_window = sum(
         int(r[0])
@@ -113,7 +113,7 @@ def _decode_gpu_idle(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding |
     if not in_window or 100.0 * waited / in_window < 100.0 - max_busy:
         return None
     w = workload_of(db)
-    median_kernel, per_step = d["median_kernel_ns"], d["kernels_per_step"] or 0.0
+    median_kernel, per_step = d.median_kernel_ns, d.kernels_per_step or 0.0
     top_cause = next(iter(host_idle))
     launch_bound = top_cause == "launch_overhead" or (
         median_kernel is not None
@@ -130,7 +130,7 @@ def _decode_gpu_idle(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding |
         )
     else:
         title = f"GPU waits on the host {share:.0f}% of decode step time (mostly {top_cause})"
-    if s["source"] == "sglang":
+    if s.source == "sglang":
         engine_advice = (
             f"Replay decode steps from {graphs}: do not pass `--disable-cuda-graph`, and set "
             "`--cuda-graph-max-bs` at least to the running batch size (a larger batch runs "
@@ -156,24 +156,24 @@ def _decode_gpu_idle(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding |
         db,
         t,
         title=title,
-        impact_basis=f"GPU idle inside the {d['steps']:,} decode steps while the host ran "
+        impact_basis=f"GPU idle inside the {d.steps:,} decode steps while the host ran "
         f"(host-side gap causes; {fmt_ns(waited)} in all), counted where these steps hold at "
         "least half of a cause's idle time on the device; graph replay gives back about "
         "this much decode step time.",
-        summary=f"{d['steps']:,} decode steps took {fmt_ns(d['total_ns'])}; the GPU was busy "
-        f"{d['gpu_busy_pct']:.1f}% of it and waited on the host {fmt_ns(waited)} "
+        summary=f"{d.steps:,} decode steps took {fmt_ns(d.total_ns)}; the GPU was busy "
+        f"{d.gpu_busy_pct:.1f}% of it and waited on the host {fmt_ns(waited)} "
         f"({share:.1f}%), running {per_step:.1f} kernels per step (median "
         f"{fmt_ns(median_kernel)}). Decode step time is the inter-token latency: ITL p50 "
-        f"{fmt_ns(s['itl_ns']['p50'])}.",
+        f"{fmt_ns(s.itl_ns.p50)}.",
         evidence={
-            "source": s["source"],
-            "decode_steps": d["steps"],
-            "decode_ns": d["total_ns"],
-            "gpu_busy_ns": d["gpu_busy_ns"],
-            "gpu_busy_pct": round(d["gpu_busy_pct"], 3),
+            "source": s.source,
+            "decode_steps": d.steps,
+            "decode_ns": d.total_ns,
+            "gpu_busy_ns": d.gpu_busy_ns,
+            "gpu_busy_pct": round(d.gpu_busy_pct, 3),
             "host_idle_ns": waited,
             "host_idle_ns_by_cause": host_idle,
-            "idle_ns_by_cause": d["idle_by_cause"],
+            "idle_ns_by_cause": d.idle_by_cause,
             "counted_ns": counted,
             "kernels_per_step": round(per_step, 2),
             "median_kernel_ns": median_kernel,
@@ -196,9 +196,9 @@ def _slowest(db: TraceDB, phase: str) -> list[TimeRange]:
     ]
 
 
-def _between_steps(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
-    b = s["between_steps"]
-    if not b["intervals"] or not db.devices:
+def _between_steps(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
+    b = s.between_steps
+    if not b.intervals or not db.devices:
         return None
     host_idle, counted, supersedes = _claims(db, "engine_between_idle", "true")
     waited = sum(host_idle.values())
@@ -213,9 +213,9 @@ def _between_steps(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | N
            GROUP BY g.detail ORDER BY ns DESC, g.detail LIMIT ?""",
         [_GPU_SIDE, _TOP],
     )
-    mean_gap = b["ns"] / b["intervals"]
+    mean_gap = b.ns / b.intervals
     top = f" (mostly `{details[0]['detail']}`)" if details else ""
-    if s["source"] == "sglang":
+    if s.source == "sglang":
         engine_advice = (
             "Keep SGLang's overlap scheduler on (no `--disable-overlap-schedule`): it prepares "
             "the next batch while the GPU runs the current one."
@@ -225,7 +225,7 @@ def _between_steps(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | N
             "Run vLLM with `--async-scheduling`: the scheduler prepares the next step while "
             "the GPU runs the current one."
         )
-    steps = s["count"]
+    steps = s.count
     return finding(
         ANALYZER,
         ("between_steps",),
@@ -237,13 +237,13 @@ def _between_steps(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | N
         impact_basis="GPU idle in the host time from one step being done to the next step's "
         "start (host-side gap causes), counted where it holds at least half of a cause's idle "
         "time on the device; overlapping that host work with the GPU gives it back.",
-        summary=f"{b['intervals']:,} of the {steps:,} steps start after the previous one "
-        f"was done: {fmt_ns(b['ns'])} of host time between steps, {fmt_ns(waited)} of it "
+        summary=f"{b.intervals:,} of the {steps:,} steps start after the previous one "
+        f"was done: {fmt_ns(b.ns)} of host time between steps, {fmt_ns(waited)} of it "
         "with the GPU idle. Every running request's next token waits for it too.",
         evidence={
-            "source": s["source"],
-            "intervals": b["intervals"],
-            "between_ns": b["ns"],
+            "source": s.source,
+            "intervals": b.intervals,
+            "between_ns": b.ns,
             "mean_gap_ns": round(mean_gap),
             "host_idle_ns": waited,
             "host_idle_ns_by_cause": host_idle,
@@ -267,15 +267,15 @@ def _between_steps(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | N
     )
 
 
-def _mixed_itl(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
-    m = s["mixed"]
-    base, mean = m["decode_baseline_ns"], m["mean_ns"]
-    if not m["steps"] or not base or mean is None:
+def _mixed_itl(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
+    m = s.mixed
+    base, mean = m.decode_baseline_ns, m.mean_ns
+    if not m.steps or not base or mean is None:
         return None
     ratio = mean / base
     if ratio < t.llm_stall_min_ratio:
         return None
-    itl = s["itl_ns"]
+    itl = s.itl_ns
     weighted = int(
         db.scalar(
             "SELECT coalesce(sum(greatest(0, dur_ns - ?) * decode_requests), 0) "
@@ -284,16 +284,16 @@ def _mixed_itl(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
         )
         or 0
     )
-    intervals = itl["count"]
+    intervals = itl.count
     impact = round(weighted / intervals) if intervals else 0
-    chunk = m["prefill_tokens"] / m["steps"] if m["prefill_tokens"] is not None else None
-    share = m["share_of_itl_pct"]
+    chunk = m.prefill_tokens / m.steps if m.prefill_tokens is not None else None
+    share = m.share_of_itl_pct
     how_often = (
         f"{share:.1f}% of inter-token intervals"
-        if share is not None and m["decode_intervals"]
-        else f"{m['steps']:,} steps"
+        if share is not None and m.decode_intervals
+        else f"{m.steps:,} steps"
     )
-    if s["source"] == "sglang":
+    if s.source == "sglang":
         knob = (
             "Lower `--chunked-prefill-size` (the prompt tokens one step may take) so each "
             "chunk stretches a decode step less, at some cost in time to first token; or "
@@ -312,30 +312,30 @@ def _mixed_itl(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
         impact,
         db,
         t,
-        title=f"Prefill chunks stretch decode ITL: {m['steps']:,} mixed steps ({how_often}) "
+        title=f"Prefill chunks stretch decode ITL: {m.steps:,} mixed steps ({how_often}) "
         f"average {fmt_ns(mean)}, {ratio:.1f}× the {fmt_ns(base)} decode step",
         impact_basis="Mixed-step time beyond the median decode step, once per decode request "
         f"in the step ({fmt_ns(weighted)} summed), averaged over all {intervals:,} "
         "inter-token intervals: the ITL a request gains on average from sharing steps with "
         "prefill chunks.",
-        summary=f"{m['steps']:,} steps mix a prefill chunk"
+        summary=f"{m.steps:,} steps mix a prefill chunk"
         + (f" (mean {chunk:,.0f} prompt tokens)" if chunk is not None else "")
         + f" with running decodes; those decodes wait {fmt_ns(mean)} for their next token "
-        f"instead of {fmt_ns(base)}, {fmt_ns(m['excess_ns'])} more in all. ITL p50 "
-        f"{fmt_ns(itl['p50'])}, p99 {fmt_ns(itl['p99'])}.",
+        f"instead of {fmt_ns(base)}, {fmt_ns(m.excess_ns)} more in all. ITL p50 "
+        f"{fmt_ns(itl.p50)}, p99 {fmt_ns(itl.p99)}.",
         evidence={
-            "source": s["source"],
-            "mixed_steps": m["steps"],
+            "source": s.source,
+            "mixed_steps": m.steps,
             "mean_mixed_ns": mean,
             "decode_baseline_ns": base,
             "ratio": round(ratio, 3),
-            "excess_ns": m["excess_ns"],
+            "excess_ns": m.excess_ns,
             "excess_x_decode_requests_ns": weighted,
-            "decode_intervals_in_mixed": m["decode_intervals"],
+            "decode_intervals_in_mixed": m.decode_intervals,
             "share_of_itl_pct": None if share is None else round(share, 3),
             "mean_chunk_tokens": None if chunk is None else round(chunk, 1),
-            "itl_p50_ns": itl["p50"],
-            "itl_p99_ns": itl["p99"],
+            "itl_p50_ns": itl.p50,
+            "itl_p99_ns": itl.p99,
         },
         advice=knob,
         time_ranges=_slowest(db, "mixed"),
@@ -354,10 +354,10 @@ def _weight_dtype(db: TraceDB, t: Thresholds) -> tuple[str, bool]:
     return "bf16", True
 
 
-def _small_decode_batch(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Finding | None:
-    d = s["by_phase"]["decode"]
+def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
+    d = s.by_phase.decode
     spec = workload_of(db).gpu.spec
-    if not d["steps"] or spec is None:
+    if not d.steps or spec is None:
         return None
     tokens = db.rows(
         "SELECT median(decode_tokens), max(decode_tokens) FROM engine_steps "
@@ -378,7 +378,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Findin
     if median_tokens >= compute_from:
         return None
     gpu = spec.name
-    if s["source"] == "sglang":
+    if s.source == "sglang":
         knobs = "`--max-running-requests`, with `--mem-fraction-static` for KV-cache room"
     else:
         knobs = "`--max-num-seqs`, with `--gpu-memory-utilization` for KV-cache room"
@@ -399,12 +399,12 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Findin
         f"{ridge:.0f} FLOP per byte ({peak[1]:.0f} TFLOP/s {peak[0]} over "
         f"{spec.peaks.mem_gbps:,.0f} GB/s) it is memory-bound until about "
         f"{compute_from:.0f} tokens per step. Decode runs at "
-        f"{s['decode_tokens_per_s'] or 0:,.0f} tokens/s."
+        f"{s.decode_tokens_per_s or 0:,.0f} tokens/s."
         + (
             " The weights are taken as 16-bit: the trace records no GEMM shapes." if assumed else ""
         ),
         evidence={
-            "source": s["source"],
+            "source": s.source,
             "gpu": gpu,
             "median_decode_tokens": median_tokens,
             "max_decode_tokens": max_tokens,
@@ -415,7 +415,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: dict[str, Any]) -> Findin
             "peak_tflops": peak[1],
             "memory_gbps": spec.peaks.mem_gbps,
             "compute_bound_from_tokens": round(compute_from, 1),
-            "decode_tokens_per_s": s["decode_tokens_per_s"],
+            "decode_tokens_per_s": s.decode_tokens_per_s,
         },
         advice=f"If requests wait for a slot, raise the batch limit ({knobs}): decode "
         "throughput grows almost with the batch until the GEMMs become compute-bound, and "

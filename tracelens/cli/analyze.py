@@ -21,6 +21,7 @@ from tracelens.cli.options import EXIT_GATE, check_output, fail, threshold_optio
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
 from tracelens.report import build_report
+from tracelens.report.model import Report
 from tracelens.report.render.markdown import render_markdown
 from tracelens.report.render.text import render_text
 
@@ -173,18 +174,19 @@ def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: i
     if fmt == "json":
         text = json.dumps(report, indent=2, default=str) + "\n"
     elif fmt == "markdown":
-        text = render_markdown(report, max_findings)
+        text = render_markdown(Report.of(report), max_findings)
     elif fmt == "html":
         from tracelens.report.render.html import render_html
 
         text = render_html(report)
     else:
+        typed = Report.of(report)
         if output is None:
-            render_text(report, Console(), max_findings)
+            render_text(typed, Console(), max_findings)
             return
         try:
             with output.open("w", encoding="utf-8") as f:
-                render_text(report, Console(file=f, width=120), max_findings)
+                render_text(typed, Console(file=f, width=120), max_findings)
         except OSError as exc:
             fail(f"{output}: cannot write the report ({exc.strerror or exc})")
         return

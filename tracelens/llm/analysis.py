@@ -9,13 +9,21 @@ another value refits it and keeps the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.annotations import parse_annotations
 from tracelens.llm.kv_growth import kv_growth
 from tracelens.llm.latency_metrics import latency_summary, per_request
+from tracelens.llm.model import (
+    KvGrowth,
+    LatencySummary,
+    PrefillStalls,
+    Queueing,
+    RequestLatency,
+    StalledGap,
+    StepProfiles,
+)
 from tracelens.llm.prefill_stalls import prefill_stalls
 from tracelens.llm.queueing import queueing
 from tracelens.llm.step_profile import early_step_warnings, step_profile
@@ -23,12 +31,14 @@ from tracelens.llm.step_profile import early_step_warnings, step_profile
 
 @dataclass
 class LlmAnalysis:
-    summary: dict[str, Any]
-    per_request: list[dict[str, Any]]
-    steps: dict[str, dict[str, Any]]
-    queueing: dict[str, Any]
-    prefill_stalls: dict[str, Any]
-    kv_growth: dict[str, Any] | None
+    summary: LatencySummary
+    per_request: list[RequestLatency]
+    steps: StepProfiles
+    queueing: Queueing
+    prefill_stalls: PrefillStalls
+    # the longest stalled gaps, worst first (the prefill-stall finding's evidence)
+    worst_stalls: list[StalledGap]
+    kv_growth: KvGrowth | None
     # the llm_kv_min_steps that kv_growth was fitted under
     kv_min_steps: int
     warnings: list[str] = field(default_factory=list)
@@ -54,13 +64,16 @@ def _analyze(db: TraceDB, t: Thresholds) -> LlmAnalysis | None:
     found = parse_annotations(db)
     result: LlmAnalysis | None = None
     if found.present:
-        summary = latency_summary(db)
+        summary, requests = latency_summary(db), per_request(db)
+        steps, waits = step_profile(db), queueing(db)
+        stalls, worst = prefill_stalls(db)
         result = LlmAnalysis(
             summary=summary,
-            per_request=per_request(db),
-            steps=step_profile(db),
-            queueing=queueing(db),
-            prefill_stalls=prefill_stalls(db),
+            per_request=requests,
+            steps=steps,
+            queueing=waits,
+            prefill_stalls=stalls,
+            worst_stalls=worst,
             kv_growth=kv_growth(db, t.llm_kv_min_steps),
             kv_min_steps=t.llm_kv_min_steps,
             warnings=[*found.warnings, *early_step_warnings(db)],

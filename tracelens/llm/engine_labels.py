@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.llm.model import Engine
 
 _N = "([0-9]+)"
 VLLM_DETAILED = (
@@ -152,7 +153,7 @@ class EngineLabels:
     """What was found; the table itself lives in the trace database's connection."""
 
     steps: int
-    source: str | None  # "vllm" | "sglang" | None when no step label was read
+    source: Engine | None  # None when no step label was read
     warnings: list[str] = field(default_factory=list)
 
 
@@ -198,5 +199,5 @@ def read_engine_labels(db: TraceDB) -> EngineLabels:
         )
     counts = db.rows("SELECT count(*), bool_or(engine = 'sglang') FROM engine_step_labels")[0]
     steps = int(counts[0])
-    source = None if not steps else ("sglang" if counts[1] else "vllm")
+    source: Engine | None = None if not steps else ("sglang" if counts[1] else "vllm")
     return EngineLabels(steps, source, warnings)

@@ -29,13 +29,24 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.engine_labels import read_engine_labels
 from tracelens.llm.latency_metrics import PERCENTILES, summarize
+from tracelens.llm.model import (
+    BetweenSteps,
+    Distribution,
+    Engine,
+    EnginePhase,
+    EnginePhaseName,
+    EnginePhases,
+    EngineStep,
+    EngineStepsSection,
+    MixedSteps,
+)
 
-PHASES = ("prefill", "decode", "mixed")
 # At most this many steps are listed one by one in the report (the first ones in time).
 MAX_LISTED = 2_000
 # Warn about asynchronous steps when at least this share of them outlive their range.
@@ -159,7 +170,7 @@ _LISTED = (
 class EngineSteps:
     """The ``llm.engine_steps`` section (None when labels were seen but none was read)."""
 
-    section: dict[str, Any] | None
+    section: EngineStepsSection | None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -202,7 +213,7 @@ def _int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def _phase(db: TraceDB, phase: str) -> dict[str, Any]:
+def _phase(db: TraceDB, phase: EnginePhaseName) -> EnginePhase:
     r = db.dicts(
         """SELECT count(*) AS steps, coalesce(sum(s.dur_ns), 0) AS total_ns,
                   avg(s.requests) AS mean_requests, max(s.requests) AS max_requests,
@@ -219,21 +230,19 @@ def _phase(db: TraceDB, phase: str) -> dict[str, Any]:
     if not steps:  # sums over no step are nothing, not unknown
         r["prefill_tokens"] = r["decode_tokens"] = 0
     in_window = int(r["in_window_ns"])
-    return {
-        "steps": steps,
-        "total_ns": int(r["total_ns"]),
-        "step_ns": summarize(db, f"SELECT dur_ns AS v FROM engine_steps WHERE phase = '{phase}'"),
-        "mean_requests": r["mean_requests"],
-        "max_requests": _int(r["max_requests"]),
-        "prefill_tokens": _int(r["prefill_tokens"]),
-        "decode_tokens": _int(r["decode_tokens"]),
-        "gpu_busy_ns": int(r["gpu_busy_ns"]) if has_gpu else None,
-        "gpu_busy_pct": 100.0 * int(r["gpu_busy_ns"]) / in_window
-        if has_gpu and in_window
-        else None,
-        "kernels_per_step": int(r["kernels"]) / steps if has_gpu and steps else None,
-        "median_kernel_ns": r["median_kernel_ns"] if has_gpu else None,
-        "idle_by_cause": {
+    return EnginePhase(
+        steps=steps,
+        total_ns=int(r["total_ns"]),
+        step_ns=summarize(db, f"SELECT dur_ns AS v FROM engine_steps WHERE phase = '{phase}'"),
+        mean_requests=r["mean_requests"],
+        max_requests=_int(r["max_requests"]),
+        prefill_tokens=_int(r["prefill_tokens"]),
+        decode_tokens=_int(r["decode_tokens"]),
+        gpu_busy_ns=int(r["gpu_busy_ns"]) if has_gpu else None,
+        gpu_busy_pct=100.0 * int(r["gpu_busy_ns"]) / in_window if has_gpu and in_window else None,
+        kernels_per_step=int(r["kernels"]) / steps if has_gpu and steps else None,
+        median_kernel_ns=r["median_kernel_ns"] if has_gpu else None,
+        idle_by_cause={
             c: int(ns)
             for c, ns in db.rows(
                 """SELECT i.cause, sum(i.ns) AS ns FROM engine_step_idle i
@@ -242,10 +251,10 @@ def _phase(db: TraceDB, phase: str) -> dict[str, Any]:
                 [phase],
             )
         },
-    }
+    )
 
 
-def weighted_summary(values: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
+def weighted_summary(values: np.ndarray, weights: np.ndarray) -> Distribution:
     """:func:`summarize` of ``values`` with each repeated ``weights`` times, without repeating.
 
     Percentiles interpolate linearly between the closest ranks of the repeated list (DuckDB
@@ -257,7 +266,7 @@ def weighted_summary(values: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {"count": n, "mean": None, "max": None}
     out.update({f"p{p}": None for p in PERCENTILES})
     if n == 0:
-        return {k: out[k] for k in ("count", "mean", *(f"p{p}" for p in PERCENTILES), "max")}
+        return msgspec.convert(out, Distribution)
     order = np.argsort(values, kind="stable")
     values, weights = values[order], weights[order]
     upper = np.cumsum(weights)  # expanded positions [upper - w, upper) hold each value
@@ -272,10 +281,10 @@ def weighted_summary(values: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
         lo = int(np.floor(pos))
         hi = min(lo + 1, n - 1)
         out[f"p{p}"] = at(lo) + (pos - lo) * (at(hi) - at(lo))
-    return {k: out[k] for k in ("count", "mean", *(f"p{p}" for p in PERCENTILES), "max")}
+    return msgspec.convert(out, Distribution)
 
 
-def _itl(db: TraceDB) -> dict[str, Any]:
+def _itl(db: TraceDB) -> Distribution:
     rows = db.rows(
         """SELECT dur_ns, decode_requests FROM engine_steps
            WHERE phase IN ('decode', 'mixed') AND decode_requests > 0 ORDER BY step_id"""
@@ -284,7 +293,7 @@ def _itl(db: TraceDB) -> dict[str, Any]:
     return weighted_summary(arr[:, 0], arr[:, 1])
 
 
-def _mixed(db: TraceDB) -> dict[str, Any]:
+def _mixed(db: TraceDB) -> MixedSteps:
     """How much mixed steps stretch the ITL of the decode requests that share them."""
     base = db.scalar("SELECT median(dur_ns) FROM engine_steps WHERE phase = 'decode'")
     r = db.dicts(
@@ -309,21 +318,21 @@ def _mixed(db: TraceDB) -> dict[str, Any]:
             "WHERE phase IN ('decode', 'mixed')"
         )
     )
-    return {
-        "steps": int(r["steps"]),
-        "mean_ns": r["mean_ns"],
-        "decode_baseline_ns": None if base is None else float(base),
-        "excess_ns": excess,
-        "decode_intervals": int(r["decode_intervals"]),
-        "share_of_itl_pct": 100.0 * int(r["decode_intervals"]) / all_intervals
+    return MixedSteps(
+        steps=int(r["steps"]),
+        mean_ns=r["mean_ns"],
+        decode_baseline_ns=None if base is None else float(base),
+        excess_ns=excess,
+        decode_intervals=int(r["decode_intervals"]),
+        share_of_itl_pct=100.0 * int(r["decode_intervals"]) / all_intervals
         if all_intervals
         else None,
-        "unknown_decode_requests": int(r["unknown_decode_requests"]),
-        "prefill_tokens": _int(r["prefill_tokens"]),
-    }
+        unknown_decode_requests=int(r["unknown_decode_requests"]),
+        prefill_tokens=_int(r["prefill_tokens"]),
+    )
 
 
-def _between(db: TraceDB) -> dict[str, Any]:
+def _between(db: TraceDB) -> BetweenSteps:
     r = db.dicts(
         """SELECT count(*) FILTER (WHERE gap_before_ns > 0) AS intervals,
                   coalesce(sum(gap_before_ns), 0) AS ns FROM engine_steps"""
@@ -335,15 +344,15 @@ def _between(db: TraceDB) -> dict[str, Any]:
             "ORDER BY ns DESC, cause"
         )
     }
-    return {
-        "intervals": int(r["intervals"]),
-        "ns": int(r["ns"]),
-        "gpu_idle_ns": sum(causes.values()) if db.devices else None,
-        "idle_by_cause": causes,
-    }
+    return BetweenSteps(
+        intervals=int(r["intervals"]),
+        ns=int(r["ns"]),
+        gpu_idle_ns=sum(causes.values()) if db.devices else None,
+        idle_by_cause=causes,
+    )
 
 
-def _section(db: TraceDB, source: str) -> dict[str, Any]:
+def _section(db: TraceDB, source: Engine) -> EngineStepsSection:
     span = db.rows("SELECT min(start_ns), max(end_ns), count(*) FROM engine_steps")[0]
     span_ns = int(span[1] - span[0]) if span[2] else None
     totals = db.dicts(
@@ -366,21 +375,23 @@ def _section(db: TraceDB, source: str) -> dict[str, Any]:
         if not db.devices:
             row["gpu_busy_ns"] = None
     count = int(span[2])
-    return {
-        "source": source,
-        "count": count,
-        "by_phase": {p: _phase(db, p) for p in PHASES},
-        "span_ns": span_ns,
-        "prefill_tokens": prefill,
-        "decode_tokens": decode,
-        "steps_with_unknown_tokens": int(totals["unknown"]),
-        "prefill_tokens_per_s": prefill / seconds if seconds else None,
-        "decode_tokens_per_s": decode / seconds if seconds else None,
-        "itl_ns": _itl(db),
-        "itl_basis": ITL_BASIS,
-        "ttft_note": TTFT_NOTE,
-        "mixed": _mixed(db),
-        "between_steps": _between(db),
-        "steps": listed,
-        "steps_listed": len(listed),
-    }
+    return EngineStepsSection(
+        source=source,
+        count=count,
+        by_phase=EnginePhases(
+            prefill=_phase(db, "prefill"), decode=_phase(db, "decode"), mixed=_phase(db, "mixed")
+        ),
+        span_ns=span_ns,
+        prefill_tokens=prefill,
+        decode_tokens=decode,
+        steps_with_unknown_tokens=int(totals["unknown"]),
+        prefill_tokens_per_s=prefill / seconds if seconds else None,
+        decode_tokens_per_s=decode / seconds if seconds else None,
+        itl_ns=_itl(db),
+        itl_basis=ITL_BASIS,
+        ttft_note=TTFT_NOTE,
+        mixed=_mixed(db),
+        between_steps=_between(db),
+        steps=msgspec.convert(listed, list[EngineStep]),
+        steps_listed=len(listed),
+    )

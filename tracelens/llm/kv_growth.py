@@ -14,13 +14,12 @@ decode steps. The fit runs on one row per decode step (not per event), with nump
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
+from tracelens.llm.model import KvGrowth, KvStep
 
 STEPS_SQL = """
 SELECT s.step_id, s.end_ns - s.start_ns AS dur_ns, s.n_requests,
@@ -37,7 +36,7 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(((y - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 0.0
 
 
-def kv_growth(db: TraceDB, min_steps: int) -> dict[str, Any] | None:
+def kv_growth(db: TraceDB, min_steps: int) -> KvGrowth | None:
     """The fit and the growth cost, or None with fewer than ``min_steps`` decode steps."""
     require(db, LLM_STEPS, LLM_TOKENS)
     rows = db.rows(STEPS_SQL)
@@ -54,16 +53,16 @@ def kv_growth(db: TraceDB, min_steps: int) -> dict[str, Any] | None:
     growth_ns = max(0.0, per_token_ns) * float(cached.sum())
     total_ns = float(y.sum())
     first, last = rows[0], rows[-1]
-    return {
-        "decode_steps": len(rows),
-        "ns_per_cached_token": per_token_ns,
-        "ns_per_batch_request": float(coef[1]),
-        "r2": _r2(y, full @ coef),
-        "r2_without_cache_term": _r2(y, base @ base_coef),
-        "growth_ns": round(growth_ns),
-        "decode_ns": int(total_ns),
-        "growth_pct_of_decode": 100.0 * growth_ns / total_ns if total_ns else 0.0,
-        "first_step": {"dur_ns": int(first[1]), "batch": int(first[2]), "cached": int(first[3])},
-        "last_step": {"dur_ns": int(last[1]), "batch": int(last[2]), "cached": int(last[3])},
-        "max_cached_tokens": int(cached.max()),
-    }
+    return KvGrowth(
+        decode_steps=len(rows),
+        ns_per_cached_token=per_token_ns,
+        ns_per_batch_request=float(coef[1]),
+        r2=_r2(y, full @ coef),
+        r2_without_cache_term=_r2(y, base @ base_coef),
+        growth_ns=round(growth_ns),
+        decode_ns=int(total_ns),
+        growth_pct_of_decode=100.0 * growth_ns / total_ns if total_ns else 0.0,
+        first_step=KvStep(dur_ns=int(first[1]), batch=int(first[2]), cached=int(first[3])),
+        last_step=KvStep(dur_ns=int(last[1]), batch=int(last[2]), cached=int(last[3])),
+        max_cached_tokens=int(cached.max()),
+    )

@@ -23,17 +23,19 @@ request range exists) to the last token.
 
 from __future__ import annotations
 
-from typing import Any
+import msgspec
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
 from tracelens.derived.llm_latency import LLM_ITL, LLM_PER_REQUEST
+from tracelens.llm.model import Distribution, LatencySummary, RequestLatency
 
+# The percentiles of every Distribution (its fields p50 ... p99).
 PERCENTILES = (50, 90, 95, 99)
 
 
-def summarize(db: TraceDB, values_sql: str) -> dict[str, Any]:
+def summarize(db: TraceDB, values_sql: str) -> Distribution:
     """count, mean, p50/p90/p95/p99 and max of column ``v`` of ``values_sql`` (NULLs left out).
 
     Values are nanoseconds as floats (a mean or an interpolated percentile need not be a
@@ -44,13 +46,14 @@ def summarize(db: TraceDB, values_sql: str) -> dict[str, Any]:
         f"SELECT count(v) AS count, avg(v) AS mean, {pct}, max(v) AS max "
         f"FROM ({values_sql}) WHERE v IS NOT NULL"
     )[0]
-    return {
-        k: (int(v) if k == "count" else (None if v is None else float(v))) for k, v in row.items()
+    values = {
+        k: int(v) if k == "count" else None if v is None else float(v) for k, v in row.items()
     }
+    return msgspec.convert(values, Distribution)
 
 
-def per_request(db: TraceDB) -> list[dict[str, Any]]:
-    """One dict per request."""
+def per_request(db: TraceDB) -> list[RequestLatency]:
+    """One row per request."""
     require(db, LLM_PER_REQUEST)
     rows = db.dicts(
         "SELECT * FROM llm_per_request ORDER BY start_ns NULLS LAST, first_token_ns, rid"
@@ -60,10 +63,10 @@ def per_request(db: TraceDB) -> list[dict[str, Any]]:
             if isinstance(v, float) and k != "tpot_ns":
                 r[k] = int(v)
         r["output_tokens"] = int(r["output_tokens"])
-    return rows
+    return msgspec.convert(rows, list[RequestLatency])
 
 
-def latency_summary(db: TraceDB) -> dict[str, Any]:
+def latency_summary(db: TraceDB) -> LatencySummary:
     """The issue's ``llm`` numbers: request/token counts, latency summaries, throughput."""
     require(db, LLM_ITL, LLM_PER_REQUEST, LLM_STEPS, LLM_TOKENS)
     counts = db.dicts(
@@ -78,14 +81,14 @@ def latency_summary(db: TraceDB) -> dict[str, Any]:
     if counts["span_start"] is not None and counts["span_end"] is not None:
         span_ns = int(counts["span_end"] - counts["span_start"])
     seconds = span_ns / 1e9 if span_ns else None
-    return {
-        "requests": int(counts["requests"]),
-        "output_tokens": int(counts["output_tokens"]),
-        "ttft_ns": summarize(db, "SELECT ttft_ns AS v FROM llm_per_request"),
-        "tpot_ns": summarize(db, "SELECT tpot_ns AS v FROM llm_per_request"),
-        "itl_ns": summarize(db, "SELECT itl_ns AS v FROM llm_itl"),
-        "e2e_ns": summarize(db, "SELECT e2e_ns AS v FROM llm_per_request"),
-        "span_ns": span_ns,
-        "output_tokens_per_s": counts["output_tokens"] / seconds if seconds else None,
-        "requests_per_s": counts["completed"] / seconds if seconds else None,
-    }
+    return LatencySummary(
+        requests=int(counts["requests"]),
+        output_tokens=int(counts["output_tokens"]),
+        ttft_ns=summarize(db, "SELECT ttft_ns AS v FROM llm_per_request"),
+        tpot_ns=summarize(db, "SELECT tpot_ns AS v FROM llm_per_request"),
+        itl_ns=summarize(db, "SELECT itl_ns AS v FROM llm_itl"),
+        e2e_ns=summarize(db, "SELECT e2e_ns AS v FROM llm_per_request"),
+        span_ns=span_ns,
+        output_tokens_per_s=counts["output_tokens"] / seconds if seconds else None,
+        requests_per_s=counts["completed"] / seconds if seconds else None,
+    )

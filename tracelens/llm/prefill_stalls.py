@@ -9,14 +9,16 @@ and the prefills inside them are ``llm_itl_stalls`` (:mod:`tracelens.derived.llm
 
 from __future__ import annotations
 
-from typing import Any
+import msgspec
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_latency import LLM_ITL_STALLS
+from tracelens.llm.model import PrefillStalls, StalledGap
 
 
-def prefill_stalls(db: TraceDB, top: int = 5) -> dict[str, Any]:
+def prefill_stalls(db: TraceDB, top: int = 5) -> tuple[PrefillStalls, list[StalledGap]]:
+    """The stalled decode gaps counted, and the ``top`` longest of them."""
     require(db, LLM_ITL_STALLS)
     r = db.dicts(
         """SELECT count(*) AS decode_gaps,
@@ -28,7 +30,7 @@ def prefill_stalls(db: TraceDB, top: int = 5) -> dict[str, Any]:
     )[0]
     baseline = r["baseline_ns"]
     excess = 0
-    worst: list[dict[str, Any]] = []
+    worst: list[StalledGap] = []
     if r["stalled"] and baseline is not None:
         excess = int(
             db.scalar(
@@ -37,20 +39,22 @@ def prefill_stalls(db: TraceDB, top: int = 5) -> dict[str, Any]:
             )
             or 0
         )
-        worst = db.dicts(
+        rows = db.dicts(
             """SELECT rid, token_index, prev_t_ns AS start_ns, t_ns AS end_ns, itl_ns,
                       prefills, prefill_ns
                FROM llm_itl_stalls WHERE prefills > 0 ORDER BY itl_ns DESC, rid LIMIT ?""",
             [top],
         )
-    return {
-        "decode_gaps": int(r["decode_gaps"]),
-        "stalled_gaps": int(r["stalled"]),
-        "requests_stalled": int(r["requests_stalled"]),
-        "baseline_itl_ns": None if baseline is None else float(baseline),
-        "mean_stalled_itl_ns": None
-        if r["mean_stalled_ns"] is None
-        else float(r["mean_stalled_ns"]),
-        "excess_ns": excess,
-        "worst": worst,
-    }
+        worst = msgspec.convert(
+            [{k: v if k == "rid" else int(v) for k, v in row.items()} for row in rows],
+            list[StalledGap],
+        )
+    stalls = PrefillStalls(
+        decode_gaps=int(r["decode_gaps"]),
+        stalled_gaps=int(r["stalled"]),
+        requests_stalled=int(r["requests_stalled"]),
+        baseline_itl_ns=None if baseline is None else float(baseline),
+        mean_stalled_itl_ns=None if r["mean_stalled_ns"] is None else float(r["mean_stalled_ns"]),
+        excess_ns=excess,
+    )
+    return stalls, worst

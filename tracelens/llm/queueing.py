@@ -8,15 +8,16 @@ steps); a request waiting while every batch is full means the server is at capac
 
 from __future__ import annotations
 
-from typing import Any
+import msgspec
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS
 from tracelens.derived.llm_latency import LLM_PER_REQUEST
+from tracelens.llm.model import QueuedRequest, Queueing
 
 
-def queueing(db: TraceDB, top: int = 5) -> dict[str, Any]:
+def queueing(db: TraceDB, top: int = 5) -> Queueing:
     """Queueing totals, requests passed over, and the longest waits."""
     require(db, LLM_PER_REQUEST, LLM_STEPS)
     r = db.dicts(
@@ -49,15 +50,15 @@ def queueing(db: TraceDB, top: int = 5) -> dict[str, Any]:
         [top],
     )
     ttft = int(r["ttft_ns"])
-    return {
-        "requests": int(r["requests"]),
-        "queue_ns": int(r["queue_ns"]),
-        "prefill_ns": int(r["prefill_ns"]),
-        "ttft_ns": ttft,
-        "queue_share_pct": 100.0 * int(r["queue_ns"]) / ttft if ttft > 0 else None,
-        "max_queue_ns": None if r["max_queue_ns"] is None else int(r["max_queue_ns"]),
-        "decode_steps_while_queued": int(slots["steps"]),
-        "requests_passed_over": int(slots["requests"]),
-        "max_decode_batch": None if max_batch is None else int(max_batch),
-        "longest": longest,
-    }
+    return Queueing(
+        requests=int(r["requests"]),
+        queue_ns=int(r["queue_ns"]),
+        prefill_ns=int(r["prefill_ns"]),
+        ttft_ns=ttft,
+        queue_share_pct=100.0 * int(r["queue_ns"]) / ttft if ttft > 0 else None,
+        max_queue_ns=None if r["max_queue_ns"] is None else int(r["max_queue_ns"]),
+        decode_steps_while_queued=int(slots["steps"]),
+        requests_passed_over=int(slots["requests"]),
+        max_decode_batch=None if max_batch is None else int(max_batch),
+        longest=msgspec.convert(longest, list[QueuedRequest]),
+    )

@@ -6,12 +6,11 @@ which says how busy time is measured); idle time by cause comes from the derived
 
 from __future__ import annotations
 
-from typing import Any
-
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS
 from tracelens.derived.llm_step_gpu import LLM_STEP_GPU
+from tracelens.llm.model import StepKind, StepProfile, StepProfiles
 
 # Idle time inside steps of one kind, by the cause ingest judged for each gap.
 IDLE_BY_CAUSE_SQL = """
@@ -22,51 +21,39 @@ WHERE s.kind = ? GROUP BY g.cause ORDER BY ns DESC
 """
 
 
-def step_profile(db: TraceDB) -> dict[str, dict[str, Any]]:
+def step_profile(db: TraceDB) -> StepProfiles:
     """Per step kind: count, time, GPU busy share, kernels per step, idle time by cause."""
     require(db, LLM_STEP_GPU, LLM_STEPS)
-    has_gpu = bool(db.devices)
-    out: dict[str, dict[str, Any]] = {}
-    for kind in ("prefill", "decode"):
-        r = db.dicts(
-            """SELECT count(*) AS steps, coalesce(sum(dur_ns), 0) AS total_ns,
-                      avg(dur_ns) AS mean_ns, median(dur_ns) AS p50_ns,
-                      avg(n_requests) AS mean_batch, max(n_requests) AS max_batch,
-                      coalesce(sum(busy_ns), 0) AS busy_ns, coalesce(sum(kernels), 0) AS kernels,
-                      median(median_kernel_ns) AS median_kernel_ns
-               FROM llm_step_gpu WHERE kind = ?""",
-            [kind],
-        )[0]
-        steps, total = int(r["steps"]), int(r["total_ns"])
-        entry: dict[str, Any] = {
-            "steps": steps,
-            "total_ns": total,
-            "mean_ns": r["mean_ns"],
-            "p50_ns": r["p50_ns"],
-            "mean_batch": r["mean_batch"],
-            "max_batch": None if r["max_batch"] is None else int(r["max_batch"]),
-        }
-        if has_gpu:
-            busy = int(r["busy_ns"])
-            entry.update(
-                gpu_busy_ns=busy,
-                gpu_busy_pct=100.0 * busy / (total * len(db.devices)) if total else None,
-                kernels_per_step=int(r["kernels"]) / steps if steps else None,
-                median_kernel_ns=r["median_kernel_ns"],
-                idle_by_cause={
-                    c["cause"]: int(c["ns"]) for c in db.dicts(IDLE_BY_CAUSE_SQL, [kind])
-                },
-            )
-        else:
-            entry.update(
-                gpu_busy_ns=None,
-                gpu_busy_pct=None,
-                kernels_per_step=None,
-                median_kernel_ns=None,
-                idle_by_cause={},
-            )
-        out[kind] = entry
-    return out
+    return StepProfiles(prefill=_profile(db, "prefill"), decode=_profile(db, "decode"))
+
+
+def _profile(db: TraceDB, kind: StepKind) -> StepProfile:
+    r = db.dicts(
+        """SELECT count(*) AS steps, coalesce(sum(dur_ns), 0) AS total_ns,
+                  avg(dur_ns) AS mean_ns, median(dur_ns) AS p50_ns,
+                  avg(n_requests) AS mean_batch, max(n_requests) AS max_batch,
+                  coalesce(sum(busy_ns), 0) AS busy_ns, coalesce(sum(kernels), 0) AS kernels,
+                  median(median_kernel_ns) AS median_kernel_ns
+           FROM llm_step_gpu WHERE kind = ?""",
+        [kind],
+    )[0]
+    steps, total = int(r["steps"]), int(r["total_ns"])
+    has_gpu, busy = bool(db.devices), int(r["busy_ns"])
+    return StepProfile(
+        steps=steps,
+        total_ns=total,
+        mean_ns=r["mean_ns"],
+        p50_ns=r["p50_ns"],
+        mean_batch=r["mean_batch"],
+        max_batch=None if r["max_batch"] is None else int(r["max_batch"]),
+        gpu_busy_ns=busy if has_gpu else None,
+        gpu_busy_pct=100.0 * busy / (total * len(db.devices)) if has_gpu and total else None,
+        kernels_per_step=int(r["kernels"]) / steps if has_gpu and steps else None,
+        median_kernel_ns=r["median_kernel_ns"] if has_gpu else None,
+        idle_by_cause={c["cause"]: int(c["ns"]) for c in db.dicts(IDLE_BY_CAUSE_SQL, [kind])}
+        if has_gpu
+        else {},
+    )
 
 
 # Steps whose GPU work, launched inside the step, finishes only after the step has ended.

@@ -1,12 +1,14 @@
 """The report: everything ``tracelens analyze`` says about a trace, as one JSON-able dict.
 
-The shape is the documented, stable JSON output (``docs/json-schema.md``); the text,
-Markdown and HTML renderers and the web app all read this dict and nothing else.
+The shape is the documented, stable JSON output (``docs/json-schema.md``), declared as
+:class:`tracelens.report.model.Report`; every report is validated against it here. The
+renderers and the web app read this dict (the text and Markdown renderers through its
+typed view, ``Report.of``) and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ingest import LoadedTrace
@@ -19,11 +21,12 @@ from tracelens.core.workload import workload_of
 from tracelens.derived.kernel_ops import replay_attribution_notes
 from tracelens.llm.section import llm_section
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
+from tracelens.report.model import Report
 
 REPORT_SCHEMA = "tracelens.report/1"
 
 # Optional report sections: name -> function of the trace and the run's thresholds returning
-# a dict, or None when not applicable.
+# a dict, or None when not applicable. Each is declared as a field of report.model.Report.
 SectionFn = Callable[[TraceDB, Thresholds], dict[str, Any] | None]
 SECTIONS: dict[str, SectionFn] = {"llm": llm_section}
 # The keys every report has; the optional sections come after them.
@@ -55,7 +58,7 @@ _INFO_KEYS = (
 )
 
 
-def optional_sections(report: dict[str, Any]) -> dict[str, Any]:
+def optional_sections(report: Mapping[str, Any]) -> dict[str, Any]:
     """The report's optional sections, in order: what SECTIONS added when it was built
     (a report kept from another version may hold sections this one does not register)."""
     return {key: value for key, value in report.items() if key not in CORE_KEYS}
@@ -102,12 +105,13 @@ def build_report_from_db(
     info = db.info
     trace: dict[str, Any] = {}
     for key in _INFO_KEYS:
-        if key in info:
+        if key == "t0_ns":  # the analysed window's start, not the first host event's
+            trace[key] = db.t0_ns
+        elif key in info:
             v: Any = info[key]
-            if key in ("rank", "world_size", "event_count", "t0_ns"):
+            if key in ("rank", "world_size", "event_count"):
                 v = int(v)
             trace[key] = v
-    trace["t0_ns"] = db.t0_ns
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "tracelens_version": __version__,
@@ -134,4 +138,8 @@ def build_report_from_db(
     # Trace metadata (host, job names, log lines, paths) can carry credentials; every
     # output (CLI, catalog, web) is built from this dict, so hiding them here hides them
     # everywhere.
-    return redact(report)
+    report = redact(report)
+    # A report that strays from its declared shape is a bug of this version: fail here,
+    # where it is made, rather than in a client reading it.
+    Report.of(report)
+    return report

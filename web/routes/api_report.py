@@ -11,6 +11,7 @@ from litestar.enums import MediaType
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath
 
+from tracelens.report.model import Finding, Report
 from tracelens.report.render.markdown import finding_markdown
 from web.api_schema import FindingView, error_responses
 from web.permalinks import finding_permalink
@@ -26,7 +27,16 @@ class ReportController(Controller):
     @blocking_get(
         "/report",
         summary="The full report, as `tracelens analyze --format json`",
-        responses=error_responses(404, 409),
+        responses={
+            # The stored report as it is: its shape is Report's, plus any section this
+            # version registers but does not declare yet.
+            200: ResponseSpec(
+                data_container=Report,
+                description="The report (docs/json-schema.md)",
+                generate_examples=False,
+            ),
+            **error_responses(404, 409),
+        },
     )
     def get_report(self, svc: NamedDependency[Services], run_id: FromPath[str]) -> dict[str, Any]:
         return ready_report(svc, load_ready_run(svc, run_id))
@@ -36,7 +46,7 @@ class ReportController(Controller):
         summary="Findings, ranked, in the CLI's JSON shape",
         responses={
             200: ResponseSpec(
-                data_container=list[dict[str, Any]],
+                data_container=list[Finding],
                 description="The report's `findings` list (docs/json-schema.md)",
                 generate_examples=False,
             ),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 
 from tracelens.core.units import fmt_ns
+from tracelens.llm.model import Distribution, EngineStepsSection
 
 _COLS = ("steps", "mean", "p50", "p90", "p95", "p99", "max")
 _ENGINE = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -17,28 +16,19 @@ def _rate(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f} tokens/s"
 
 
-def _rows(es: dict[str, Any]) -> list[list[str]]:
+def _spread(d: Distribution) -> list[str]:
+    return [fmt_ns(v) for v in (d.mean, d.p50, d.p90, d.p95, d.p99, d.max)]
+
+
+def _rows(es: EngineStepsSection) -> list[list[str]]:
     out = []
-    for phase, st in es["by_phase"].items():
-        if not st["steps"]:
+    for phase, st in es.by_phase.items():
+        if not st.steps:
             continue
-        d = st["step_ns"]
-        out.append(
-            [
-                phase,
-                f"{st['steps']:,}",
-                *(fmt_ns(d[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")),
-            ]
-        )
-    itl = es["itl_ns"]
-    if itl["count"]:
-        out.append(
-            [
-                "ITL (engine)",
-                f"{itl['count']:,}",
-                *(fmt_ns(itl[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")),
-            ]
-        )
+        out.append([phase, f"{st.steps:,}", *_spread(st.step_ns)])
+    itl = es.itl_ns
+    if itl.count:
+        out.append(["ITL (engine)", f"{itl.count:,}", *_spread(itl)])
     return out
 
 
@@ -46,48 +36,51 @@ def _steps(n: int) -> str:
     return f"{n:,} step" + ("" if n == 1 else "s")
 
 
-def headline(es: dict[str, Any]) -> str:
-    span = fmt_ns(es["span_ns"]) if es["span_ns"] else "-"
+def headline(es: EngineStepsSection) -> str:
+    span = fmt_ns(es.span_ns) if es.span_ns else "-"
     tokens = [
-        f"{kind} {es[f'{kind}_tokens']:,} tokens ({_rate(es[f'{kind}_tokens_per_s'])})"
-        for kind in ("prefill", "decode")
-        if es[f"{kind}_tokens"]
+        f"{kind} {n:,} tokens ({_rate(per_s)})"
+        for kind, n, per_s in (
+            ("prefill", es.prefill_tokens, es.prefill_tokens_per_s),
+            ("decode", es.decode_tokens, es.decode_tokens_per_s),
+        )
+        if n
     ]
-    return f"{_ENGINE.get(es['source'], es['source'])}: {_steps(es['count'])} over {span}" + (
+    return f"{_ENGINE.get(es.source, es.source)}: {_steps(es.count)} over {span}" + (
         f"; {', '.join(tokens)}" if tokens else ""
     )
 
 
-def notes(es: dict[str, Any]) -> list[str]:
+def notes(es: EngineStepsSection) -> list[str]:
     """What the table does not show: batches, GPU use, the ITL basis, TTFT, host gaps."""
     out = []
-    for phase, st in es["by_phase"].items():
-        if not st["steps"]:
+    for phase, st in es.by_phase.items():
+        if not st.steps:
             continue
-        line = f"{phase}: {_steps(st['steps'])}, {fmt_ns(st['total_ns'])}"
-        if st["mean_requests"] is not None:
-            line += f", mean batch {st['mean_requests']:.1f} requests"
-        if st["gpu_busy_pct"] is not None:
+        line = f"{phase}: {_steps(st.steps)}, {fmt_ns(st.total_ns)}"
+        if st.mean_requests is not None:
+            line += f", mean batch {st.mean_requests:.1f} requests"
+        if st.gpu_busy_pct is not None:
             line += (
-                f", GPU busy {st['gpu_busy_pct']:.1f}%, "
-                f"{st['kernels_per_step'] or 0:,.0f} kernels per step"
+                f", GPU busy {st.gpu_busy_pct:.1f}%, "
+                f"{st.kernels_per_step or 0:,.0f} kernels per step"
             )
         out.append(line)
-    out += [f"ITL (engine): {es['itl_basis']}.", f"{es['ttft_note']}."]
-    b = es["between_steps"]
-    if b["intervals"]:
-        idle = "" if b["gpu_idle_ns"] is None else f", GPU idle {fmt_ns(b['gpu_idle_ns'])}"
-        out.append(f"Host time between steps: {fmt_ns(b['ns'])} in {b['intervals']:,} gaps{idle}.")
-    m = es["mixed"]
-    if m["steps"] and m["decode_baseline_ns"] and m["mean_ns"] is not None:
+    out += [f"ITL (engine): {es.itl_basis}.", f"{es.ttft_note}."]
+    b = es.between_steps
+    if b.intervals:
+        idle = "" if b.gpu_idle_ns is None else f", GPU idle {fmt_ns(b.gpu_idle_ns)}"
+        out.append(f"Host time between steps: {fmt_ns(b.ns)} in {b.intervals:,} gaps{idle}.")
+    m = es.mixed
+    if m.steps and m.decode_baseline_ns and m.mean_ns is not None:
         out.append(
-            f"Mixed steps: {m['steps']:,}, mean {fmt_ns(m['mean_ns'])} against the "
-            f"{fmt_ns(m['decode_baseline_ns'])} median decode step."
+            f"Mixed steps: {m.steps:,}, mean {fmt_ns(m.mean_ns)} against the "
+            f"{fmt_ns(m.decode_baseline_ns)} median decode step."
         )
     return out
 
 
-def render_text(es: dict[str, Any], console: Console) -> None:
+def render_text(es: EngineStepsSection, console: Console) -> None:
     t = Table(title="Engine steps (the engine's own step labels)", caption=headline(es))
     t.add_column("phase")
     for c in _COLS:
@@ -99,7 +92,7 @@ def render_text(es: dict[str, Any], console: Console) -> None:
         console.print(f"  {line}")
 
 
-def render_markdown(es: dict[str, Any]) -> list[str]:
+def render_markdown(es: EngineStepsSection) -> list[str]:
     out = ["### Engine steps", "", headline(es), ""]
     out.append("| phase | " + " | ".join(_COLS) + " |")
     out.append("|---|" + "---|" * len(_COLS))

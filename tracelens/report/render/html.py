@@ -5,22 +5,29 @@ latency, findings, optional sections, hot kernels and operators); ``templates/re
 lays them out as a self-contained page (CSS inline, no scripts, no requests) for attaching
 to a ticket or CI run, and the web app's run page lays out the same macros around its
 timeline. ``static/report.css`` styles them in both: inlined here, served by the web app.
+
+The templates read the report's JSON form (a dict), which also holds any registered section
+the report model does not declare yet; the functions they share with the text and Markdown
+renderers are given its parts in their typed form.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from tracelens import __version__
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.build import optional_sections
-from tracelens.report.render.minor import split_minor
+from tracelens.report.model import Workload
+from tracelens.report.render.minor import MINOR_SEVERITY
 from tracelens.report.render.workload import workload_line
 
 HERE = Path(__file__).resolve().parent
@@ -57,7 +64,20 @@ def section_title(key: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def generic_sections(report: dict[str, Any]) -> list[tuple[str, str, Any]]:
+def _workload_line(report: Mapping[str, Any]) -> str | None:
+    workload = report.get("workload")
+    return workload_line(msgspec.convert(workload, Workload)) if workload else None
+
+
+def _split_minor(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
+    """:func:`tracelens.report.render.minor.split_minor` of the findings' JSON form."""
+    return (
+        [f for f in findings if f["severity"] != MINOR_SEVERITY],
+        [f for f in findings if f["severity"] == MINOR_SEVERITY],
+    )
+
+
+def generic_sections(report: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
     """(key, heading, value) of the optional sections shown as a generic panel each."""
     return [
         (key, section_title(key), value)
@@ -83,13 +103,13 @@ def html_environment(*template_dirs: Path) -> Environment:
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.globals["version"] = __version__
     env.globals["dict"] = dict
-    env.globals["workload_line"] = workload_line
+    env.globals["workload_line"] = _workload_line
     env.globals["generic_sections"] = generic_sections
-    env.globals["split_minor"] = split_minor
+    env.globals["split_minor"] = _split_minor
     return env
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The standalone page: one file, readable offline."""
+def render_html(report: Mapping[str, Any]) -> str:
+    """The standalone page of a report's JSON form: one file, readable offline."""
     css = Markup((STATIC_DIR / "report.css").read_text(encoding="utf-8"))
     return html_environment().get_template("report.html").render(report=report, css=css)

@@ -7,41 +7,39 @@ have either or both.
 
 from __future__ import annotations
 
-from typing import Any
-
+from msgspec import UNSET, UnsetType
 from rich.console import Console
 from rich.table import Table
 
 from tracelens.core.units import fmt_ns
+from tracelens.llm.model import Distribution, LlmLatency, LlmSection
 from tracelens.report.render import engine_steps
 
-_METRICS = (
-    ("TTFT", "ttft_ns"),
-    ("TPOT", "tpot_ns"),
-    ("ITL", "itl_ns"),
-    ("end-to-end", "e2e_ns"),
-)
 _COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
-def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    out = [(label, llm[key]) for label, key in _METRICS]
-    breakdown = llm.get("ttft_breakdown") or {}
-    if "queue_ns" in breakdown:
-        out.append(("TTFT: queueing", breakdown["queue_ns"]))
-        out.append(("TTFT: prefill", breakdown["prefill_ns"]))
-    return out
+def _rows(llm: LlmLatency) -> list[tuple[str, Distribution]]:
+    return [
+        ("TTFT", llm.ttft_ns),
+        ("TPOT", llm.tpot_ns),
+        ("ITL", llm.itl_ns),
+        ("end-to-end", llm.e2e_ns),
+        ("TTFT: queueing", llm.ttft_breakdown.queue_ns),
+        ("TTFT: prefill", llm.ttft_breakdown.prefill_ns),
+    ]
 
 
-def _shown(llm: dict[str, Any] | None) -> bool:
+def _shown(llm: LlmSection | UnsetType) -> LlmSection | None:
     """A section with only warnings (labels that did not parse) shows as report notes."""
-    return bool(llm) and ("requests" in llm or bool(llm.get("engine_steps")))  # type: ignore[operator]
+    if llm is UNSET or (llm.requests is UNSET and llm.engine_steps is UNSET):
+        return None
+    return llm
 
 
-def _cell(col: str, s: dict[str, Any]) -> str:
-    v = s.get(col)
+def _cell(col: str, s: Distribution) -> str:
     if col == "count":
-        return f"{v or 0:,}"
+        return f"{s.count or 0:,}"
+    v: float | None = getattr(s, col)
     return fmt_ns(v)
 
 
@@ -49,45 +47,44 @@ def _rate(v: float | None, unit: str) -> str:
     return "-" if v is None else f"{v:,.2f} {unit}"
 
 
-def _headline(llm: dict[str, Any]) -> str:
-    if not llm["span_ns"]:
+def _headline(llm: LlmLatency) -> str:
+    if not llm.span_ns:
         return (
-            f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens "
+            f"{llm.requests:,} requests, {llm.output_tokens:,} output tokens "
             "(no token times: throughput unknown)"
         )
     return (
-        f"{llm['requests']:,} requests, {llm['output_tokens']:,} output tokens over "
-        f"{fmt_ns(llm['span_ns'])}: {_rate(llm['output_tokens_per_s'], 'tokens/s')}, "
-        f"{_rate(llm['requests_per_s'], 'requests/s')}"
+        f"{llm.requests:,} requests, {llm.output_tokens:,} output tokens over "
+        f"{fmt_ns(llm.span_ns)}: {_rate(llm.output_tokens_per_s, 'tokens/s')}, "
+        f"{_rate(llm.requests_per_s, 'requests/s')}"
     )
 
 
-def _steps_line(llm: dict[str, Any]) -> list[str]:
+def _steps_line(llm: LlmLatency) -> list[str]:
     lines = []
-    for kind in ("prefill", "decode"):
-        st = llm["steps"][kind]
-        if not st["steps"]:
+    for kind, st in (("prefill", llm.steps.prefill), ("decode", llm.steps.decode)):
+        if not st.steps:
             continue
-        busy = st["gpu_busy_pct"]
+        busy = st.gpu_busy_pct
         gpu = "GPU busy -" if busy is None else f"GPU busy {busy:.1f}%"
         lines.append(
-            f"{kind}: {st['steps']:,} steps, {fmt_ns(st['total_ns'])}, mean batch "
-            f"{st['mean_batch']:.2f}, {gpu}"
+            f"{kind}: {st.steps:,} steps, {fmt_ns(st.total_ns)}, mean batch "
+            f"{st.mean_batch:.2f}, {gpu}"
         )
     return lines
 
 
-def render_llm_text(report: dict[str, Any], console: Console) -> None:
-    llm = report.get("llm")
-    if not _shown(llm):
+def render_llm_text(section: LlmSection | UnsetType, console: Console) -> None:
+    llm = _shown(section)
+    if llm is None:
         return
-    if "requests" in llm:
-        _latency_text(llm, console)
-    if llm.get("engine_steps"):
-        engine_steps.render_text(llm["engine_steps"], console)
+    if (latency := llm.latency) is not None:
+        _latency_text(latency, console)
+    if llm.engine_steps is not UNSET:
+        engine_steps.render_text(llm.engine_steps, console)
 
 
-def _latency_text(llm: dict[str, Any], console: Console) -> None:
+def _latency_text(llm: LlmLatency, console: Console) -> None:
     t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
     t.add_column("metric")
     for c in _COLS:
@@ -99,19 +96,19 @@ def _latency_text(llm: dict[str, Any], console: Console) -> None:
         console.print(f"  {line}")
 
 
-def render_llm_markdown(report: dict[str, Any]) -> list[str]:
-    llm = report.get("llm")
-    if not _shown(llm):
+def render_llm_markdown(section: LlmSection | UnsetType) -> list[str]:
+    llm = _shown(section)
+    if llm is None:
         return []
     out = ["## LLM serving latency", ""]
-    if "requests" in llm:
-        out += _latency_markdown(llm)
-    if llm.get("engine_steps"):
-        out += engine_steps.render_markdown(llm["engine_steps"])
+    if (latency := llm.latency) is not None:
+        out += _latency_markdown(latency)
+    if llm.engine_steps is not UNSET:
+        out += engine_steps.render_markdown(llm.engine_steps)
     return out
 
 
-def _latency_markdown(llm: dict[str, Any]) -> list[str]:
+def _latency_markdown(llm: LlmLatency) -> list[str]:
     out = [_headline(llm), ""]
     out.append("| metric | " + " | ".join(_COLS) + " |")
     out.append("|---|" + "---|" * len(_COLS))

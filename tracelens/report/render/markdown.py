@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from msgspec import UNSET
+
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_markdown
 from tracelens.report.render.minor import minor_line, split_minor
 from tracelens.report.render.workload import workload_line
@@ -53,48 +57,48 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def finding_markdown(f: dict[str, Any], permalink: str | None = None, heading: str = "###") -> str:
-    out = [f"{heading} \\[{f['severity'].upper()}\\] {md_text(f['title'])}", ""]
+def finding_markdown(f: Finding, permalink: str | None = None, heading: str = "###") -> str:
+    out = [f"{heading} \\[{f.severity.upper()}\\] {md_text(f.title)}", ""]
     out.append(
-        f"**Impact:** {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.2f}% of the analysed window)"
-        f" — {md_text(f['impact_basis'])}"
+        f"**Impact:** {fmt_ns(f.impact_ns)} ({f.impact_pct:.2f}% of the analysed window)"
+        f" — {md_text(f.impact_basis)}"
     )
-    out += ["", md_text(f["summary"]), "", "**Evidence**", ""]
-    out += _evidence_lines(f["evidence"])
-    out += ["", f"**What to do:** {md_text(f['advice'])}", ""]
-    meta = f"`{f['analyzer']}` · finding `{f['id']}`"
+    out += ["", md_text(f.summary), "", "**Evidence**", ""]
+    out += _evidence_lines(f.evidence)
+    out += ["", f"**What to do:** {md_text(f.advice)}", ""]
+    meta = f"`{f.analyzer}` · finding `{f.id}`"
     if permalink:
         meta += f" · [permalink]({permalink})"
     out += [f"<sub>{meta}</sub>", ""]
     return "\n".join(out)
 
 
-def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> str:
-    src = report["source"]
-    m = report["metrics"]
-    out = [f"# tracelens report: `{md_text(src['path']).replace('`', '')}`", ""]
-    out.append(f"- format: `{src['format']}`, sha256 `{src['sha256'][:16]}…`")
-    tr = report.get("trace", {})
-    if "rank" in tr:
-        out.append(f"- rank {tr['rank']} of {tr.get('world_size', '?')}")
-    if (line := workload_line(report)) is not None:
-        out.append(f"- workload: {_cell(line)}")
-    for d in report["devices"]:
+def render_markdown(report: Report, max_findings: int | None = None) -> str:
+    src = report.source
+    m = report.metrics
+    out = [f"# tracelens report: `{md_text(src.path).replace('`', '')}`", ""]
+    out.append(f"- format: `{src.format}`, sha256 `{src.sha256[:16]}…`")
+    tr = report.trace
+    if tr.rank is not UNSET:
+        world = "?" if tr.world_size is UNSET else tr.world_size
+        out.append(f"- rank {tr.rank} of {world}")
+    out.append(f"- workload: {_cell(workload_line(report.workload))}")
+    for d in report.devices:
         out.append(
-            f"- GPU {d['device_id']} ({md_text(d['name'] or 'unknown')}): "
-            f"busy {d['busy_pct']:.2f}% of {fmt_ns(d['window_ns'])}"
+            f"- GPU {d.device_id} ({md_text(d.name or 'unknown')}): "
+            f"busy {d.busy_pct:.2f}% of {fmt_ns(d.window_ns)}"
         )
     out.append(
-        f"- {m['kernel_count']:,} kernels, {m['memcpy_count']:,} copies, {m['memset_count']:,} "
-        f"memsets; HtoD {fmt_bytes(m['h2d_bytes'])} ({fmt_bytes(m['h2d_pageable_bytes'])} "
-        f"pageable) in {fmt_ns(m['h2d_time_ns'])}; DtoH {fmt_bytes(m['dtoh_bytes'])}"
+        f"- {m.kernel_count:,} kernels, {m.memcpy_count:,} copies, {m.memset_count:,} "
+        f"memsets; HtoD {fmt_bytes(m.h2d_bytes)} ({fmt_bytes(m.h2d_pageable_bytes)} "
+        f"pageable) in {fmt_ns(m.h2d_time_ns)}; DtoH {fmt_bytes(m.dtoh_bytes)}"
     )
-    for note in report.get("notes", []):
+    for note in report.notes:
         out.append(f"- note: {md_text(note)}")
     out.append("")
-    out += render_llm_markdown(report)
+    out += render_llm_markdown(report.llm)
     out += ["## Findings", ""]
-    shown = report["findings"][:max_findings] if max_findings else report["findings"]
+    shown = report.findings[:max_findings] if max_findings else report.findings
     findings, minor = split_minor(shown)
     if not findings:
         out += ["No significant findings." if minor else "No findings.", ""]
@@ -102,40 +106,36 @@ def render_markdown(report: dict[str, Any], max_findings: int | None = None) -> 
         out += ["| # | severity | impact | finding |", "|---|---|---|---|"]
         for i, f in enumerate(findings, 1):
             out.append(
-                f"| {i} | {f['severity']} | {fmt_ns(f['impact_ns'])} ({f['impact_pct']:.1f}%) | "
-                f"{_cell(f['title'])} |"
+                f"| {i} | {f.severity} | {fmt_ns(f.impact_ns)} ({f.impact_pct:.1f}%) | "
+                f"{_cell(f.title)} |"
             )
         out.append("")
     for f in findings:
         out.append(finding_markdown(f))
     if minor:
         out += [_cell(minor_line(minor)), ""]
-    if report.get("top_kernels"):
-        out += [
-            "## Top kernels",
-            "",
-            "| kernel | count | total | mean | p50 | p95 | max |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for k in report["top_kernels"]:
-            out.append(
-                f"| `{_cell(k['name'])[:120]}` | {k['count']:,} | {fmt_ns(k['total_ns'])} | "
-                f"{fmt_ns(k['mean_ns'])} | {fmt_ns(k['p50_ns'])} | {fmt_ns(k['p95_ns'])} | "
-                f"{fmt_ns(k['max_ns'])} |"
-            )
-        out.append("")
-    if report.get("top_ops"):
-        out += [
-            "## Top operators (GPU time launched)",
-            "",
-            "| operator | calls | total | mean | p50 | p95 | max |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for k in report["top_ops"]:
-            out.append(
-                f"| `{_cell(k['name'])}` | {k['count']:,} | {fmt_ns(k['total_ns'])} | "
-                f"{fmt_ns(k['mean_ns'])} | {fmt_ns(k['p50_ns'])} | {fmt_ns(k['p95_ns'])} | "
-                f"{fmt_ns(k['max_ns'])} |"
-            )
-        out.append("")
+    out += _stats_table("Top kernels", "kernel", report.top_kernels, name_width=120)
+    out += _stats_table("Top operators (GPU time launched)", "operator", report.top_ops)
     return "\n".join(out)
+
+
+def _stats_table(
+    title: str, what: str, rows: Sequence[KernelStats], name_width: int | None = None
+) -> list[str]:
+    if not rows:
+        return []
+    calls = "count" if what == "kernel" else "calls"
+    out = [
+        f"## {title}",
+        "",
+        f"| {what} | {calls} | total | mean | p50 | p95 | max |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for k in rows:
+        out.append(
+            f"| `{_cell(k.name)[:name_width]}` | {k.count:,} | {fmt_ns(k.total_ns)} | "
+            f"{fmt_ns(k.mean_ns)} | {fmt_ns(k.p50_ns)} | {fmt_ns(k.p95_ns)} | "
+            f"{fmt_ns(k.max_ns)} |"
+        )
+    out.append("")
+    return out

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from msgspec import UNSET
 from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.panel import Panel
@@ -11,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.report.model import KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_text
 from tracelens.report.render.minor import minor_line, split_minor
 from tracelens.report.render.workload import workload_line
@@ -24,39 +26,38 @@ SEVERITY_STYLE = {
 }
 
 
-def render_text(report: dict[str, Any], console: Console, max_findings: int | None = None) -> None:
-    src, m, tr = report["source"], report["metrics"], report.get("trace", {})
+def render_text(report: Report, console: Console, max_findings: int | None = None) -> None:
+    src, m, tr = report.source, report.metrics, report.trace
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("trace", Text(src["path"]))
-    fmt = src["format"] + (f" (schema {tr['format_version']})" if tr.get("format_version") else "")
+    head.add_row("trace", Text(src.path))
+    fmt = src.format + (f" (schema {tr.format_version})" if tr.format_version else "")
     head.add_row("format", fmt)
-    if "rank" in tr:
-        head.add_row("rank", f"{tr['rank']} of {tr.get('world_size', '?')}")
-    if (line := workload_line(report)) is not None:
-        head.add_row("workload", Text(line))
-    for d in report["devices"]:
+    if tr.rank is not UNSET:
+        world = "?" if tr.world_size is UNSET else tr.world_size
+        head.add_row("rank", f"{tr.rank} of {world}")
+    head.add_row("workload", Text(workload_line(report.workload)))
+    for d in report.devices:
         head.add_row(
-            f"GPU {d['device_id']}",
-            f"{d['name'] or 'unknown'}: busy {d['busy_pct']:.2f}% of {fmt_ns(d['window_ns'])}",
+            f"GPU {d.device_id}",
+            f"{d.name or 'unknown'}: busy {d.busy_pct:.2f}% of {fmt_ns(d.window_ns)}",
         )
     head.add_row(
         "activity",
-        f"{m['kernel_count']:,} kernels · {m['memcpy_count']:,} copies · "
-        f"{m['memset_count']:,} memsets",
+        f"{m.kernel_count:,} kernels · {m.memcpy_count:,} copies · {m.memset_count:,} memsets",
     )
     head.add_row(
         "transfers",
-        f"HtoD {fmt_bytes(m['h2d_bytes'])} ({fmt_bytes(m['h2d_pageable_bytes'])} pageable) in "
-        f"{fmt_ns(m['h2d_time_ns'])} · DtoH {fmt_bytes(m['dtoh_bytes'])}",
+        f"HtoD {fmt_bytes(m.h2d_bytes)} ({fmt_bytes(m.h2d_pageable_bytes)} pageable) in "
+        f"{fmt_ns(m.h2d_time_ns)} · DtoH {fmt_bytes(m.dtoh_bytes)}",
     )
-    for note in report.get("notes", []):
+    for note in report.notes:
         head.add_row("note", Text(note, style="yellow"))
-    console.print(Panel(head, title=f"tracelens {report['tracelens_version']}", expand=False))
-    render_llm_text(report, console)
+    console.print(Panel(head, title=f"tracelens {report.tracelens_version}", expand=False))
+    render_llm_text(report.llm, console)
 
-    shown = report["findings"][:max_findings] if max_findings else report["findings"]
+    shown = report.findings[:max_findings] if max_findings else report.findings
     findings, minor = split_minor(shown)
     if not findings:
         console.print(
@@ -71,31 +72,32 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
         for i, f in enumerate(findings, 1):
             table.add_row(
                 str(i),
-                Text(f["severity"], style=SEVERITY_STYLE[f["severity"]]),
-                f"{fmt_ns(f['impact_ns'])}\n{f['impact_pct']:.1f}%",
-                Text(f["title"]),
+                Text(f.severity, style=SEVERITY_STYLE[f.severity]),
+                f"{fmt_ns(f.impact_ns)}\n{f.impact_pct:.1f}%",
+                Text(f.title),
             )
         console.print(table)
         for i, f in enumerate(findings, 1):
             body = Group(
-                Text(f["summary"]),
-                Text(f"Impact: {fmt_ns(f['impact_ns'])} — {f['impact_basis']}", style="dim"),
-                Markdown("**What to do:** " + f["advice"]),
+                Text(f.summary),
+                Text(f"Impact: {fmt_ns(f.impact_ns)} — {f.impact_basis}", style="dim"),
+                Markdown("**What to do:** " + f.advice),
             )
             console.print(
                 Panel(
                     body,
-                    title=Text(f"{i}. {f['title']}"),
-                    subtitle=f"{f['analyzer']} · {f['id']}",
-                    border_style=SEVERITY_STYLE[f["severity"]].replace("bold ", ""),
+                    title=Text(f"{i}. {f.title}"),
+                    subtitle=f"{f.analyzer} · {f.id}",
+                    border_style=SEVERITY_STYLE[f.severity].replace("bold ", ""),
                 )
             )
     if minor:
         console.print(Text(minor_line(minor), style="dim"))
-    for title, rows in (
-        ("Top kernels", report.get("top_kernels")),
-        ("Top operators (GPU time launched)", report.get("top_ops")),
-    ):
+    tables: tuple[tuple[str, Sequence[KernelStats]], ...] = (
+        ("Top kernels", report.top_kernels),
+        ("Top operators (GPU time launched)", report.top_ops),
+    )
+    for title, rows in tables:
         if not rows:
             continue
         t = Table(title=title, expand=True)
@@ -104,12 +106,12 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
             t.add_column(col, justify="right", no_wrap=True)
         for r in rows:
             t.add_row(
-                Text(r["name"]),
-                f"{r['count']:,}",
-                fmt_ns(r["total_ns"]),
-                fmt_ns(r["mean_ns"]),
-                fmt_ns(r["p50_ns"]),
-                fmt_ns(r["p95_ns"]),
-                fmt_ns(r["max_ns"]),
+                Text(r.name),
+                f"{r.count:,}",
+                fmt_ns(r.total_ns),
+                fmt_ns(r.mean_ns),
+                fmt_ns(r.p50_ns),
+                fmt_ns(r.p95_ns),
+                fmt_ns(r.max_ns),
             )
         console.print(t)

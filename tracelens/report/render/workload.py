@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from tracelens.report.model import Workload
 
 _FRAMEWORK = {
     "pytorch": "PyTorch",
@@ -15,25 +15,19 @@ _FRAMEWORK = {
 }
 
 
-def workload_line(report: dict[str, Any]) -> str | None:
+def workload_line(w: Workload) -> str:
     """``training · PyTorch · V100 SXM2 (Volta; tensor cores: fp16) · CUDA graphs``."""
-    w = report.get("workload")
-    if not w:
-        return None
-    gpu = w["gpu"]
-    parts = [w["kind"], _FRAMEWORK.get(w["framework"], w["framework"])]
-    if gpu.get("model") or gpu.get("arch"):
-        dtypes = ", ".join(gpu.get("tensor_core_dtypes") or []) or "none"
-        parts.append(
-            f"{gpu.get('model') or gpu.get('name')} ({gpu.get('arch')}; tensor cores: {dtypes})"
-        )
-    elif gpu.get("vendor"):
-        parts.append(f"{gpu['vendor'].upper()} GPU (model not recorded)")
-    compiled = w.get("compiled") or {}
-    if compiled.get("torch_compile"):
+    gpu = w.gpu
+    parts = [w.kind, _FRAMEWORK.get(w.framework, w.framework)]
+    if gpu.model or gpu.arch:
+        dtypes = ", ".join(gpu.tensor_core_dtypes) or "none"
+        parts.append(f"{gpu.model or gpu.name} ({gpu.arch}; tensor cores: {dtypes})")
+    elif gpu.vendor:
+        parts.append(f"{gpu.vendor.upper()} GPU (model not recorded)")
+    if w.compiled.torch_compile:
         parts.append("torch.compile/Triton kernels")
-    if compiled.get("cuda_graphs"):
-        parts.append("HIP graphs" if gpu.get("vendor") == "amd" else "CUDA graphs")
-    if w.get("attention"):
-        parts.append(f"attention: {w['attention']}")
+    if w.compiled.cuda_graphs:
+        parts.append("HIP graphs" if gpu.vendor == "amd" else "CUDA graphs")
+    if w.attention:
+        parts.append(f"attention: {w.attention}")
     return " · ".join(parts)

@@ -1,0 +1,159 @@
+"""The report is the shape tracelens/report/model.py declares, for every trace we have.
+
+``build_report`` validates each report it builds; these tests add that the typed view reads
+back as the very same JSON (no field dropped, reordered or retyped), that every section is
+declared, and that the checks catch a report that strays.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, get_args
+
+import msgspec
+import pytest
+
+from ingest import load_trace
+from tracelens.core.findings import Severity
+from tracelens.core.thresholds import Thresholds
+from tracelens.llm.model import LlmLatency, LlmSection
+from tracelens.report import build as report_module
+from tracelens.report import build_report
+from tracelens.report.build import CORE_KEYS
+from tracelens.report.model import Report, SeverityLabel
+from tracelens.testing import Scenario, training_steps, write_chrome_trace
+from tracelens.testing.checks import report_model_problems
+from tracelens.testing.nsys_writer import write_nsys_sqlite
+from tracelens.testing.planted_cost import explicit_attention
+from tracelens.testing.planted_device import exposed_allreduce, memory_pressure
+from tracelens.testing.planted_engines import sglang_overlap, vllm_eager_decode
+from tracelens.testing.planted_llm import kv_growth_decode, static_launch_bound
+from tracelens.testing.planted_warmup import autotuning_capture
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _no_gpu() -> Scenario:
+    sc = Scenario("host_only", devices=[])
+    sc.range("llm.request[r0]", 0, 5_000_000)
+    return sc
+
+
+SCENARIOS: dict[str, Callable[[], Scenario]] = {
+    "training": training_steps,
+    "memory": memory_pressure,
+    "allreduce": exposed_allreduce,
+    "attention": explicit_attention,
+    "warmup": autotuning_capture,
+    "vllm": vllm_eager_decode,
+    "sglang": sglang_overlap,
+    "llm_static": static_launch_bound,
+    "llm_kv": kv_growth_decode,
+    "no_gpu": _no_gpu,
+}
+
+
+def _report(path: Path, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    loaded = load_trace(path)
+    try:
+        return build_report(loaded, thresholds)
+    finally:
+        loaded.close()
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    d = tmp_path_factory.mktemp("model")
+    reports = {}
+    for name, make in SCENARIOS.items():
+        reports[name] = _report(write_chrome_trace(make(), d / f"{name}.pt.trace.json.gz"))
+    for name in ("vllm", "training"):
+        reports[f"{name}_nsys"] = _report(
+            write_nsys_sqlite(SCENARIOS[name](), d / f"{name}.sqlite")
+        )
+    return reports
+
+
+@pytest.mark.parametrize("name", [*SCENARIOS, "vllm_nsys", "training_nsys"])
+def test_planted_reports_are_their_model(planted: dict[str, dict[str, Any]], name: str) -> None:
+    assert report_model_problems(planted[name]) == []
+
+
+def test_the_sample_traces_reports_are_their_model() -> None:
+    traces = sorted(SAMPLES.glob("*.json.gz"))
+    if not traces:
+        pytest.skip("sample_traces/ holds no trace")
+    for trace in traces:
+        assert report_model_problems(_report(trace)) == [], trace.name
+
+
+@pytest.mark.corpus
+def test_every_corpus_report_is_its_model(corpus: Path) -> None:
+    """Real traces, each in a fresh process (loading them all would grow this one)."""
+    traces = sorted(
+        str(p)
+        for p in corpus.rglob("*")
+        if p.name.endswith((".json.gz", ".sqlite")) and p.is_file()
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracelens.testing.checks", "--report-model", *traces],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(results) == len(traces)
+    assert {r["trace"]: r["problems"] for r in results if r["problems"]} == {}
+
+
+def test_a_report_that_strays_is_caught(planted: dict[str, dict[str, Any]]) -> None:
+    good = planted["training"]
+    grown = copy.deepcopy(good)
+    grown["metrics"]["new_count"] = 1  # a field added without its declaration
+    assert any("new_count" in p for p in report_model_problems(grown))
+    retyped = copy.deepcopy(good)
+    retyped["devices"][0]["busy_pct"] = 67  # an int where the model says float
+    assert report_model_problems(retyped) == ["its typed view reads back as different JSON"]
+    missing = copy.deepcopy(good)
+    del missing["findings"][0]["supersedes"]
+    assert any("supersedes" in p for p in report_model_problems(missing))
+    with pytest.raises(msgspec.ValidationError):
+        Report.of(missing)
+
+
+def test_a_registered_section_must_be_declared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build_report accepts a section the model does not declare yet (the HTML report shows
+    it generically), but the model check, which every real report passes, does not."""
+    monkeypatch.setitem(report_module.SECTIONS, "extra", lambda db, t: {"n": 1})
+    report = _report(write_chrome_trace(training_steps(2), tmp_path / "t.pt.trace.json.gz"))
+    assert list(report)[len(CORE_KEYS) :] == ["extra"]
+    assert report_model_problems(report) == ["section 'extra' is not declared in Report"]
+
+
+def test_the_llm_section_declares_the_latency_fields_in_their_order() -> None:
+    latency = LlmLatency.__struct_fields__
+    assert LlmSection.__struct_fields__[: len(latency)] == latency
+
+
+def test_severity_labels_are_the_findings_severities() -> None:
+    assert set(get_args(SeverityLabel)) == {s.label for s in Severity}
+
+
+def test_the_typed_llm_section_gives_its_latency_part(planted: dict[str, dict[str, Any]]) -> None:
+    static = Report.of(planted["llm_static"]).llm
+    assert isinstance(static, LlmSection) and static.latency is not None
+    assert static.latency.requests == planted["llm_static"]["llm"]["requests"]
+    engines = Report.of(planted["vllm"]).llm
+    assert isinstance(engines, LlmSection) and engines.latency is None
+    assert engines.engine_steps is not msgspec.UNSET
