@@ -361,6 +361,29 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
         assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == fids
 
 
+def test_a_stored_report_of_another_shape_is_rebuilt_on_first_use(
+    tmp_path: Path, planted: Path
+) -> None:
+    """A report file an older tracelens wrote (here: without a metrics field this version
+    declares) is not served: the run is ingested again, and then it is."""
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+        report = client.get(f"/api/runs/{run['id']}/report").json()
+    report_path = next((settings.runs_dir / run["id"]).glob("report.*.json"))
+    older = json.loads(report_path.read_text(encoding="utf-8"))
+    del older["metrics"]["uvm_migration_count"]
+    report_path.write_text(json.dumps(older), encoding="utf-8")
+    with client_for(settings) as client:
+        r = client.get(f"/api/runs/{run['id']}/report")
+        assert r.status_code == 409 and "older tracelens" in r.json()["error"]
+        again = wait_done(client, run["id"])
+        assert again["status"] == "ready", again["error"]
+        rebuilt = client.get(f"/api/runs/{run['id']}/report").json()
+        assert rebuilt["metrics"] == report["metrics"]
+        assert rebuilt["findings"] == report["findings"]
+
+
 def test_openapi_schema_describes_the_report_and_its_findings(
     tmp_path: Path, planted: Path
 ) -> None:

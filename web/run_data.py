@@ -1,9 +1,11 @@
 """Per-run data for requests: the stored report and a read-only trace database.
 
 Reports are computed once at ingest; pages read them from a small in-memory cache keyed by
-(run, generation), so no request ever re-runs the analyzers. Trace databases stay open
-(read-only) in a bounded cache; each request takes its own cursor, which DuckDB lets run
-in parallel.
+(run, generation), so no request ever re-runs the analyzers. A stored report that does not
+have the shape this version declares (``tracelens.report.model.Report``: one written by an
+older or newer tracelens) raises :class:`OutdatedReportError`, and the service ingests the
+run again. Trace databases stay open (read-only) in a bounded cache; each request takes
+its own cursor, which DuckDB lets run in parallel.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
+import msgspec
 
 from ingest.duckdb_connect import connect
+from tracelens.report.model import Report
 from web.storage import RunFiles
 from web.timeline_store import OutdatedTimelineError, timeline_meta
 
@@ -25,6 +29,10 @@ T = TypeVar("T")
 
 
 READER_MEMORY_LIMIT = "512MiB"
+
+
+class OutdatedReportError(Exception):
+    """The stored report does not have the shape of this version's reports."""
 
 
 class _Lru:
@@ -81,12 +89,18 @@ class RunData:
         return cached
 
     def report(self, run_id: str, generation: int) -> dict[str, Any]:
+        """The stored report's JSON form, checked against :class:`Report` once per load."""
         path = RunFiles(self.runs_dir, run_id).report(generation)
-        return self._once(
-            self._reports,
-            (run_id, generation),
-            lambda: json.loads(path.read_text(encoding="utf-8")),
-        )
+
+        def load() -> dict[str, Any]:
+            report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                Report.of(report)
+            except msgspec.ValidationError as exc:
+                raise OutdatedReportError(str(exc)) from None
+            return report
+
+        return self._once(self._reports, (run_id, generation), load)
 
     def database(self, run_id: str, generation: int) -> tuple[duckdb.DuckDBPyConnection, dict]:
         """A cursor on the run's trace database, and its timeline metadata."""

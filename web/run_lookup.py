@@ -6,7 +6,7 @@ and on the pages.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 import msgspec
@@ -16,6 +16,7 @@ from tracelens.report.model import Finding
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
+from web.run_data import OutdatedReportError
 from web.services import Services
 from web.timeline_store import OutdatedTimelineError
 
@@ -37,14 +38,21 @@ def load_ready_run(svc: Services, run_id: str) -> Run:
 
 
 def ready_report(svc: Services, run: Run) -> dict[str, Any]:
-    """The stored report of a ready run (computed at ingest, cached per generation)."""
-    return svc.run_data.report(run.id, run.generation)
+    """The stored report of a ready run (computed at ingest, cached per generation).
+
+    A report of another version's shape is rebuilt: the run is queued for re-ingestion.
+    """
+    try:
+        return svc.run_data.report(run.id, run.generation)
+    except OutdatedReportError:
+        _reingest(svc, run)
 
 
 def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, Finding]:
     run = load_ready_run(svc, run_id)
     for f in ready_report(svc, run)["findings"]:
         if f["id"] == finding_id:
+            # the stored report was checked against the model when it was loaded
             return run, msgspec.convert(f, Finding)
     raise NotFoundException(f"run {run_id} has no finding {finding_id!r}")
 
@@ -58,11 +66,16 @@ def open_run_database(svc: Services, run: Run) -> tuple[duckdb.DuckDBPyConnectio
     try:
         return svc.run_data.database(run.id, run.generation)
     except OutdatedTimelineError:
-        with svc.catalog.session() as s:
-            catalog_runs.requeue(s, run.id)
-        svc.run_data.forget(run.id)
-        svc.worker.submit(run.id)
-        raise ConflictException(
-            f"run {run.id} was ingested by an older tracelens and is being re-ingested; "
-            "try again in a moment"
-        ) from None
+        _reingest(svc, run)
+
+
+def _reingest(svc: Services, run: Run) -> NoReturn:
+    """Queue a run whose stored data another version wrote, and tell the client so (409)."""
+    with svc.catalog.session() as s:
+        catalog_runs.requeue(s, run.id)
+    svc.run_data.forget(run.id)
+    svc.worker.submit(run.id)
+    raise ConflictException(
+        f"run {run.id} was ingested by an older tracelens and is being re-ingested; "
+        "try again in a moment"
+    ) from None
