@@ -199,8 +199,13 @@ def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Pat
     """Qwen1.5-0.5B inference on an MI300X (ROCm): the GPU is 91 % busy; what remains is a
     few ms of host time between launches and the efficiency of hipBLASLt GEMMs and the
     already-fused flash attention. The GPU is named although the trace's device name is
-    empty; advice speaks ROCm (TunableOp, hipBLASLt), and never asks for FlashAttention."""
+    empty; advice speaks ROCm (TunableOp, hipBLASLt), and never asks for FlashAttention.
+    463 kernels (13.3 ms, 31 % of kernel time) carry correlation ids below every recorded
+    runtime call: they were launched before the host side of the trace begins, so their
+    operator is unknown, and the report says so instead of calling them "(no operator)"."""
     r = report_of(corpus, "engines/mi300_qwen_inference.json.gz")
+    assert r["top_ops"][0]["name"] == "(launched before the host trace began)"
+    assert any(n.startswith("463 kernels (13.3 ms, 30.9% of kernel time)") for n in r["notes"])
     w = r["workload"]
     assert w["gpu"]["model"] == "MI300X" and w["gpu"]["vendor"] == "amd"
     assert w["attention"] == "flash"

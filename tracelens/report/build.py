@@ -16,7 +16,7 @@ from tracelens.analyzers import run_all
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
-from tracelens.derived.kernel_ops import replay_attribution_notes
+from tracelens.derived.kernel_ops import before_host_trace_notes, replay_attribution_notes
 from tracelens.llm.section import llm_section
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 
@@ -125,6 +125,8 @@ def build_report_from_db(
         report["notes"].append("no GPU work recorded in this trace")
     report["notes"].extend(workload_of(db).recording_notes)
     report["notes"].extend(replay_attribution_notes(db))
+    if db.devices:
+        report["notes"].extend(before_host_trace_notes(db))
     for name, fn in SECTIONS.items():
         section = fn(db, t)
         if section is not None:
