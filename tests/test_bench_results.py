@@ -34,6 +34,15 @@ ITLS: list[list[float]] = [[0.02, 0.03, 0.04], [0.05, 0.05], [], []]
 OUTPUT_LENS = [4, 3, 1, 0]
 ERRORS = ["", "", "", "Bad Request"]
 DURATION_S = 2.0
+# The per-request lists both clients write when asked for details.
+DETAILS: dict[str, Any] = {
+    "input_lens": [32, 32, 16, 16],
+    "output_lens": OUTPUT_LENS,
+    "ttfts": TTFTS,
+    "itls": ITLS,
+    "generated_texts": ["a b c d", "e f g", "h", ""],
+    "errors": ERRORS,
+}
 
 
 def vllm_result(detailed: bool = True) -> dict[str, Any]:
@@ -65,16 +74,7 @@ def vllm_result(detailed: bool = True) -> dict[str, Any]:
         "std_ttft_ms": 85.0,
         "p99_ttft_ms": 297.0,
     }
-    if detailed:
-        rec |= {
-            "input_lens": [32, 32, 16, 16],
-            "output_lens": OUTPUT_LENS,
-            "ttfts": TTFTS,
-            "itls": ITLS,
-            "generated_texts": ["a b c d", "e f g", "h", ""],
-            "errors": ERRORS,
-        }
-    return rec
+    return rec | DETAILS if detailed else rec
 
 
 def sglang_line(detailed: bool = True) -> dict[str, Any]:
@@ -102,16 +102,7 @@ def sglang_line(detailed: bool = True) -> dict[str, Any]:
         "concurrency": 0.37,
         "accept_length": None,
     }
-    if detailed:
-        rec |= {
-            "input_lens": [32, 32, 16, 16],
-            "output_lens": OUTPUT_LENS,
-            "ttfts": TTFTS,
-            "itls": ITLS,
-            "generated_texts": ["a b c d", "e f g", "h", ""],
-            "errors": ERRORS,
-        }
-    return rec
+    return rec | DETAILS if detailed else rec
 
 
 def write_vllm(path: Path, *records: dict[str, Any]) -> Path:
@@ -124,6 +115,12 @@ def write_sglang(path: Path, *lines: dict[str, Any]) -> Path:
     # json.dumps never writes Infinity as valid JSON, but Python's json reads it back
     path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
     return path
+
+
+def analyze_json(runner: CliRunner, trace: Path, *options: str) -> dict[str, Any]:
+    res = runner.invoke(main, ["analyze", str(trace), *options, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
 
 
 @pytest.fixture
@@ -166,21 +163,7 @@ def test_vllm_goodput_as_vllm_defines_it(
     """ttft=200ms,tpot=40ms: r0 and r2 are good (r2's one token counts as TPOT 0), r1 misses
     both, failed r3 meets none. vLLM's request_goodput would be 2 / 2 s = 1.0."""
     bench = write_vllm(tmp_path / "vllm.json", vllm_result())
-    res = runner.invoke(
-        main,
-        [
-            "analyze",
-            str(plain_trace),
-            "--bench",
-            str(bench),
-            "--slo",
-            "ttft=200ms,tpot=40ms",
-            "--format",
-            "json",
-        ],
-    )
-    assert res.exit_code == 0, res.output
-    r = json.loads(res.stdout)
+    r = analyze_json(runner, plain_trace, "--bench", str(bench), "--slo", "ttft=200ms,tpot=40ms")
     llm = r["llm"]
     assert set(llm) == {"client", "slo"}  # no annotations: only the client's view
     assert llm["client"]["tool"] == "vllm bench serve"
@@ -223,21 +206,7 @@ def test_sglang_jsonl_uses_the_last_detailed_line(
         "generated_texts": ["x"],
     }
     bench = write_sglang(tmp_path / "sglang.jsonl", first, sglang_line(), sglang_line(False))
-    res = runner.invoke(
-        main,
-        [
-            "analyze",
-            str(plain_trace),
-            "--bench",
-            str(bench),
-            "--slo",
-            "itl=45ms,e2e=300ms",
-            "--format",
-            "json",
-        ],
-    )
-    assert res.exit_code == 0, res.output
-    r = json.loads(res.stdout)
+    r = analyze_json(runner, plain_trace, "--bench", str(bench), "--slo", "itl=45ms,e2e=300ms")
     assert r["llm"]["client"]["tool"] == "sglang bench_serving"
     assert r["llm"]["client"]["duration_ns"] == 2 * S
     slo = r["llm"]["slo"]
@@ -246,21 +215,8 @@ def test_sglang_jsonl_uses_the_last_detailed_line(
     assert slo["goodput_output_tokens_per_s"] == pytest.approx(2.5)
     assert any("holds 3 benchmark results; the one on line 2" in n for n in r["notes"])
     # e2e without annotations: TTFT against decode of r1 (0.30 s vs 0.10 s)
-    slo_e2e = json.loads(
-        runner.invoke(
-            main,
-            [
-                "analyze",
-                str(plain_trace),
-                "--bench",
-                str(bench),
-                "--slo",
-                "e2e=300ms",
-                "--format",
-                "json",
-            ],
-        ).stdout
-    )["llm"]["slo"]
+    slo_e2e = analyze_json(runner, plain_trace, "--bench", str(bench), "--slo", "e2e=300ms")
+    slo_e2e = slo_e2e["llm"]["slo"]
     assert slo_e2e["cause"]["ttft_ns"] == pytest.approx(0.30 * S)
     assert slo_e2e["cause"]["decode_ns"] == pytest.approx(0.10 * S)
     assert slo_e2e["cause"]["phase"] is None
@@ -277,11 +233,7 @@ def test_client_requests_are_explained_by_the_traces_phases(
     sc.range("llm.decode[a]", 250 * MS, 10 * MS)
     trace = write_chrome_trace(sc, tmp_path / "serve.pt.trace.json.gz")
     bench = write_vllm(tmp_path / "vllm.json", vllm_result())
-    res = runner.invoke(
-        main,
-        ["analyze", str(trace), "--bench", str(bench), "--slo", "ttft=200ms", "--format", "json"],
-    )
-    r = json.loads(res.stdout)
+    r = analyze_json(runner, trace, "--bench", str(bench), "--slo", "ttft=200ms")
     assert r["llm"]["requests"] == 1  # the trace's own view stays
     slo = r["llm"]["slo"]
     assert slo["applies_to"] == "client" and slo["attainment_pct"]["ttft"] == 50.0
@@ -295,11 +247,7 @@ def test_bench_without_slo_and_every_format(
     runner: CliRunner, plain_trace: Path, tmp_path: Path
 ) -> None:
     bench = str(write_vllm(tmp_path / "vllm.json", vllm_result()))
-    r = json.loads(
-        runner.invoke(
-            main, ["analyze", str(plain_trace), "--bench", bench, "--format", "json"]
-        ).stdout
-    )
+    r = analyze_json(runner, plain_trace, "--bench", bench)
     assert set(r["llm"]) == {"client"}
     assert not [f for f in r["findings"] if f["analyzer"] == "llm_slo"]
     args = ["analyze", str(plain_trace), "--bench", bench, "--slo", "ttft=200ms,tpot=40ms"]

@@ -178,7 +178,7 @@ def attainment(
     seconds = duration_ns / 1e9 if duration_ns else None
 
     def pct(k: int) -> float | None:
-        return 100.0 * k / n if n else None
+        return round(100.0 * k / n, 3) if n else None
 
     pcts: dict[str, float | None] = {name: pct(n - missed[name]) for name in names}
     pcts["all"] = pct(len(good))
