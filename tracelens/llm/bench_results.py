@@ -155,7 +155,7 @@ def load_bench_results(path: Path) -> BenchRun:
     if missing:
         raise BenchInputError(f"{label}: line {line}: no {', '.join(missing)} in the result")
     duration = rec.get("duration")
-    if not _number(duration) or duration <= 0:
+    if not isinstance(duration, int | float) or not _number(duration) or duration <= 0:
         raise BenchInputError(f"{label}: line {line}: no positive 'duration' (seconds)")
     notes = []
     if len(records) > 1:

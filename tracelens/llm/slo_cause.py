@@ -42,12 +42,16 @@ def phase_sums(requests: list[RequestLatency]) -> dict[str, float | None]:
 
 def client_phase_sums(requests: list[RequestLatency]) -> dict[str, float | None]:
     """A client's requests: TTFT, and decode as end-to-end minus TTFT."""
-    ok = [r for r in requests if r.ok and r.ttft_ns is not None and r.e2e_ns is not None]
-    if not ok:
+    pairs = [
+        (r.ttft_ns, r.e2e_ns)
+        for r in requests
+        if r.ok and r.ttft_ns is not None and r.e2e_ns is not None
+    ]
+    if not pairs:
         return {"ttft_ns": None, "decode_ns": None}
     return {
-        "ttft_ns": float(sum(r.ttft_ns for r in ok)),  # type: ignore[misc]
-        "decode_ns": float(sum(r.e2e_ns - r.ttft_ns for r in ok)),  # type: ignore[operator]
+        "ttft_ns": float(sum(t for t, _ in pairs)),
+        "decode_ns": float(sum(e - t for t, e in pairs)),
     }
 
 
