@@ -8,7 +8,7 @@ have either or both. A benchmark client's numbers (``llm.client``) and SLO attai
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich.console import Console
 from rich.table import Table
@@ -43,7 +43,7 @@ def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _shown(llm: dict[str, Any] | None) -> bool:
+def _shown(llm: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """A section with only warnings (labels that did not parse) shows as report notes."""
     if not llm:
         return False
