@@ -17,10 +17,18 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from ingest import TraceInputError, load_trace
 from ingest.loader import is_tracelens_database
-from tracelens.cli.options import EXIT_GATE, check_output, fail, threshold_option, write_output
+from tracelens.cli.options import (
+    EXIT_GATE,
+    check_output,
+    fail,
+    parse_slo_option,
+    read_bench_option,
+    threshold_option,
+    write_output,
+)
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
-from tracelens.report import build_report
+from tracelens.report import ReportInputs, build_report
 from tracelens.report.render.markdown import render_markdown
 from tracelens.report.render.text import render_text
 
@@ -95,6 +103,21 @@ def sample_trace_path() -> Path:
 )
 @threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
 @click.option(
+    "--slo",
+    metavar="OBJECTIVES",
+    default=None,
+    help="Serving objectives, e.g. ttft=200ms,tpot=50ms,itl=100ms,e2e=10s: attainment and "
+    "goodput of the trace's annotated requests (or, with --bench, the client's).",
+)
+@click.option(
+    "--bench",
+    "bench_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A benchmark client's per-request results (vllm bench serve --save-detailed JSON, "
+    "sglang bench_serving --output-details JSONL), shown beside the trace's view.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(path_type=Path),
@@ -118,6 +141,8 @@ def analyze(
     rank: int | None,
     capture_dir: Path | None,
     thresholds: Thresholds,
+    slo: str | None,
+    bench_path: Path | None,
     output: Path | None,
     force: bool,
     sample: bool,
@@ -128,6 +153,7 @@ def analyze(
         path = sample_trace_path()
     if path is None:
         raise click.UsageError("give a trace PATH (or --sample)")
+    inputs = ReportInputs(slo=parse_slo_option(slo), bench=read_bench_option(bench_path))
     check_output(output)
     if db_path is not None:
         check_db_target(db_path, path, force)
@@ -159,7 +185,7 @@ def analyze(
     except TraceInputError as exc:
         fail(str(exc))
     try:
-        report = build_report(loaded, thresholds, top)
+        report = build_report(loaded, thresholds, top, inputs=inputs)
     finally:
         loaded.close()
     _emit(report, fmt, output, max_findings)

@@ -10,6 +10,8 @@ from typing import NoReturn, TypeVar
 import click
 
 from tracelens.core.thresholds import Thresholds
+from tracelens.llm.bench_results import BenchInputError, BenchRun, load_bench_results
+from tracelens.llm.slo import Objectives, parse_slo
 
 # The exit codes of every command, the plugged-in ones included.
 EXIT_OK = 0
@@ -46,6 +48,26 @@ def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
         return Thresholds.with_overrides(overrides)
     except ValueError as exc:
         fail(f"--threshold: {exc}")
+
+
+def parse_slo_option(text: str | None) -> Objectives | None:
+    """``--slo ttft=200ms,tpot=50ms`` as :class:`Objectives` (None without the option)."""
+    if text is None:
+        return None
+    try:
+        return parse_slo(text)
+    except ValueError as exc:
+        fail(f"--slo {text!r}: {exc}")
+
+
+def read_bench_option(path: Path | None) -> BenchRun | None:
+    """``--bench FILE``: a benchmark client's per-request results (None without it)."""
+    if path is None:
+        return None
+    try:
+        return load_bench_results(path)
+    except BenchInputError as exc:
+        fail(f"--bench {exc}")
 
 
 def check_output(path: Path | None) -> None:

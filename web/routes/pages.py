@@ -19,7 +19,7 @@ from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
-from web.run_lifecycle import remove_run
+from web.run_lifecycle import change_slo, remove_run
 from web.run_lookup import find_finding, load_run, open_run_database, ready_report
 from web.services import Services
 
@@ -155,3 +155,16 @@ class RunPagesController(Controller):
         svc.access.check(request, form_token=data.get("token", ""))
         remove_run(svc, run_id)
         return Redirect("/", status_code=303)
+
+    @blocking_post("/slo")
+    def slo_form(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Redirect:
+        """The run page's objectives field: set them, then follow the re-analysis."""
+        svc.access.check(request, form_token=data.get("token", ""))
+        change_slo(svc, run_id, data.get("slo"))
+        return Redirect(f"/runs/{run_id}", status_code=303)

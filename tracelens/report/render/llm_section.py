@@ -1,19 +1,28 @@
-"""The LLM section of the text, Markdown and HTML reports (present when annotated).
+"""The LLM section of the text and Markdown reports (present when annotated).
 
 Its latency part comes from ``tracelens.annotate`` ranges, its engine-steps part from the
 step labels of vLLM and SGLang (:mod:`tracelens.report.render.engine_steps`); a trace may
-have either or both.
+have either or both. A benchmark client's numbers (``llm.client``) and SLO attainment
+(``llm.slo``, :mod:`tracelens.report.render.slo_section`) follow when the report has them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich.console import Console
 from rich.table import Table
 
 from tracelens.core.units import fmt_ns
 from tracelens.report.render import engine_steps
+from tracelens.report.render.slo_section import (
+    SLO_COLS,
+    client_headline,
+    client_title,
+    slo_lines,
+    slo_rows,
+    slo_title,
+)
 
 _METRICS = (
     ("TTFT", "ttft_ns"),
@@ -25,6 +34,7 @@ _COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
 def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Latency rows of the trace's numbers, or (without breakdown) of a client's."""
     out = [(label, llm[key]) for label, key in _METRICS]
     breakdown = llm.get("ttft_breakdown") or {}
     if "queue_ns" in breakdown:
@@ -33,9 +43,11 @@ def _rows(llm: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _shown(llm: dict[str, Any] | None) -> bool:
+def _shown(llm: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """A section with only warnings (labels that did not parse) shows as report notes."""
-    return bool(llm) and ("requests" in llm or bool(llm.get("engine_steps")))  # type: ignore[operator]
+    if not llm:
+        return False
+    return "requests" in llm or any(llm.get(k) for k in ("engine_steps", "client", "slo"))
 
 
 def _cell(col: str, s: dict[str, Any]) -> str:
@@ -85,16 +97,36 @@ def render_llm_text(report: dict[str, Any], console: Console) -> None:
         _latency_text(llm, console)
     if llm.get("engine_steps"):
         engine_steps.render_text(llm["engine_steps"], console)
+    client = llm.get("client")
+    if client:
+        console.print(_latency_table(client_title(client), client_headline(client), _rows(client)))
+    slo = llm.get("slo")
+    if slo:
+        t = Table(title=slo_title(slo))
+        for c in SLO_COLS:
+            t.add_column(c, justify="left" if c == "objective" else "right", no_wrap=True)
+        for row in slo_rows(slo):
+            t.add_row(*row)
+        console.print(t)
+        for line in slo_lines(slo):
+            console.print(f"  {line}")
 
 
-def _latency_text(llm: dict[str, Any], console: Console) -> None:
-    t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
+def _latency_table(title: str, caption: str, rows: list[tuple[str, dict[str, Any]]]) -> Table:
+    t = Table(title=title, caption=caption)
     t.add_column("metric")
     for c in _COLS:
         t.add_column(c, justify="right", no_wrap=True)
-    for label, s in _rows(llm):
+    for label, s in rows:
         t.add_row(label, *(_cell(c, s) for c in _COLS))
-    console.print(t)
+    return t
+
+
+def _latency_text(llm: dict[str, Any], console: Console) -> None:
+    rows = _rows(llm)
+    console.print(
+        _latency_table("LLM serving latency (from llm.* annotations)", _headline(llm), rows)
+    )
     for line in _steps_line(llm):
         console.print(f"  {line}")
 
@@ -108,16 +140,32 @@ def render_llm_markdown(report: dict[str, Any]) -> list[str]:
         out += _latency_markdown(llm)
     if llm.get("engine_steps"):
         out += engine_steps.render_markdown(llm["engine_steps"])
+    client = llm.get("client")
+    if client:
+        out += [f"### {client_title(client)}", "", client_headline(client), ""]
+        out += _markdown_table(_rows(client))
+    slo = llm.get("slo")
+    if slo:
+        out += [f"### {slo_title(slo)}", ""]
+        out.append("| " + " | ".join(SLO_COLS) + " |")
+        out.append("|---|" + "---:|" * (len(SLO_COLS) - 1))
+        out += ["| " + " | ".join(row) + " |" for row in slo_rows(slo)]
+        out.append("")
+        out += [f"- {line}" for line in slo_lines(slo)]
+        out.append("")
+    return out
+
+
+def _markdown_table(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    out = ["| metric | " + " | ".join(_COLS) + " |", "|---|" + "---|" * len(_COLS)]
+    for label, s in rows:
+        out.append(f"| {label} | " + " | ".join(_cell(c, s) for c in _COLS) + " |")
+    out.append("")
     return out
 
 
 def _latency_markdown(llm: dict[str, Any]) -> list[str]:
-    out = [_headline(llm), ""]
-    out.append("| metric | " + " | ".join(_COLS) + " |")
-    out.append("|---|" + "---|" * len(_COLS))
-    for label, s in _rows(llm):
-        out.append(f"| {label} | " + " | ".join(_cell(c, s) for c in _COLS) + " |")
-    out.append("")
+    out = [_headline(llm), "", *_markdown_table(_rows(llm))]
     out += [f"- {line}" for line in _steps_line(llm)]
     out.append("")
     return out
