@@ -12,6 +12,7 @@ from tracelens.cli.analyze import analyze
 from tracelens.cli.diff import diff
 from tracelens.cli.options import fail
 from tracelens.cli.schema import list_schema
+from tracelens.cli.sweep import sweep
 from tracelens.cli.thresholds import list_thresholds
 
 
@@ -46,6 +47,6 @@ def _load_plugin_commands() -> None:
         main.add_command(command, ep.name)
 
 
-for _command in (analyze, diff, list_thresholds, list_schema):
+for _command in (analyze, diff, sweep, list_thresholds, list_schema):
     main.add_command(_command)
 _load_plugin_commands()

@@ -11,7 +11,10 @@ Fields read, all lists with one entry per request:
 - ``output_lens``: output tokens (the server's count when it reports usage, else the
   tokenizer's); 0 for a failed request;
 - ``errors``: empty for a request that succeeded;
-- and ``duration``: the benchmark's wall time in seconds.
+- and ``duration``: the benchmark's wall time in seconds;
+- ``max_concurrency`` and ``request_rate`` (where written): the load the run was driven
+  with, which a sweep over runs (``tracelens sweep``) orders them by. ``request_rate`` is
+  ``"inf"`` (vLLM) or Infinity (SGLang) when every request was sent at once.
 
 Neither file keeps a request's end-to-end latency, so it is rebuilt as TTFT + the sum of
 its ITLs (the time of its last chunk; vLLM's own figure for ``/v1/completions``, a final
@@ -51,6 +54,9 @@ class BenchRun:
     duration_ns: float
     requests: list[RequestLatency]
     notes: list[str] = field(default_factory=list)
+    # The load it was driven with; None where the file does not say (or the rate is infinite).
+    max_concurrency: int | None = None
+    request_rate: float | None = None
 
 
 def _records(text: str, label: str) -> list[tuple[int, Any]]:
@@ -163,7 +169,24 @@ def load_bench_results(path: Path) -> BenchRun:
             f"{path.name} holds {len(records):,} benchmark results; the one on line {line:,} "
             "(the last with per-request results) is used"
         )
-    return BenchRun(label, _tool_of(rec), float(duration) * 1e9, _requests(rec, label), notes)
+    return BenchRun(
+        label,
+        _tool_of(rec),
+        float(duration) * 1e9,
+        _requests(rec, label),
+        notes,
+        max_concurrency=_positive_int(rec.get("max_concurrency")),
+        request_rate=_finite_rate(rec.get("request_rate")),
+    )
+
+
+def _positive_int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def _finite_rate(v: Any) -> float | None:
+    # "inf" (vLLM's spelling) or Infinity: every request sent at once, no rate to order by.
+    return float(v) if _number(v) and v > 0 else None
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
@@ -199,4 +222,6 @@ def client_summary(run: BenchRun) -> dict[str, Any]:
         "e2e_ns": _summary([r.e2e_ns for r in ok if r.e2e_ns is not None]),
         "requests_per_s": len(ok) / seconds,
         "output_tokens_per_s": output_tokens / seconds,
+        "max_concurrency": run.max_concurrency,
+        "request_rate": run.request_rate,
     }
