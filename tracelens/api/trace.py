@@ -8,7 +8,6 @@ range), each of which is again a Trace, analysed as if it were the whole capture
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from types import TracebackType
@@ -20,8 +19,8 @@ from ingest.loader import is_tracelens_database
 from tracelens.api.export import export_tables
 from tracelens.api.frames import LLM_FRAMES, TRACE_FRAMES, FrameSource, frame_of
 from tracelens.core.findings import Finding
-from tracelens.core.restricted_db import restricted_connection
-from tracelens.core.restriction import Interval, Restriction, RestrictionKind, merge_intervals
+from tracelens.core.restricted_db import restrict_to
+from tracelens.core.restriction import Interval, Restriction, RestrictionKind
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -210,9 +209,7 @@ class Trace(_HasTraceDB):
         return self._restricted(intervals, restriction.describe(intervals))
 
     def _restricted(self, intervals: list[Interval], note: str) -> Trace:
-        con = restricted_connection(self.db.con, merge_intervals(intervals), note)
-        loaded = dataclasses.replace(self._loaded, con=con, notes=[*self._loaded.notes, note])
-        return Trace(loaded)
+        return Trace(restrict_to(self._loaded, intervals, note))
 
     # -- lifetime --------------------------------------------------------------------
 
@@ -241,11 +238,19 @@ def load(path: str | Path, *, rank: int | None = None, db: str | Path | None = N
     tracelens wrote (``tracelens analyze --db``, ``load(..., db=...)``), opened read-only.
 
     With ``db`` the database is kept in that file, so the next ``load(db)`` is instant.
+    Raises :class:`ingest.TraceInputError` for what cannot be read.
     """
+    return Trace(open_trace(path, rank=rank, db=db))
+
+
+def open_trace(
+    path: str | Path, *, rank: int | None = None, db: str | Path | None = None
+) -> LoadedTrace:
+    """What :func:`load` opens: a trace database as it is, anything else ingested."""
     p = Path(path)
     if db is None and p.is_file() and is_tracelens_database(p):
-        return Trace(open_database(p))
-    return Trace(load_trace(p, db_path=db, rank=rank))
+        return open_database(p)
+    return load_trace(p, db_path=db, rank=rank)
 
 
 def open_database(path: Path) -> LoadedTrace:

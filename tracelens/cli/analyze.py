@@ -17,7 +17,16 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from ingest import TraceInputError, load_trace
 from ingest.loader import is_tracelens_database
-from tracelens.cli.options import EXIT_GATE, check_output, fail, threshold_option, write_output
+from tracelens.cli.options import (
+    EXIT_GATE,
+    check_output,
+    fail,
+    parse_restriction,
+    restrict_or_fail,
+    restriction_options,
+    threshold_option,
+    write_output,
+)
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
 from tracelens.report import build_report
@@ -87,6 +96,7 @@ def sample_trace_path() -> Path:
     help="For a profiler output folder: analyze this rank's trace.",
 )
 @threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
+@restriction_options
 @click.option(
     "-o",
     "--output",
@@ -110,12 +120,19 @@ def analyze(
     db_path: Path | None,
     rank: int | None,
     thresholds: Thresholds,
+    window: str | None,
+    steps: str | None,
+    range_name: str | None,
     output: Path | None,
     force: bool,
     sample: bool,
     quiet: bool,
 ) -> None:
-    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite."""
+    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.
+
+    --window, --steps or --range analyze only that part of it, as if it were the capture.
+    """
+    restriction = parse_restriction(window, steps, range_name)
     if sample:
         path = sample_trace_path()
     if path is None:
@@ -149,6 +166,7 @@ def analyze(
             loaded = load_trace(path, db_path=db_path, rank=rank)
     except TraceInputError as exc:
         fail(str(exc))
+    loaded = restrict_or_fail(loaded, restriction)
     try:
         report = build_report(loaded, thresholds, top)
     finally:

@@ -24,14 +24,17 @@ Python), so it works as well for a read-only database file as for an in-memory o
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import duckdb
 
+from ingest import LoadedTrace
 from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
 from ingest.schema import create_schema, set_info
-from tracelens.core.restriction import Interval
+from tracelens.core.restriction import Interval, Restriction, merge_intervals
+from tracelens.core.tracedb import TraceDB
 
 # The intervals as a relation: two lists given as parameters, not SQL text.
 _INTERVALS = "SELECT unnest($starts::BIGINT[]) AS s, unnest($ends::BIGINT[]) AS e"
@@ -122,3 +125,21 @@ def restricted_connection(
         out.close()
         raise
     return out
+
+
+def restrict_loaded(loaded: LoadedTrace, restriction: Restriction) -> LoadedTrace:
+    """``loaded`` as the restriction selects it, with a note saying so; ``loaded`` itself is
+    closed (the restricted copy replaces it). Raises RestrictionError when it selects nothing.
+    """
+    try:
+        intervals = restriction.intervals(TraceDB(loaded.con))
+        restricted = restrict_to(loaded, intervals, restriction.describe(intervals))
+    finally:
+        loaded.close()
+    return restricted
+
+
+def restrict_to(loaded: LoadedTrace, intervals: list[Interval], note: str) -> LoadedTrace:
+    """A new LoadedTrace of the rows of ``loaded`` within ``intervals``; ``loaded`` stays open."""
+    con = restricted_connection(loaded.con, merge_intervals(intervals), note)
+    return dataclasses.replace(loaded, con=con, notes=[*loaded.notes, note])

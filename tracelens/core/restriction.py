@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+
+if TYPE_CHECKING:
+    from tracelens.core.tracedb import TraceDB
 
 RestrictionKind = Literal["window", "steps", "range"]
 
