@@ -20,7 +20,7 @@ from tracelens.api.export import export_tables
 from tracelens.api.frames import LLM_FRAMES, TRACE_FRAMES, FrameSource, frame_of
 from tracelens.core.findings import Finding
 from tracelens.core.restricted_db import restrict_to
-from tracelens.core.restriction import Interval, Restriction, RestrictionKind
+from tracelens.core.restriction import Interval, one_restriction
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -197,14 +197,9 @@ class Trace(_HasTraceDB):
         """The trace restricted as ``tracelens analyze`` restricts it: ``window="2s:5s"``
         (offsets from the analysed window's start), ``steps="5:15"`` (profiler steps 5 to
         14) or ``range="NAME[@DOMAIN]"`` (the instances of an annotation range)."""
-        given: list[tuple[RestrictionKind, str]] = [
-            (kind, spec)
-            for kind, spec in (("window", window), ("steps", steps), ("range", range))
-            if spec is not None
-        ]
-        if len(given) != 1:
-            raise ValueError("give exactly one of window=, steps=, range=")
-        restriction = Restriction(*given[0])
+        restriction = one_restriction(window, steps, range)
+        if restriction is None:
+            raise ValueError("give one of window=, steps=, range=")
         intervals = restriction.intervals(self.db)
         return self._restricted(intervals, restriction.describe(intervals))
 

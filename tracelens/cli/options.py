@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
-from tracelens.core.restriction import Restriction, RestrictionError, RestrictionKind
+from tracelens.core.restriction import Restriction, RestrictionError, one_restriction
 from tracelens.core.thresholds import Thresholds
 
 # The exit codes of every command, the plugged-in ones included.
@@ -74,20 +74,10 @@ def parse_restriction(
     window: str | None, steps: str | None, range_name: str | None
 ) -> Restriction | None:
     """The restriction the options give (at most one of them), or None."""
-    given: list[tuple[RestrictionKind, str]] = [
-        (kind, spec)
-        for kind, spec in (("window", window), ("steps", steps), ("range", range_name))
-        if spec is not None
-    ]
-    if len(given) > 1:
-        raise click.UsageError("give at most one of --window, --steps, --range")
-    if not given:
-        return None
-    kind, spec = given[0]
     try:
-        return Restriction(kind, spec)
+        return one_restriction(window, steps, range_name)
     except RestrictionError as exc:
-        raise click.BadParameter(str(exc), param_hint=f"--{kind}") from None
+        raise click.UsageError(str(exc)) from None
 
 
 def parse_thresholds(values: tuple[str, ...]) -> Thresholds:

@@ -66,6 +66,23 @@ class Restriction:
         )
 
 
+def one_restriction(
+    window: str | None, steps: str | None, range_name: str | None
+) -> Restriction | None:
+    """The restriction one of the three specs gives, None without any; more than one is an
+    error (a window inside some steps is a window: give that)."""
+    given: list[Restriction] = []
+    if window is not None:
+        given.append(Restriction("window", window))
+    if steps is not None:
+        given.append(Restriction("steps", steps))
+    if range_name is not None:
+        given.append(Restriction("range", range_name))
+    if len(given) > 1:
+        raise RestrictionError("give at most one of a window, steps or a range")
+    return given[0] if given else None
+
+
 def parse_duration(text: str) -> int:
     """Nanoseconds from ``1500000``, ``1500us``, ``1.5ms`` or ``0.0015s`` (no unit: ns)."""
     m = _DURATION.fullmatch(text)
