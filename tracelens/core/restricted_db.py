@@ -32,6 +32,7 @@ import duckdb
 from ingest import LoadedTrace
 from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
+from ingest.limits import IngestLimits
 from ingest.schema import create_schema, set_info
 from tracelens.core.restriction import Interval, Restriction, merge_intervals
 from tracelens.core.tracedb import TraceDB
@@ -109,6 +110,8 @@ def restricted_connection(
     params = {"starts": [s for s, _ in intervals], "ends": [e for _, e in intervals]}
     out = connect()
     try:
+        # Bounded and spilling like an ingest's database: a copy of a large trace is one.
+        IngestLimits.from_env().configure(out, None)
         create_schema(out, describe=False)
         reader = source.cursor()
         try:
