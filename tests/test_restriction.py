@@ -89,7 +89,8 @@ def test_a_window_is_offsets_from_the_first_gpu_activity(trace: Trace) -> None:
     part = trace.restrict(window="8.9ms:26.9ms")
     assert part.memcpys.height == 2  # steps 1 and 2
     same = trace.window(t0 + 8_900_000, t0 + 26_900_000)
-    assert same.memcpys.equals(part.memcpys)
+    # Rows come out of the copy's joins in no particular order.
+    assert same.memcpys.sort("start_ns").equals(part.memcpys.sort("start_ns"))
     assert [f.id for f in same.findings] == [f.id for f in part.findings]
 
 
