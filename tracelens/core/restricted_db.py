@@ -42,9 +42,12 @@ _INTERVALS = "SELECT unnest($starts::BIGINT[]) AS s, unnest($ends::BIGINT[]) AS 
 
 # Merged intervals are disjoint and sorted, so the one that started last before a record
 # ends is the only one it can overlap (an ASOF join: linear, whatever the count).
+# Each rule first keeps the rows within the intervals' whole span (a plain filter, cheap on a
+# large table) so the join sorts only those.
 _OVERLAPPING = f"""
-WITH iv AS ({_INTERVALS})
-SELECT t.* FROM {{table}} t ASOF JOIN iv ON greatest(t.end_ns, t.start_ns + 1) > iv.s
+WITH iv AS ({_INTERVALS}),
+t AS (SELECT * FROM {{table}} WHERE start_ns < $last AND greatest(end_ns, start_ns + 1) > $first)
+SELECT t.* FROM t ASOF JOIN iv ON greatest(t.end_ns, t.start_ns + 1) > iv.s
 WHERE t.start_ns < iv.e
 """
 
@@ -52,7 +55,8 @@ _ISSUED = f"""
 WITH iv AS ({_INTERVALS}),
 launch AS (
     SELECT correlation_id, min(start_ns) AS at_ns FROM api_calls
-    WHERE correlation_id IS NOT NULL AND correlation_id <> 0 GROUP BY correlation_id
+    WHERE correlation_id IS NOT NULL AND correlation_id <> 0 AND start_ns < $last
+    GROUP BY correlation_id
 ),
 w AS (
     SELECT t.*, coalesce(l.at_ns, t.start_ns) AS _from_ns,
@@ -60,13 +64,16 @@ w AS (
                 ELSE l.at_ns + 1 END AS _to_ns
     FROM {{table}} t LEFT JOIN launch l ON l.correlation_id = t.correlation_id
 )
-SELECT w.* EXCLUDE (_from_ns, _to_ns) FROM w ASOF JOIN iv ON w._to_ns > iv.s
+SELECT w.* EXCLUDE (_from_ns, _to_ns)
+FROM (SELECT * FROM w WHERE _from_ns < $last AND _to_ns > $first) w
+ASOF JOIN iv ON w._to_ns > iv.s
 WHERE w._from_ns < iv.e
 """
 
 _INSTANTS = f"""
 WITH iv AS ({_INTERVALS})
-SELECT t.* FROM {{table}} t ASOF JOIN iv ON t.ts_ns >= iv.s WHERE t.ts_ns < iv.e
+SELECT t.* FROM (SELECT * FROM {{table}} WHERE ts_ns >= $first AND ts_ns < $last) t
+ASOF JOIN iv ON t.ts_ns >= iv.s WHERE t.ts_ns < iv.e
 """
 
 _ALL = "SELECT * FROM {table}"
@@ -107,7 +114,12 @@ def restricted_connection(
 ) -> duckdb.DuckDBPyConnection:
     """A new in-memory trace database with the rows of ``source`` the (sorted, disjoint)
     ``intervals`` keep, its gaps judged again, and ``note`` as its ``restriction`` fact."""
-    params = {"starts": [s for s, _ in intervals], "ends": [e for _, e in intervals]}
+    params = {
+        "starts": [s for s, _ in intervals],
+        "ends": [e for _, e in intervals],
+        "first": intervals[0][0],
+        "last": intervals[-1][1],
+    }
     out = connect()
     try:
         # Bounded and spilling like an ingest's database: a copy of a large trace is one.
