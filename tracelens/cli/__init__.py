@@ -10,8 +10,10 @@ import click
 from tracelens import __version__
 from tracelens.cli.analyze import analyze
 from tracelens.cli.diff import diff
+from tracelens.cli.export import export
 from tracelens.cli.options import fail
 from tracelens.cli.schema import list_schema
+from tracelens.cli.sql import sql
 from tracelens.cli.sweep import sweep
 from tracelens.cli.thresholds import list_thresholds
 
@@ -47,6 +49,6 @@ def _load_plugin_commands() -> None:
         main.add_command(command, ep.name)
 
 
-for _command in (analyze, diff, sweep, list_thresholds, list_schema):
+for _command in (analyze, diff, sweep, list_thresholds, list_schema, sql, export):
     main.add_command(_command)
 _load_plugin_commands()

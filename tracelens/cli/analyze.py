@@ -21,8 +21,11 @@ from tracelens.cli.options import (
     EXIT_GATE,
     check_output,
     fail,
+    parse_restriction,
     parse_slo_option,
     read_bench_option,
+    restrict_or_fail,
+    restriction_options,
     threshold_option,
     write_output,
 )
@@ -102,6 +105,7 @@ def sample_trace_path() -> Path:
     "replayed CUDA/HIP graph kernels (default: a capture_traces/ folder beside the trace).",
 )
 @threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
+@restriction_options
 @click.option(
     "--slo",
     metavar="OBJECTIVES",
@@ -143,12 +147,19 @@ def analyze(
     thresholds: Thresholds,
     slo: str | None,
     bench_path: Path | None,
+    window: str | None,
+    steps: str | None,
+    range_name: str | None,
     output: Path | None,
     force: bool,
     sample: bool,
     quiet: bool,
 ) -> None:
-    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite."""
+    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.
+
+    --window, --steps or --range analyze only that part of it, as if it were the capture.
+    """
+    restriction = parse_restriction(window, steps, range_name)
     if sample:
         path = sample_trace_path()
     if path is None:
@@ -184,6 +195,7 @@ def analyze(
             loaded = load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
     except TraceInputError as exc:
         fail(str(exc))
+    loaded = restrict_or_fail(loaded, restriction)
     try:
         report = build_report(loaded, thresholds, top, inputs=inputs)
     finally:

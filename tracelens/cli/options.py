@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
+from tracelens.core.restriction import Restriction, RestrictionError, one_restriction
 from tracelens.core.thresholds import Thresholds
 from tracelens.llm.bench_results import BenchInputError, BenchRun, load_bench_results
 from tracelens.llm.slo import Objectives, parse_slo
@@ -20,6 +21,9 @@ EXIT_GATE = 1
 # Unusable input or usage (click's own usage errors exit 2 too), with one line on stderr
 # naming the file and the problem.
 EXIT_BAD_INPUT = 2
+
+if TYPE_CHECKING:
+    from ingest import LoadedTrace
 
 _Command = TypeVar("_Command", bound=Callable[..., object])
 
@@ -34,6 +38,48 @@ def threshold_option(help_text: str) -> Callable[[_Command], _Command]:
         help=help_text,
         callback=lambda _ctx, _param, values: parse_thresholds(values),
     )
+
+
+def restriction_options(command: _Command) -> _Command:
+    """``--window START:END`` / ``--steps FIRST:END`` / ``--range NAME[@DOMAIN]``, handed to
+    the command as ``window``, ``steps``, ``range_name``; :func:`parse_restriction` reads
+    them."""
+    options = (
+        click.option(
+            "--window",
+            metavar="START:END",
+            default=None,
+            help="Analyze only this time window: offsets from the start of the analysed window "
+            "(first GPU activity), e.g. 2s:5s, 150ms:, :800ms (no unit: ns).",
+        ),
+        click.option(
+            "--steps",
+            metavar="FIRST:END",
+            default=None,
+            help="Analyze only profiler steps FIRST to END-1 (ProfilerStep#N), e.g. 5:15, 5:, 7.",
+        ),
+        click.option(
+            "--range",
+            "range_name",
+            metavar="NAME[@DOMAIN]",
+            default=None,
+            help="Analyze only the instances of this annotation or NVTX range (exact name; "
+            "@DOMAIN: its NVTX domain or Chrome category).",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def parse_restriction(
+    window: str | None, steps: str | None, range_name: str | None
+) -> Restriction | None:
+    """The restriction the options give (at most one of them), or None."""
+    try:
+        return one_restriction(window, steps, range_name)
+    except RestrictionError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
@@ -85,6 +131,19 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(f"{path}: cannot write the report ({exc.strerror or exc})")
+
+
+def restrict_or_fail(loaded: LoadedTrace, restriction: Restriction | None) -> LoadedTrace:
+    """``loaded`` restricted (closing the unrestricted one), or as it is without one; a
+    restriction that selects nothing fails with its message."""
+    if restriction is None:
+        return loaded
+    from tracelens.core.restricted_db import restrict_loaded
+
+    try:
+        return restrict_loaded(loaded, restriction)
+    except RestrictionError as exc:
+        fail(str(exc))
 
 
 def fail(message: str) -> NoReturn:
