@@ -7,13 +7,13 @@ have either or both.
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from tracelens.core.units import fmt_ns
 from tracelens.report.render import engine_steps
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _METRICS = (
     ("TTFT", "ttft_ns"),
@@ -88,6 +88,9 @@ def render_llm_text(report: dict[str, Any], console: Console) -> None:
 
 
 def _latency_text(llm: dict[str, Any], console: Console) -> None:
+    # rich is imported for the text report only: the Markdown one never needs it
+    from rich.table import Table
+
     t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
     t.add_column("metric")
     for c in _COLS:
