@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from corpus_cache import corpus_db
 
@@ -34,7 +35,7 @@ def corpus_traces(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in found)
 
 
-def table_hashes(con: object) -> dict[str, str]:
+def table_hashes(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """``rows:md5`` of each canonical table, over its rows' text sorted."""
     out = {}
     for table in TABLES:
@@ -43,11 +44,12 @@ def table_hashes(con: object) -> dict[str, str]:
             if table == "trace_info"
             else ""
         )
-        count, digest = con.execute(  # type: ignore[attr-defined]
-            f"""SELECT count(*), md5(coalesce(string_agg(r, chr(10) ORDER BY r), ''))
+        row = con.execute(
+            f"""SELECT count(*) || ':' || md5(coalesce(string_agg(r, chr(10) ORDER BY r), ''))
                 FROM (SELECT CAST(t AS VARCHAR) AS r FROM {table} t {where})"""
         ).fetchone()
-        out[table] = f"{count}:{digest}"
+        assert row is not None  # an aggregate always has its one row
+        out[table] = str(row[0])
     return out
 
 

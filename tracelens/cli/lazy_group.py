@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from typing import Any
 
 import click
 
@@ -22,8 +23,8 @@ PLUGIN_GROUP = "tracelens.commands"
 class LazyGroup(click.Group):
     """Commands given as ``{name: "package.module:attribute"}`` plus entry-point plugins."""
 
-    def __init__(self, *args: object, lazy_commands: Mapping[str, str], **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
