@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from ingest import TraceInputError, load_trace
+from ingest import LoadedTrace, TraceInputError, load_trace
 from ingest.loader import is_tracelens_database
 from tracelens.cli.options import (
     EXIT_GATE,
@@ -32,8 +30,6 @@ from tracelens.cli.options import (
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
 from tracelens.report import ReportInputs, build_report
-from tracelens.report.render.markdown import render_markdown
-from tracelens.report.render.text import render_text
 
 # Below this size ingest is quick enough that a progress bar would only flicker.
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
@@ -168,29 +164,10 @@ def analyze(
     check_output(output)
     if db_path is not None:
         check_db_target(db_path, path, force)
-    err = Console(stderr=True)
     size = path.stat().st_size if path.is_file() else 0
-    show_progress = not quiet and err.is_terminal and size >= PROGRESS_MIN_BYTES
     try:
-        if show_progress:
-            with Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                console=err,
-                transient=True,
-            ) as progress:
-                task = progress.add_task(f"ingesting {path.name}", total=size)
-                loaded = load_trace(
-                    path,
-                    db_path=db_path,
-                    rank=rank,
-                    capture_dir=capture_dir,
-                    on_progress=lambda done, total: progress.update(
-                        task, completed=done, total=total
-                    ),
-                )
+        if not quiet and size >= PROGRESS_MIN_BYTES:
+            loaded = _load_with_progress(path, db_path, rank, capture_dir, size)
         else:
             loaded = load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
     except TraceInputError as exc:
@@ -207,16 +184,53 @@ def analyze(
             sys.exit(EXIT_GATE)
 
 
+def _load_with_progress(
+    path: Path, db_path: Path | None, rank: int | None, capture_dir: Path | None, size: int
+) -> LoadedTrace:
+    """Ingest with a progress bar on stderr when it is a terminal."""
+    # rich is imported here, not at the top: small traces (most runs) never draw a bar.
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"ingesting {path.name}", total=size)
+        return load_trace(
+            path,
+            db_path=db_path,
+            rank=rank,
+            capture_dir=capture_dir,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+
+
 def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: int | None) -> None:
+    # Each renderer is imported only for its format: rich (text), Jinja (HTML) and the
+    # Markdown writer are start-up cost for every other one.
     if fmt == "json":
         text = json.dumps(report, indent=2, default=str) + "\n"
     elif fmt == "markdown":
+        from tracelens.report.render.markdown import render_markdown
+
         text = render_markdown(report, max_findings)
     elif fmt == "html":
         from tracelens.report.render.html import render_html
 
         text = render_html(report)
     else:
+        from rich.console import Console
+
+        from tracelens.report.render.text import render_text
+
         if output is None:
             render_text(report, Console(), max_findings)
             return

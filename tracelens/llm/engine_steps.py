@@ -26,13 +26,14 @@ steps do not carry.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.engine_labels import read_engine_labels
 from tracelens.llm.latency_metrics import PERCENTILES, summarize
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PHASES = ("prefill", "decode", "mixed")
 # At most this many steps are listed one by one in the report (the first ones in time).
@@ -267,6 +268,9 @@ def weighted_summary(values: np.ndarray, weights: np.ndarray) -> dict[str, Any]:
     Percentiles interpolate linearly between the closest ranks of the repeated list (DuckDB
     ``quantile_cont``, NumPy's default), so they equal those of the expanded data exactly.
     """
+    # numpy only for traces with engine steps: every other analysis skips its import
+    import numpy as np
+
     keep = weights > 0
     values, weights = values[keep].astype(float), weights[keep].astype(np.int64)
     n = int(weights.sum())
@@ -296,6 +300,8 @@ def _itl(db: TraceDB) -> dict[str, Any]:
         """SELECT dur_ns, decode_requests FROM engine_steps
            WHERE phase IN ('decode', 'mixed') AND decode_requests > 0 ORDER BY step_id"""
     )
+    import numpy as np
+
     arr = np.array(rows, dtype=float).reshape(-1, 2)
     return weighted_summary(arr[:, 0], arr[:, 1])
 

@@ -8,10 +8,7 @@ have either or both. A benchmark client's numbers (``llm.client``) and SLO attai
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from tracelens.core.units import fmt_ns
 from tracelens.report.render import engine_steps
@@ -23,6 +20,10 @@ from tracelens.report.render.slo_section import (
     slo_rows,
     slo_title,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 _METRICS = (
     ("TTFT", "ttft_ns"),
@@ -102,6 +103,8 @@ def render_llm_text(report: dict[str, Any], console: Console) -> None:
         console.print(_latency_table(client_title(client), client_headline(client), _rows(client)))
     slo = llm.get("slo")
     if slo:
+        from rich.table import Table
+
         t = Table(title=slo_title(slo))
         for c in SLO_COLS:
             t.add_column(c, justify="left" if c == "objective" else "right", no_wrap=True)
@@ -113,6 +116,9 @@ def render_llm_text(report: dict[str, Any], console: Console) -> None:
 
 
 def _latency_table(title: str, caption: str, rows: list[tuple[str, dict[str, Any]]]) -> Table:
+    # rich is imported for the text report only: the Markdown one never needs it
+    from rich.table import Table
+
     t = Table(title=title, caption=caption)
     t.add_column("metric")
     for c in _COLS:

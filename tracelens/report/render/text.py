@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -76,6 +75,9 @@ def render_text(report: dict[str, Any], console: Console, max_findings: int | No
                 Text(f["title"]),
             )
         console.print(table)
+        # rich.markdown (markdown-it and pygments behind it) only for reports with advice
+        from rich.markdown import Markdown
+
         for i, f in enumerate(findings, 1):
             body = Group(
                 Text(f["summary"]),
