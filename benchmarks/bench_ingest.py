@@ -1,6 +1,7 @@
 """Ingest + analysis speed and memory on a large trace, against Holistic Trace Analysis.
 
     python benchmarks/bench_ingest.py [--events 2000000] [--hta-python PATH | --skip-hta]
+    python benchmarks/bench_ingest.py --chunk-mb 32,16,8 [--trace PATH ...] [--events N]
 
 Writes (once, cached) a synthetic Kineto trace of at least ``--events`` events, then in
 fresh processes: tracelens ingests it into DuckDB and runs every analyzer; HTA 0.5 loads
@@ -8,11 +9,16 @@ the same file (``TraceAnalysis``) and computes its idle-time breakdown. Prints s
 MB/s and peak RSS for each and the ratios. HTA runs from a throwaway virtual environment
 (``--hta-python``, or one created under the cache directory with ``pip install
 holistictraceanalysis``); it is never a tracelens dependency.
+
+``--chunk-mb`` compares read chunk sizes instead (in memory, no HTA): for each trace
+(``--trace``, repeatable, else the synthetic one) and size, ingest + analysis time, peak
+RSS and the sha256 of the ``--format json`` report, which must be the same at every size.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -25,11 +31,21 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _child(path: str, mode: str) -> None:
+def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
     """Measured in a fresh process so peak RSS belongs to this work alone."""
     t0 = time.perf_counter()
     from ingest import load_trace
     from tracelens.report import build_report
+
+    if chunk_mb is not None:
+        import functools
+
+        import ingest.loader
+
+        # the benchmark's own knob: ingest reads at the one size byte_source defines
+        ingest.loader.iter_bytes = functools.partial(  # type: ignore[assignment]
+            ingest.loader.iter_bytes, chunk_size=chunk_mb * 1024 * 1024
+        )
 
     imported = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,6 +62,10 @@ def _child(path: str, mode: str) -> None:
                 "ingest_s": ingested - imported,
                 "analyze_s": analyzed - ingested,
                 "findings": len(report["findings"]),
+                # the CLI's --format json text, to compare reports across chunk sizes
+                "report_sha256": hashlib.sha256(
+                    (json.dumps(report, indent=2, default=str) + "\n").encode()
+                ).hexdigest(),
                 "kernels": report["metrics"]["kernel_count"],
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
@@ -84,24 +104,48 @@ def _run_json(cmd: list[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _compare_chunks(traces: list[Path], sizes: list[int]) -> None:
+    for trace in traces:
+        size_mb = trace.stat().st_size / 1e6
+        print(f"{trace.name} ({size_mb:,.1f} MB on disk)")
+        digests = set()
+        for chunk in sizes:
+            r = _run_json([sys.executable, __file__, "--child", str(trace), "memory", str(chunk)])
+            digests.add(r["report_sha256"])
+            print(
+                f"  {chunk:3d} MB chunks: ingest {r['ingest_s']:.2f} s, analyze "
+                f"{r['analyze_s']:.2f} s, peak RSS {r['peak_rss_mb']:,.0f} MB, report "
+                f"{r['report_sha256'][:12]}",
+                flush=True,
+            )
+        print(f"  reports {'identical' if len(digests) == 1 else 'DIFFER'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tracelens-bench")
     ap.add_argument("--hta-python", default=None)
     ap.add_argument("--skip-hta", action="store_true")
-    ap.add_argument("--child", nargs=2, metavar=("PATH", "MODE"), help=argparse.SUPPRESS)
+    ap.add_argument("--chunk-mb", default=None, help="compare these chunk sizes, e.g. 32,16,8")
+    ap.add_argument("--trace", type=Path, action="append", default=[])
+    ap.add_argument("--child", nargs=3, metavar=("PATH", "MODE", "CHUNK"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        _child(*args.child)
+        path, mode, chunk = args.child
+        _child(path, mode, int(chunk) if chunk != "-" else None)
         return
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.chunk_mb:
+        sizes = [int(s) for s in args.chunk_mb.split(",")]
+        _compare_chunks(args.trace or [_ensure_trace(args.cache, args.events)], sizes)
+        return
     trace = _ensure_trace(args.cache, args.events)
     size_mb = trace.stat().st_size / 1e6
     print(f"trace: {trace} ({size_mb:,.0f} MB, >= {args.events:,} events)")
     results = {}
     for mode in ("memory", "file"):
-        r = _run_json([sys.executable, __file__, "--child", str(trace), mode])
+        r = _run_json([sys.executable, __file__, "--child", str(trace), mode, "-"])
         results[mode] = r
         print(
             f"tracelens ({mode} db): ingest {r['ingest_s']:.1f} s = "

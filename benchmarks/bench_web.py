@@ -11,7 +11,9 @@ separate client process measures:
   requests, 1500 px wide, as the browser asks);
 - run page and findings API throughput (req/s) and p50/p95 at ``--clients`` concurrent
   connections, for a bounded time: with ``wrk`` when installed (a light C client, so the
-  figures measure the server), else an asyncio client.
+  figures measure the server), else an asyncio client; then the same with
+  ``If-None-Match`` carrying the answer's ETag, as a returning browser or a polling
+  dashboard asks (each answer an empty 304).
 
 Targets: timeline p95 < 100 ms; run page p95 < 50 ms at 50 concurrent clients.
 """
@@ -78,15 +80,18 @@ async def _sequential(client, urls: list[str]) -> list[float]:
     return out
 
 
-async def _concurrent(client, url: str, clients: int, seconds: float) -> dict[str, float]:
+async def _concurrent(
+    client, url: str, clients: int, seconds: float, headers: dict[str, str]
+) -> dict[str, float]:
     lat: list[float] = []
     stop = time.perf_counter() + seconds
 
     async def worker() -> None:
         while time.perf_counter() < stop:
             t = time.perf_counter()
-            r = await client.get(url)
-            r.raise_for_status()
+            r = await client.get(url, headers=headers)
+            if r.status_code not in (200, 304):
+                r.raise_for_status()
             lat.append(1000 * (time.perf_counter() - t))
 
     t0 = time.perf_counter()
@@ -95,10 +100,14 @@ async def _concurrent(client, url: str, clients: int, seconds: float) -> dict[st
     return {**_summary(lat), "req_per_s": round(len(lat) / wall, 1), "client": "asyncio/httpx"}
 
 
-def _wrk(url: str, clients: int, seconds: float, cookie: str) -> dict[str, float]:
+def _wrk(
+    url: str, clients: int, seconds: float, cookie: str, headers: dict[str, str]
+) -> dict[str, float]:
     # The cookie a browser holds after its first visit (the CSRF cookie): without it every
     # request would mint a new token, which no returning browser causes.
     header = ["-H", f"Cookie: {cookie}"] if cookie else []
+    for name, value in headers.items():
+        header += ["-H", f"{name}: {value}"]
     out = subprocess.run(
         ["wrk", "-t2", f"-c{clients}", f"-d{int(seconds)}s", "--latency", *header, url],
         capture_output=True,
@@ -152,10 +161,15 @@ async def _client_main(base: str, run_id: str, span: int, clients: int, seconds:
             ("findings_api", f"/api/runs/{run_id}/findings"),
         ):
             await _sequential(client, [url] * 5)
-            if shutil.which("wrk"):
-                results[name] = _wrk(base + url, clients, seconds, cookie)
-            else:
-                results[name] = await _concurrent(client, url, clients, seconds)
+            etag = (await client.get(url)).headers.get("etag")
+            asks = {name: {}, f"{name}_304": {"If-None-Match": etag} if etag else None}
+            for label, headers in asks.items():
+                if headers is None:
+                    continue
+                if shutil.which("wrk"):
+                    results[label] = _wrk(base + url, clients, seconds, cookie, headers)
+                else:
+                    results[label] = await _concurrent(client, url, clients, seconds, headers)
     return results
 
 
@@ -220,7 +234,9 @@ def _report(results: dict, clients: int, processes: int) -> None:
         f"({results['timeline_full_bytes'] / 1024:.0f} KiB per answer, n={tf['n']})"
     )
     print(f"timeline 1 ms window:   p50 {t1['p50_ms']} ms, p95 {t1['p95_ms']} ms (n={t1['n']})")
-    for name in ("run_page", "findings_api"):
+    for name in ("run_page", "findings_api", "run_page_304", "findings_api_304"):
+        if name not in results:
+            continue
         r = results[name]
         p95 = r.get("p95_ms", r.get("p95_ms~"))
         errors = f", errors {r['errors']}" if r.get("errors") else ""

@@ -6,7 +6,7 @@ names as the trace has them; this pass rewrites every text column of the canonic
 and the trace facts with the rules of :mod:`ingest.redaction` before anything reads them,
 so the CLI's ``--db`` files, reports and the web timeline never hold them.
 
-One RE2 scan per text column (DuckDB ``regexp_matches`` with the candidate pattern of
+One RE2 scan over every text column (DuckDB ``regexp_matches`` with the candidate pattern of
 :mod:`ingest.redacted_copy`) finds the few distinct values that could hold a secret; only
 those are redacted in Python and written back through a mapping table.
 """
@@ -20,43 +20,50 @@ from ingest.redaction import REDACTED, is_secret_key, redact_text
 from ingest.schema import TABLES
 
 
-def _text_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+def _text_columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(table, column) of every text column of the canonical tables but ``trace_info``."""
+    tables = [t for t in TABLES if t != "trace_info"]
     return [
-        r[0]
+        (r[0], r[1])
         for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
-            "AND data_type = 'VARCHAR' AND NOT internal",
-            [table],
+            "SELECT table_name, column_name FROM duckdb_columns() "
+            "WHERE data_type = 'VARCHAR' AND NOT internal AND list_contains(?, table_name) "
+            "ORDER BY table_name, column_index",
+            [tables],
         ).fetchall()
     ]
 
 
 def redact_tables(con: duckdb.DuckDBPyConnection) -> int:
     """Redact secrets in every text column of the canonical tables; values rewritten."""
+    columns = _text_columns(con)
+    # One scan of every column: a query per column cost more than the scans themselves on
+    # small traces (dozens of columns, most of them in empty tables).
+    scan = " UNION ALL ".join(
+        f'SELECT {i} AS col, "{col}" AS v FROM {table}' for i, (table, col) in enumerate(columns)
+    )
+    found: dict[int, list[str]] = {}
+    if columns:
+        for i, value in con.execute(
+            f"SELECT DISTINCT col, v FROM ({scan}) "
+            "WHERE v IS NOT NULL AND regexp_matches(v, ?) ORDER BY col, v",
+            [CANDIDATE_RE2],
+        ).fetchall():
+            found.setdefault(i, []).append(value)
     changed = 0
-    for table in TABLES:
-        if table == "trace_info":
+    for i, values in found.items():
+        table, col = columns[i]
+        pairs = [(v, redact_text(v)) for v in values]
+        pairs = [(old, new) for old, new in pairs if new != old]
+        if not pairs:
             continue
-        for col in _text_columns(con, table):
-            values = [
-                r[0]
-                for r in con.execute(
-                    f'SELECT DISTINCT "{col}" FROM {table} '
-                    f'WHERE "{col}" IS NOT NULL AND regexp_matches("{col}", ?)',
-                    [CANDIDATE_RE2],
-                ).fetchall()
-            ]
-            pairs = [(v, redact_text(v)) for v in values]
-            pairs = [(old, new) for old, new in pairs if new != old]
-            if not pairs:
-                continue
-            con.execute("CREATE OR REPLACE TEMP TABLE _redacted (old VARCHAR, new VARCHAR)")
-            con.executemany("INSERT INTO _redacted VALUES (?, ?)", pairs)
-            con.execute(
-                f'UPDATE {table} SET "{col}" = r.new FROM _redacted r WHERE {table}."{col}" = r.old'
-            )
-            con.execute("DROP TABLE _redacted")
-            changed += len(pairs)
+        con.execute("CREATE OR REPLACE TEMP TABLE _redacted (old VARCHAR, new VARCHAR)")
+        con.executemany("INSERT INTO _redacted VALUES (?, ?)", pairs)
+        con.execute(
+            f'UPDATE {table} SET "{col}" = r.new FROM _redacted r WHERE {table}."{col}" = r.old'
+        )
+        con.execute("DROP TABLE _redacted")
+        changed += len(pairs)
     for key, value in con.execute("SELECT key, value FROM trace_info").fetchall():
         new = REDACTED if value and is_secret_key(key) else redact_text(value or "")
         if value and new != value:

@@ -414,7 +414,12 @@ def set_info(con: duckdb.DuckDBPyConnection, values: dict[str, object]) -> None:
     """Insert or replace trace_info facts; ``None`` values are skipped."""
     rows = [(k, str(v)) for k, v in values.items() if v is not None]
     if rows:
-        con.executemany("INSERT OR REPLACE INTO trace_info VALUES (?, ?)", rows)
+        # One statement: executemany runs one per row, each costing a full query's set-up.
+        values_sql = ", ".join(["(?, ?)"] * len(rows))
+        con.execute(
+            f"INSERT OR REPLACE INTO trace_info VALUES {values_sql}",
+            [item for row in rows for item in row],
+        )
 
 
 def active_device_ids(con: duckdb.DuckDBPyConnection) -> list[int]:

@@ -15,6 +15,8 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.testing import write_chrome_trace
 from tracelens.testing.nsys_writer import write_nsys_sqlite
 from tracelens.testing.planted_gaps import (
+    SMALL_KERNEL,
+    US,
     cuda_c_program,
     host_naming,
     queued_short_gaps,
@@ -209,9 +211,9 @@ def test_corpus_alexnet_inference_gets_no_training_advice(corpus: Path) -> None:
         ("torch/v100_train_single_rank_ns.pt.trace.json.gz", "kernel_switch"),
         # the one kernel's first launch loads its module (1.09 ms cuLibraryLoadData)
         ("nsys/rtx3060_vecadd_nsys2025.5.sqlite", "first_launch"),
-        # queued behind an event from outside the trace while the host sat in a
-        # synchronous hipMemcpyWithStream
-        ("engines/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "host_blocked"),
+        # queued behind an event whose producer is not in the trace (nothing ran on any GPU
+        # for 463 ms) while the host sat in a synchronous hipMemcpyWithStream
+        ("engines/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "unrecorded_producer"),
         # a tiny model on an MI300X: each kernel issued as the GPU ran dry, ~20 µs later
         ("engines/mi300_bert_small.json.gz", "launch_latency"),
     ],
@@ -236,3 +238,29 @@ def test_gpu_side_waits_say_what_they_were(corpus: Path, rel: str, kind: str) ->
     assert dep, [f["title"] for f in report["findings"]]
     assert dep[0]["evidence"]["gpu_side_kinds"][0]["kind"] == kind
     assert "another stream" not in dep[0]["title"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_wait_on_work_outside_the_trace_is_told_from_one_on_recorded_work(load, fmt: str) -> None:
+    """The 300 us wait behind ``cudaStreamWaitEvent`` with nothing running on any GPU waited
+    on work the trace does not record; the same wait while another GPU runs the producer,
+    with the host blocked in a synchronous copy, is the host blocked behind a recorded
+    dependency."""
+
+    def kinds(sc) -> list[str]:
+        db = load(sc, fmt)
+        (f,) = [
+            f
+            for f in idle_gpu.analyze(db, Thresholds())
+            if f.evidence.get("cause") == "gpu_dependency" and f.evidence.get("device_id") == 0
+        ]
+        return [k["kind"] for k in f.evidence["gpu_side_kinds"]]
+
+    alone = stream_wait_event()
+    assert kinds(alone)[0] == "unrecorded_producer"
+
+    recorded = stream_wait_event()
+    recorded.name += "_recorded"
+    recorded.launch(None, SMALL_KERNEL, 40 * US, 120 * US, 250 * US, device_id=1)
+    recorded.api("cudaMemcpy", 60 * US, 330 * US)
+    assert kinds(recorded)[0] == "host_blocked"

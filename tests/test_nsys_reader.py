@@ -260,12 +260,12 @@ def test_memcpys_and_memsets(tiny: duckdb.DuckDBPyConnection) -> None:
 
 def test_api_calls_decode_thread_and_strip_suffixes(tiny: duckdb.DuckDBPyConnection) -> None:
     assert rows(tiny, "SELECT * FROM api_calls ORDER BY start_ns") == [
-        (PID, TID, "cudaLaunchKernel", "runtime", 900_000, 950_000, 5, None),
-        (PID, TID, "cudaMemcpyAsync", "runtime", 960_000, 990_000, 6, None),
-        (PID, TID, "cudaStreamSynchronize", "runtime", 995_000, 1_601_000, 8, None),
-        (PID, TID, "cuLaunchKernel", "driver", 1_700_000, 1_705_000, 7, None),
-        (PID, TID, "cudaMemcpyAsync", "runtime", 1_950_000, 1_960_000, 9, None),
-        (PID, TID, "cudaMemsetAsync", "runtime", 1_960_000, 1_970_000, 10, None),
+        (PID, TID, "cudaLaunchKernel", "runtime", 900_000, 950_000, 5, None, None),
+        (PID, TID, "cudaMemcpyAsync", "runtime", 960_000, 990_000, 6, None, None),
+        (PID, TID, "cudaStreamSynchronize", "runtime", 995_000, 1_601_000, 8, None, None),
+        (PID, TID, "cuLaunchKernel", "driver", 1_700_000, 1_705_000, 7, None, None),
+        (PID, TID, "cudaMemcpyAsync", "runtime", 1_950_000, 1_960_000, 9, None, None),
+        (PID, TID, "cudaMemsetAsync", "runtime", 1_960_000, 1_970_000, 10, None, None),
     ]
 
 

@@ -21,10 +21,11 @@ import pytest
 
 from ingest import load_trace
 from tracelens.core.findings import Severity
-from tracelens.core.thresholds import Thresholds
+from tracelens.llm.bench_results import load_bench_results
 from tracelens.llm.model import LlmLatency, LlmSection
+from tracelens.llm.slo import parse_slo
+from tracelens.report import ReportInputs, build_report
 from tracelens.report import build as report_module
-from tracelens.report import build_report
 from tracelens.report.build import CORE_KEYS
 from tracelens.report.model import Report, SeverityLabel
 from tracelens.testing import Scenario, training_steps, write_chrome_trace
@@ -59,12 +60,32 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
 }
 
 
-def _report(path: Path, thresholds: Thresholds | None = None) -> dict[str, Any]:
+def _report(path: Path, inputs: ReportInputs | None = None) -> dict[str, Any]:
     loaded = load_trace(path)
     try:
-        return build_report(loaded, thresholds)
+        return build_report(loaded, inputs=inputs)
     finally:
         loaded.close()
+
+
+def _bench_results(path: Path) -> Path:
+    """A benchmark client's per-request results (vLLM's --save-detailed shape), one failed."""
+    n, tokens = 4, 8
+    result = {
+        "backend": "vllm",
+        "max_concurrency": 2,
+        "request_rate": "inf",
+        "duration": 2.5,
+        "completed": n - 1,
+        "input_lens": [32] * n,
+        "output_lens": [tokens] * (n - 1) + [0],
+        "ttfts": [0.05, 0.06, 0.4, 0.0],
+        "itls": [[0.01] * (tokens - 1)] * (n - 1) + [[]],
+        "generated_texts": ["x"] * (n - 1) + [""],
+        "errors": [""] * (n - 1) + ["timeout"],
+    }
+    path.write_text(json.dumps(result), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +98,20 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         reports[f"{name}_nsys"] = _report(
             write_nsys_sqlite(SCENARIOS[name](), d / f"{name}.sqlite")
         )
+    slo = parse_slo("ttft=200ms,tpot=50ms,itl=80ms")
+    llm_trace = write_chrome_trace(static_launch_bound(), d / "slo.pt.trace.json.gz")
+    reports["slo_trace"] = _report(llm_trace, ReportInputs(slo=slo))
+    bench = load_bench_results(_bench_results(d / "bench.json"))
+    plain = write_chrome_trace(training_steps(2), d / "plain.pt.trace.json.gz")
+    reports["slo_client"] = _report(plain, ReportInputs(slo=slo, bench=bench))
+    reports["client_only"] = _report(plain, ReportInputs(bench=bench))
     return reports
 
 
-@pytest.mark.parametrize("name", [*SCENARIOS, "vllm_nsys", "training_nsys"])
+PLANTED = [*SCENARIOS, "vllm_nsys", "training_nsys", "slo_trace", "slo_client", "client_only"]
+
+
+@pytest.mark.parametrize("name", PLANTED)
 def test_planted_reports_are_their_model(planted: dict[str, dict[str, Any]], name: str) -> None:
     assert report_model_problems(planted[name]) == []
 
@@ -128,6 +159,19 @@ def test_a_report_that_strays_is_caught(planted: dict[str, dict[str, Any]]) -> N
     assert any("supersedes" in p for p in report_model_problems(missing))
     with pytest.raises(msgspec.ValidationError):
         Report.of(missing)
+
+
+def test_objectives_and_a_client_s_results_make_their_parts(
+    planted: dict[str, dict[str, Any]],
+) -> None:
+    by_trace = Report.of(planted["slo_trace"]).llm
+    assert isinstance(by_trace, LlmSection) and by_trace.latency is not None
+    assert by_trace.slo is not msgspec.UNSET and by_trace.slo.applies_to == "trace"
+    by_client = Report.of(planted["slo_client"]).llm
+    assert isinstance(by_client, LlmSection) and by_client.latency is None
+    assert by_client.warnings is msgspec.UNSET  # no annotations were read: only the inputs
+    assert by_client.client is not msgspec.UNSET and by_client.client.failed == 1
+    assert by_client.slo is not msgspec.UNSET and by_client.slo.applies_to == "client"
 
 
 def test_a_registered_section_must_be_declared(

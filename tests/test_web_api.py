@@ -431,3 +431,34 @@ def test_llm_serving_trace_gets_the_latency_panel(tmp_path: Path) -> None:
         for metric in ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns"):
             assert fmt_ns(llm[metric]["p95"]) in panel, metric
         assert f"{llm['output_tokens_per_s']:.1f}" in panel
+
+
+def test_page_and_findings_answer_304_to_their_etag_until_a_reingest(
+    tmp_path: Path, planted: Path
+) -> None:
+    with client_for(make_settings(tmp_path / "data")) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+        urls = (f"/api/runs/{run['id']}/findings", f"/runs/{run['id']}")
+        first = {}
+        for url in urls:
+            r = client.get(url)
+            assert r.status_code == 200 and r.content
+            etag = r.headers["etag"]
+            assert etag.startswith('"') and "no-cache" in r.headers["cache-control"]
+            again = client.get(url, headers={"If-None-Match": etag})
+            assert again.status_code == 304 and again.content == b""
+            assert again.headers["etag"] == etag
+            # another tag, or none, gets the bytes
+            other = client.get(url, headers={"If-None-Match": '"1-other"'})
+            assert other.status_code == 200 and other.content == r.content
+            first[url] = (etag, r.content)
+
+        assert client.post(f"/api/runs/{run['id']}/reingest").status_code == 202
+        assert wait_done(client, run["id"])["status"] == "ready"
+        for url in urls:
+            old_etag, old_body = first[url]
+            r = client.get(url, headers={"If-None-Match": old_etag})
+            assert r.status_code == 200, url
+            assert r.headers["etag"] != old_etag
+            if url.endswith("/findings"):  # same trace, same findings: only the tag moved
+                assert r.content == old_body

@@ -65,6 +65,8 @@ class RunView(msgspec.Struct):
     finding_count: int
     top_severity: str | None
     facts: dict[str, Any]
+    # serving objectives the run is analyzed against (``ttft=200ms,tpot=50ms``), or None
+    slo: str | None
     created_at: str | None
     updated_at: str | None
     ready_at: str | None
@@ -86,6 +88,7 @@ class RunView(msgspec.Struct):
             finding_count=run.finding_count,
             top_severity=run.top_severity,
             facts=run.facts or {},
+            slo=run.slo,
             created_at=_iso(run.created_at),
             updated_at=_iso(run.updated_at),
             ready_at=_iso(run.ready_at),
@@ -103,6 +106,13 @@ class UploadedRun(RunView):
         view = cls.of(run)
         view.duplicate = not created
         return view
+
+
+class SloChange(msgspec.Struct):
+    """A run's new serving objectives: ``ttft=200ms,tpot=50ms`` (any subset of ttft, tpot,
+    itl, e2e), or null / an empty string for none."""
+
+    slo: str | None = None
 
 
 class RunList(msgspec.Struct):

@@ -26,6 +26,7 @@ from web.routes.api_timeline import TimelineController
 from web.routes.compare import CompareApiController, ComparePageController
 from web.routes.health import health
 from web.routes.pages import RunListPageController, RunPagesController
+from web.routes.sweep import SweepApiController, SweepPageController
 from web.run_data import RunData
 from web.security import (
     AccessControl,
@@ -94,6 +95,8 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             RunListPageController,
             RunPagesController,
             ComparePageController,
+            SweepApiController,
+            SweepPageController,
             create_static_files_router(
                 path="/static", directories=[HERE / "static", REPORT_STATIC_DIR]
             ),

@@ -22,7 +22,8 @@ from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
-from tracelens.report import build_report
+from tracelens.llm.slo import parse_slo
+from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
 from web.catalog import runs as catalog_runs
 from web.settings import Settings
@@ -165,7 +166,12 @@ class IngestWorker:
         )
         try:
             self._progress(run_id, generation, _READ_SHARE)
-            report = build_report(loaded, label=label, sha256=run.sha256)
+            report = build_report(
+                loaded,
+                label=label,
+                sha256=run.sha256,
+                inputs=ReportInputs(slo=parse_slo(run.slo) if run.slo else None),
+            )
             self._progress(run_id, generation, 0.95)
             build_timeline_tables(loaded.con)
             loaded.con.execute("CHECKPOINT")

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from ingest import TraceInputError
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact_text
+from tracelens.llm.slo import parse_slo
 from web.catalog import Run
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
@@ -38,12 +39,33 @@ def _default_name(filename: str) -> str:
     return name
 
 
+def canonical_slo(text: str | None, field: str = "slo") -> str | None:
+    """Serving objectives as stored (``ttft=200ms,tpot=50ms``); None when none are given.
+
+    The same text ``tracelens analyze --slo`` takes; a 400 says what does not parse.
+    """
+    if text is None or not text.strip():
+        return None
+    try:
+        return parse_slo(text).spec()
+    except ValueError as exc:
+        raise ClientException(f"{field}: {exc}") from None
+
+
 def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
-    """Keep the received file as a new run, or recognise it as one we already have."""
-    for key in ("name", "tags"):
+    """Keep the received file as a new run, or recognise it as one we already have.
+
+    A duplicate keeps the existing run's objectives: :func:`change_slo` changes them.
+    """
+    for key in ("name", "tags", "slo"):
         if "\x00" in up.fields.get(key, ""):
             up.path.unlink(missing_ok=True)
             raise ClientException(f"form field {key!r} holds a NUL byte")
+    try:
+        slo = canonical_slo(up.fields.get("slo"), field="form field 'slo'")
+    except ClientException:
+        up.path.unlink(missing_ok=True)
+        raise
     with svc.catalog.session() as s:
         existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
     if existing is not None:
@@ -75,6 +97,7 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
         size_bytes=up.size_bytes,
         source_file=source_file,
         source_redaction=REDACTION_VERSION,
+        slo=slo,
     )
     with svc.catalog.session() as s:
         run, created = catalog_runs.create_run(s, new)
@@ -91,6 +114,21 @@ def reingest_run(svc: Services, run_id: str) -> Run:
     with svc.catalog.session() as s:
         if not catalog_runs.requeue(s, run_id):
             raise ConflictException(f"run {run_id} is already queued or ingesting")
+    svc.worker.submit(run_id)
+    return load_run(svc, run_id)
+
+
+def change_slo(svc: Services, run_id: str, text: str | None) -> Run:
+    """Set (or, with none, remove) a run's objectives and queue it to be analyzed again:
+    re-ingestion is the one path that rebuilds the report and the catalog's findings
+    together, the SLO finding among them."""
+    load_run(svc, run_id)
+    slo = canonical_slo(text)
+    with svc.catalog.session() as s:
+        if not catalog_runs.set_slo(s, run_id, slo):
+            raise ConflictException(
+                f"run {run_id} is being ingested; set its objectives once it is done"
+            )
     svc.worker.submit(run_id)
     return load_run(svc, run_id)
 

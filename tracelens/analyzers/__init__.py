@@ -6,6 +6,8 @@ with :func:`tracelens.analyzers.contract.finding` (:mod:`tracelens.analyzers.con
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tracelens.analyzers import (
     communication,
     data_loading,
@@ -47,10 +49,15 @@ ANALYZERS: list[Analyzer] = [
 ]
 
 
-def run_all(db: TraceDB, thresholds: Thresholds) -> list[Finding]:
-    """Every analyzer's findings, ranked by the time they would give back."""
+def run_all(db: TraceDB, thresholds: Thresholds, extra: Sequence[Finding] = ()) -> list[Finding]:
+    """Every analyzer's findings, ranked by the time they would give back.
+
+    ``extra``: findings of checks that need more than the trace (the SLO attainment of
+    :mod:`tracelens.analyzers.llm_slo`), ranked with the rest; warm-up does not trim them,
+    since they judge requests, not the trace's time.
+    """
     findings: list[Finding] = []
     for module in ANALYZERS:
         findings.extend(module.analyze(db, thresholds))
-    findings = warmup.leave_out_warmup(findings, db, thresholds)
+    findings = [*warmup.leave_out_warmup(findings, db, thresholds), *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

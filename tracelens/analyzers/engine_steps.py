@@ -378,6 +378,24 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
     if median_tokens >= compute_from:
         return None
     gpu = spec.name
+    # Mixture-of-experts layers: each expert's GEMM sees only batch x top-k / experts tokens,
+    # so the threshold below holds for the dense projections only. Operators and kernels
+    # say so (Python function names also carry "moe" in dense models' engines).
+    moe = bool(
+        db.scalar(
+            "SELECT count(*) > 0 FROM (SELECT name FROM cpu_ops "
+            "WHERE category <> 'python_function' UNION ALL SELECT name FROM kernels "
+            "UNION ALL SELECT op_name FROM captured_launches) "
+            "WHERE regexp_matches(lower(name), 'moe|expert|matmul_ogs')"
+        )
+    )
+    moe_text = (
+        " This is a mixture-of-experts model: each expert's GEMM sees only about batch × "
+        "top-k / experts tokens, so the expert GEMMs stay memory-bound to batches several "
+        "times larger; the figure holds for the dense (attention and shared) projections."
+        if moe
+        else ""
+    )
     if s.source == "sglang":
         knobs = "`--max-running-requests`, with `--mem-fraction-static` for KV-cache room"
     else:
@@ -400,9 +418,8 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         f"{spec.peaks.mem_gbps:,.0f} GB/s) it is memory-bound until about "
         f"{compute_from:.0f} tokens per step. Decode runs at "
         f"{s.decode_tokens_per_s or 0:,.0f} tokens/s."
-        + (
-            " The weights are taken as 16-bit: the trace records no GEMM shapes." if assumed else ""
-        ),
+        + (" The weights are taken as 16-bit: the trace records no GEMM shapes." if assumed else "")
+        + moe_text,
         evidence={
             "source": s.source,
             "gpu": gpu,
@@ -415,6 +432,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
             "peak_tflops": peak[1],
             "memory_gbps": spec.peaks.mem_gbps,
             "compute_bound_from_tokens": round(compute_from, 1),
+            "mixture_of_experts": moe,
             "decode_tokens_per_s": s.decode_tokens_per_s,
         },
         advice=f"If requests wait for a slot, raise the batch limit ({knobs}): decode "

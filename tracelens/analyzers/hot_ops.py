@@ -25,7 +25,7 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import workload_of
 from tracelens.derived import require
-from tracelens.derived.kernel_ops import KERNEL_OPS, UNATTRIBUTED
+from tracelens.derived.kernel_ops import BEFORE_HOST_TRACE, KERNEL_OPS, UNATTRIBUTED
 
 ANALYZER = "hot_ops"
 
@@ -55,7 +55,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         share = 100.0 * op["ns"] / total
         # Kernels no operator launched are listed in top_ops; as a "hot operator" they would
         # name no code to change.
-        if share < t.hot_min_share_pct or op["op_name"] == UNATTRIBUTED:
+        if share < t.hot_min_share_pct or op["op_name"] in (UNATTRIBUTED, BEFORE_HOST_TRACE):
             continue
         name = op["op_name"]
         kernels = db.dicts(

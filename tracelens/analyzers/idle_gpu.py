@@ -74,11 +74,22 @@ blocked AS (
     WHERE g.d >= ?
     GROUP BY g.start_ns
 ),
+-- Long waits during which no device in the trace ran anything: what the queued work waited
+-- for is not in this trace (work issued before recording began, another process or rank).
+busy_elsewhere AS (
+    SELECT DISTINCT g.start_ns
+    FROM g JOIN (SELECT start_ns, end_ns FROM kernels
+                 UNION ALL SELECT start_ns, end_ns FROM memcpys
+                 UNION ALL SELECT start_ns, end_ns FROM memsets) w
+      ON w.start_ns < g.end_ns AND w.end_ns > g.start_ns
+    WHERE g.d >= ?
+),
 cls AS (
     SELECT g.d, b.blocking_call,
            CASE WHEN g.d <= ? THEN 'kernel_switch'
                 WHEN g.launch_end_ns - g.launch_start_ns >= ? AND f.first_start = g.end_ns
                     THEN 'first_launch'
+                WHEN g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
                 WHEN coalesce(b.blocked_ns, 0) >= 0.5 * g.d THEN 'host_blocked'
                 -- issued as the GPU went idle and started one launch latency later: the
                 -- GPU ran dry waiting for the launch to arrive
@@ -86,6 +97,7 @@ cls AS (
                     THEN 'launch_latency'
                 ELSE 'dependency' END AS kind
     FROM g LEFT JOIN firsts f ON f.name = g.detail LEFT JOIN blocked b USING (start_ns)
+    LEFT JOIN busy_elsewhere e USING (start_ns)
 )
 SELECT kind, count(*) AS n, sum(d) AS ns, CAST(median(d) AS BIGINT) AS p50_ns,
        mode(blocking_call) AS blocking_call
@@ -96,6 +108,8 @@ _GPU_SIDE_TITLES = {
     "per-kernel overhead)",
     "first_launch": "a kernel's first launch waited for its module to load (one-off)",
     "host_blocked": "queued work waited on a GPU-side event while the host blocked too",
+    "unrecorded_producer": "queued work waited on work this trace does not record (nothing "
+    "ran on any GPU meanwhile)",
     "launch_latency": "each next kernel was issued as the GPU went idle and arrived one "
     "launch latency later",
     "dependency": CAUSE_TITLES["gpu_dependency"],
@@ -110,8 +124,10 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds) -> list[dict]:
             device_id,
             list(SYNC_CALLS),
             t.idle_blocked_min_gap_ns,
+            t.idle_blocked_min_gap_ns,
             t.idle_kernel_switch_ns,
             t.idle_slow_first_launch_ns,
+            t.idle_blocked_min_gap_ns,
             t.idle_launch_latency_ns,
         ],
     )
@@ -240,6 +256,25 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 "kernel just as the GPU went idle and the kernel started one launch latency "
                 "later: the GPU outruns the launcher. Launch fewer, larger kernels: "
                 f"{graphs}{compile_hint}fuse small kernels, or batch more work per kernel."
+            )
+        if main == "unrecorded_producer":
+            k = kinds[0]
+            call = k.get("blocking_call")
+            host = (
+                f" (the host sat blocked in `{call}` behind it: a consequence, not the cause)"
+                if call
+                else ""
+            )
+            return (
+                f"{k['n']:,} {'wait' if k['n'] == 1 else 'waits'} (median {fmt_ns(k['p50_ns'])}) "
+                "where queued work waited on a "
+                f"GPU-side event while no GPU in this trace ran anything{host}: the event's "
+                "producer is not recorded. It is work issued before the profiler started "
+                "(common at the start of a capture: an asynchronous or overlap scheduler's "
+                "previous batch), or work of another process or rank. Record a steady state "
+                "(start the profiler a few steps in and keep several steps) before acting on "
+                "this time; if it recurs mid-trace, profile the process that signals the "
+                "event together with this one."
             )
         if main == "host_blocked":
             call = kinds[0].get("blocking_call") or f"a synchronous {api} call"
@@ -444,7 +479,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                                     {k: r[k] for k in ("kind", "n", "ns", "p50_ns")}
                                     | (
                                         {"blocking_call": r["blocking_call"]}
-                                        if r["kind"] == "host_blocked"
+                                        if r["kind"] in ("host_blocked", "unrecorded_producer")
                                         else {}
                                     )
                                     for r in kinds

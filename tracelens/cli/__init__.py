@@ -1,6 +1,8 @@
 """``tracelens`` command line: one group, a module per command.
 
-Every command exits with the codes of :mod:`tracelens.cli.options`.
+Every command exits with the codes of :mod:`tracelens.cli.options`. A command's module is
+imported only when that command runs (:mod:`tracelens.cli.lazy_group`), so each pays for
+its own imports alone.
 """
 
 from __future__ import annotations
@@ -8,44 +10,24 @@ from __future__ import annotations
 import click
 
 from tracelens import __version__
-from tracelens.cli.analyze import analyze
-from tracelens.cli.diff import diff
-from tracelens.cli.options import fail
-from tracelens.cli.schema import list_schema
-from tracelens.cli.thresholds import list_thresholds
+from tracelens.cli.lazy_group import LazyGroup
+
+COMMANDS = {
+    "analyze": "tracelens.cli.analyze:analyze",
+    "diff": "tracelens.cli.diff:diff",
+    "sweep": "tracelens.cli.sweep:sweep",
+    "sql": "tracelens.cli.sql:sql",
+    "export": "tracelens.cli.export:export",
+    "thresholds": "tracelens.cli.thresholds:list_thresholds",
+    "schema": "tracelens.cli.schema:list_schema",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="tracelens")
 def main() -> None:
     """Where the GPU time went, and what to change: PyTorch profiler and Nsight traces."""
-
-
-def _load_plugin_commands() -> None:
-    """Commands from other packages (``tracelens serve`` lives in ``web``).
-
-    They register under the ``tracelens.commands`` entry-point group, so the core never
-    imports the web layer: dependencies keep pointing web -> tracelens -> ingest.
-    """
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="tracelens.commands"):
-        if ep.name in main.commands:
-            continue
-        try:
-            command = ep.load()
-        except ImportError as exc:  # the optional extra is not installed
-            missing = exc.name or "a dependency"
-
-            @click.command(ep.name, help=f"(unavailable: {missing} is not installed)")
-            def unavailable(_missing: str = missing) -> None:
-                fail(f"this command needs {_missing}; install tracelens[web]")
-
-            main.add_command(unavailable, ep.name)
-            continue
-        main.add_command(command, ep.name)
-
-
-for _command in (analyze, diff, list_thresholds, list_schema):
-    main.add_command(_command)
-_load_plugin_commands()

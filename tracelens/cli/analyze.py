@@ -12,18 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from ingest import TraceInputError, load_trace
+from ingest import LoadedTrace, TraceInputError, load_trace
 from ingest.loader import is_tracelens_database
-from tracelens.cli.options import EXIT_GATE, check_output, fail, threshold_option, write_output
+from tracelens.cli.options import (
+    EXIT_GATE,
+    check_output,
+    fail,
+    parse_restriction,
+    parse_slo_option,
+    read_bench_option,
+    restrict_or_fail,
+    restriction_options,
+    threshold_option,
+    write_output,
+)
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
-from tracelens.report import build_report
+from tracelens.report import ReportInputs, build_report
 from tracelens.report.model import Report
-from tracelens.report.render.markdown import render_markdown
-from tracelens.report.render.text import render_text
 
 # Below this size ingest is quick enough that a progress bar would only flicker.
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
@@ -95,6 +102,22 @@ def sample_trace_path() -> Path:
     "replayed CUDA/HIP graph kernels (default: a capture_traces/ folder beside the trace).",
 )
 @threshold_option("Override a threshold (repeatable); `tracelens thresholds` lists them.")
+@restriction_options
+@click.option(
+    "--slo",
+    metavar="OBJECTIVES",
+    default=None,
+    help="Serving objectives, e.g. ttft=200ms,tpot=50ms,itl=100ms,e2e=10s: attainment and "
+    "goodput of the trace's annotated requests (or, with --bench, the client's).",
+)
+@click.option(
+    "--bench",
+    "bench_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A benchmark client's per-request results (vllm bench serve --save-detailed JSON, "
+    "sglang bench_serving --output-details JSONL), shown beside the trace's view.",
+)
 @click.option(
     "-o",
     "--output",
@@ -119,48 +142,40 @@ def analyze(
     rank: int | None,
     capture_dir: Path | None,
     thresholds: Thresholds,
+    slo: str | None,
+    bench_path: Path | None,
+    window: str | None,
+    steps: str | None,
+    range_name: str | None,
     output: Path | None,
     force: bool,
     sample: bool,
     quiet: bool,
 ) -> None:
-    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite."""
+    """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.
+
+    --window, --steps or --range analyze only that part of it, as if it were the capture.
+    """
+    restriction = parse_restriction(window, steps, range_name)
     if sample:
         path = sample_trace_path()
     if path is None:
         raise click.UsageError("give a trace PATH (or --sample)")
+    inputs = ReportInputs(slo=parse_slo_option(slo), bench=read_bench_option(bench_path))
     check_output(output)
     if db_path is not None:
         check_db_target(db_path, path, force)
-    err = Console(stderr=True)
     size = path.stat().st_size if path.is_file() else 0
-    show_progress = not quiet and err.is_terminal and size >= PROGRESS_MIN_BYTES
     try:
-        if show_progress:
-            with Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                console=err,
-                transient=True,
-            ) as progress:
-                task = progress.add_task(f"ingesting {path.name}", total=size)
-                loaded = load_trace(
-                    path,
-                    db_path=db_path,
-                    rank=rank,
-                    capture_dir=capture_dir,
-                    on_progress=lambda done, total: progress.update(
-                        task, completed=done, total=total
-                    ),
-                )
+        if not quiet and size >= PROGRESS_MIN_BYTES:
+            loaded = _load_with_progress(path, db_path, rank, capture_dir, size)
         else:
             loaded = load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
     except TraceInputError as exc:
         fail(str(exc))
+    loaded = restrict_or_fail(loaded, restriction)
     try:
-        report = build_report(loaded, thresholds, top)
+        report = build_report(loaded, thresholds, top, inputs=inputs)
     finally:
         loaded.close()
     _emit(report, fmt, output, max_findings)
@@ -170,16 +185,53 @@ def analyze(
             sys.exit(EXIT_GATE)
 
 
+def _load_with_progress(
+    path: Path, db_path: Path | None, rank: int | None, capture_dir: Path | None, size: int
+) -> LoadedTrace:
+    """Ingest with a progress bar on stderr when it is a terminal."""
+    # rich is imported here, not at the top: small traces (most runs) never draw a bar.
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"ingesting {path.name}", total=size)
+        return load_trace(
+            path,
+            db_path=db_path,
+            rank=rank,
+            capture_dir=capture_dir,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+
+
 def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: int | None) -> None:
+    # Each renderer is imported only for its format: rich (text), Jinja (HTML) and the
+    # Markdown writer are start-up cost for every other one.
     if fmt == "json":
         text = json.dumps(report, indent=2, default=str) + "\n"
     elif fmt == "markdown":
+        from tracelens.report.render.markdown import render_markdown
+
         text = render_markdown(Report.of(report), max_findings)
     elif fmt == "html":
         from tracelens.report.render.html import render_html
 
         text = render_html(report)
     else:
+        from rich.console import Console
+
+        from tracelens.report.render.text import render_text
+
         typed = Report.of(report)
         if output is None:
             render_text(typed, Console(), max_findings)

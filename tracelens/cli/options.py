@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
+from tracelens.core.restriction import Restriction, RestrictionError, one_restriction
 from tracelens.core.thresholds import Thresholds
+from tracelens.llm.bench_results import BenchInputError, BenchRun, load_bench_results
+from tracelens.llm.slo import Objectives, parse_slo
 
 # The exit codes of every command, the plugged-in ones included.
 EXIT_OK = 0
@@ -18,6 +21,9 @@ EXIT_GATE = 1
 # Unusable input or usage (click's own usage errors exit 2 too), with one line on stderr
 # naming the file and the problem.
 EXIT_BAD_INPUT = 2
+
+if TYPE_CHECKING:
+    from ingest import LoadedTrace
 
 _Command = TypeVar("_Command", bound=Callable[..., object])
 
@@ -34,6 +40,48 @@ def threshold_option(help_text: str) -> Callable[[_Command], _Command]:
     )
 
 
+def restriction_options(command: _Command) -> _Command:
+    """``--window START:END`` / ``--steps FIRST:END`` / ``--range NAME[@DOMAIN]``, handed to
+    the command as ``window``, ``steps``, ``range_name``; :func:`parse_restriction` reads
+    them."""
+    options = (
+        click.option(
+            "--window",
+            metavar="START:END",
+            default=None,
+            help="Analyze only this time window: offsets from the start of the analysed window "
+            "(first GPU activity), e.g. 2s:5s, 150ms:, :800ms (no unit: ns).",
+        ),
+        click.option(
+            "--steps",
+            metavar="FIRST:END",
+            default=None,
+            help="Analyze only profiler steps FIRST to END-1 (ProfilerStep#N), e.g. 5:15, 5:, 7.",
+        ),
+        click.option(
+            "--range",
+            "range_name",
+            metavar="NAME[@DOMAIN]",
+            default=None,
+            help="Analyze only the instances of this annotation or NVTX range (exact name; "
+            "@DOMAIN: its NVTX domain or Chrome category).",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def parse_restriction(
+    window: str | None, steps: str | None, range_name: str | None
+) -> Restriction | None:
+    """The restriction the options give (at most one of them), or None."""
+    try:
+        return one_restriction(window, steps, range_name)
+    except RestrictionError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
     """``--threshold NAME=VALUE`` options as a :class:`Thresholds`."""
     overrides: dict[str, str] = {}
@@ -46,6 +94,26 @@ def parse_thresholds(values: tuple[str, ...]) -> Thresholds:
         return Thresholds.with_overrides(overrides)
     except ValueError as exc:
         fail(f"--threshold: {exc}")
+
+
+def parse_slo_option(text: str | None) -> Objectives | None:
+    """``--slo ttft=200ms,tpot=50ms`` as :class:`Objectives` (None without the option)."""
+    if text is None:
+        return None
+    try:
+        return parse_slo(text)
+    except ValueError as exc:
+        fail(f"--slo {text!r}: {exc}")
+
+
+def read_bench_option(path: Path | None) -> BenchRun | None:
+    """``--bench FILE``: a benchmark client's per-request results (None without it)."""
+    if path is None:
+        return None
+    try:
+        return load_bench_results(path)
+    except BenchInputError as exc:
+        fail(f"--bench {exc}")
 
 
 def check_output(path: Path | None) -> None:
@@ -63,6 +131,19 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(f"{path}: cannot write the report ({exc.strerror or exc})")
+
+
+def restrict_or_fail(loaded: LoadedTrace, restriction: Restriction | None) -> LoadedTrace:
+    """``loaded`` restricted (closing the unrestricted one), or as it is without one; a
+    restriction that selects nothing fails with its message."""
+    if restriction is None:
+        return loaded
+    from tracelens.core.restricted_db import restrict_loaded
+
+    try:
+        return restrict_loaded(loaded, restriction)
+    except RestrictionError as exc:
+        fail(str(exc))
 
 
 def fail(message: str) -> NoReturn:

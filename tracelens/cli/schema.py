@@ -10,8 +10,16 @@ from tracelens.derived import DERIVED_MODULES
 
 @click.command("schema")
 @click.option("--markdown", is_flag=True, help="As the Markdown of docs/schema.md.")
-def list_schema(markdown: bool) -> None:
+@click.option(
+    "--frames", is_flag=True, help="The Python API's frames and dtypes, as in docs/api.md."
+)
+def list_schema(markdown: bool, frames: bool) -> None:
     """List the canonical and derived tables with their columns."""
+    if frames:
+        from tracelens.api.frames import frames_markdown
+
+        click.echo(frames_markdown(), nl=False)
+        return
     if markdown:
         click.echo(schema_markdown(), nl=False)
         return

@@ -155,6 +155,9 @@ class Thresholds:
     llm_short_kernel_ns: int = 20_000
     # LLM: ... and a decode step runs at least this many kernels.
     llm_launch_bound_min_kernels: int = 20
+    # LLM: with --slo, a finding when fewer than this share of the judged requests meet
+    # every objective.
+    llm_slo_min_attainment_pct: float = 90.0
 
     # Warm-up: a first call of an operator (same shapes) this many times slower than its
     # later calls is warm-up ...

@@ -15,6 +15,9 @@ from tracelens.core.workload import ENGINE_STEP_SQL
 from tracelens.derived.table import DerivedTable
 
 UNATTRIBUTED = "(no operator)"
+# A kernel whose launch call precedes every recorded one: the host side of the trace starts
+# later than its GPU side, so no operator can be known.
+BEFORE_HOST_TRACE = "(launched before the host trace began)"
 CUDA_GRAPH = "CUDA graph replay"
 HIP_GRAPH = "HIP graph replay"
 
@@ -144,7 +147,10 @@ def _select(db: TraceDB) -> str:
         )
         SELECT ka.krow, ka.device_id, ka.kernel_name, ka.start_ns, ka.dur_ns,
                coalesce(ka.op_id, en.op_id) AS op_id,
-               coalesce(ka.op_name, en.op_name, '{UNATTRIBUTED}') AS op_name
+               coalesce(ka.op_name, en.op_name,
+                        CASE WHEN ka.pid IS NULL AND ka.correlation_id < (
+                                  SELECT min(correlation_id) FROM api_calls)
+                             THEN '{BEFORE_HOST_TRACE}' ELSE '{UNATTRIBUTED}' END) AS op_name
         FROM ka LEFT JOIN enclosing en USING (krow)
         """
 
@@ -169,7 +175,8 @@ KERNEL_OPS = DerivedTable(
             "op_name",
             "VARCHAR",
             f"Its name; '{CUDA_GRAPH}' / '{HIP_GRAPH}' for graph launches, "
-            f"'{UNATTRIBUTED}' if none",
+            f"'{BEFORE_HOST_TRACE}' if its launch precedes every recorded runtime call, "
+            f"'{UNATTRIBUTED}' if none otherwise",
         ),
     ),
     _select,
@@ -199,4 +206,26 @@ def replay_attribution_notes(db: TraceDB) -> list[str]:
     return [
         f"graph replays: {matched:,} of {replayed:,} replayed kernels attributed to the "
         f"operators recorded at capture ({how})"
+    ]
+
+
+def before_host_trace_notes(db: TraceDB) -> list[str]:
+    """A note when kernels were launched before the host side of the trace began."""
+    from tracelens.core.units import fmt_ns
+    from tracelens.derived import require  # the registry imports this module
+
+    require(db, KERNEL_OPS)
+    n, ns, total = db.con.execute(
+        f"""SELECT count(*) FILTER (WHERE op_name = '{BEFORE_HOST_TRACE}'),
+                   coalesce(sum(dur_ns) FILTER (WHERE op_name = '{BEFORE_HOST_TRACE}'), 0),
+                   coalesce(sum(dur_ns), 0)
+            FROM kernel_ops"""
+    ).fetchone() or (0, 0, 0)
+    if not n:
+        return []
+    return [
+        f"{n:,} kernels ({fmt_ns(int(ns))}, {100.0 * ns / max(total, 1):.1f}% of kernel time) "
+        "were launched before the host side of the trace begins (their launch calls precede "
+        "every recorded one): their operators are unknown; record CPU and GPU activities "
+        "over the same span to attribute them"
     ]

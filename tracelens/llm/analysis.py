@@ -16,11 +16,11 @@ from tracelens.llm.annotations import parse_annotations
 from tracelens.llm.kv_growth import kv_growth
 from tracelens.llm.latency_metrics import latency_summary, per_request
 from tracelens.llm.model import (
+    AnnotatedRequest,
     KvGrowth,
     LatencySummary,
     PrefillStalls,
     Queueing,
-    RequestLatency,
     StalledGap,
     StepProfiles,
 )
@@ -32,7 +32,7 @@ from tracelens.llm.step_profile import early_step_warnings, step_profile
 @dataclass
 class LlmAnalysis:
     summary: LatencySummary
-    per_request: list[RequestLatency]
+    per_request: list[AnnotatedRequest]
     steps: StepProfiles
     queueing: Queueing
     prefill_stalls: PrefillStalls

@@ -25,12 +25,10 @@ steps do not carry.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.engine_labels import read_engine_labels
@@ -46,6 +44,9 @@ from tracelens.llm.model import (
     EngineStepsSection,
     MixedSteps,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # At most this many steps are listed one by one in the report (the first ones in time).
 MAX_LISTED = 2_000
@@ -96,12 +97,31 @@ l AS (
                   AS prev_done_ns
     FROM j
 ),
+-- A GPU-side wait for most of a step during which no device ran anything waited on work
+-- the trace does not record (issued before recording began): the first step is timed from
+-- its end, like a step whose work started only after its range ended.
+activity AS (
+    SELECT start_ns, end_ns FROM kernels
+    UNION ALL SELECT start_ns, end_ns FROM memcpys
+    UNION ALL SELECT start_ns, end_ns FROM memsets
+),
+unrecorded_wait AS (
+    SELECT l.step_id, max(g.end_ns) AS wait_end_ns
+    FROM l JOIN gaps g
+      ON g.cause = 'gpu_dependency' AND g.start_ns < l.done_ns AND g.end_ns > l.range_start_ns
+     AND 2 * (g.end_ns - g.start_ns) >= l.done_ns - l.range_start_ns
+    WHERE l.prev_done_ns IS NULL
+      AND NOT EXISTS (SELECT 1 FROM activity w
+                      WHERE w.start_ns < g.end_ns AND w.end_ns > g.start_ns)
+    GROUP BY l.step_id
+),
 b AS (
-    SELECT *, CASE WHEN prev_done_ns IS NULL
-                   THEN greatest(range_start_ns,
-                                 CASE WHEN gpu_start_ns >= range_end_ns THEN gpu_start_ns END)
-                   ELSE greatest(range_start_ns, prev_done_ns) END AS start_ns
-    FROM l
+    SELECT l.*, CASE WHEN prev_done_ns IS NULL
+                     THEN greatest(range_start_ns,
+                                   CASE WHEN gpu_start_ns >= range_end_ns THEN gpu_start_ns END,
+                                   u.wait_end_ns)
+                     ELSE greatest(range_start_ns, prev_done_ns) END AS start_ns
+    FROM l LEFT JOIN unrecorded_wait u USING (step_id)
 )
 SELECT step_id, pid, tid, engine, phase, requests, decode_requests, prefill_tokens,
        decode_tokens, context_tokens, range_start_ns, range_end_ns, gpu_start_ns, gpu_end_ns,
@@ -174,13 +194,12 @@ class EngineSteps:
     warnings: list[str] = field(default_factory=list)
 
 
-_cache: weakref.WeakKeyDictionary[TraceDB, EngineSteps | None] = weakref.WeakKeyDictionary()
-
-
 def engine_steps(db: TraceDB) -> EngineSteps | None:
     """None when the trace has no vLLM or SGLang step label; computed once per TraceDB."""
-    if db in _cache:
-        return _cache[db]
+    return db.memo("engine_steps", lambda: _engine_steps(db))
+
+
+def _engine_steps(db: TraceDB) -> EngineSteps | None:
     labels = read_engine_labels(db)
     result: EngineSteps | None = None
     if labels.steps:
@@ -192,7 +211,6 @@ def engine_steps(db: TraceDB) -> EngineSteps | None:
         result = EngineSteps(_section(db, labels.source or "vllm"), warnings)
     elif labels.warnings:
         result = EngineSteps(None, labels.warnings)
-    _cache[db] = result
     return result
 
 
@@ -260,6 +278,9 @@ def weighted_summary(values: np.ndarray, weights: np.ndarray) -> Distribution:
     Percentiles interpolate linearly between the closest ranks of the repeated list (DuckDB
     ``quantile_cont``, NumPy's default), so they equal those of the expanded data exactly.
     """
+    # numpy only for traces with engine steps: every other analysis skips its import
+    import numpy as np
+
     keep = weights > 0
     values, weights = values[keep].astype(float), weights[keep].astype(np.int64)
     n = int(weights.sum())
@@ -289,6 +310,8 @@ def _itl(db: TraceDB) -> Distribution:
         """SELECT dur_ns, decode_requests FROM engine_steps
            WHERE phase IN ('decode', 'mixed') AND decode_requests > 0 ORDER BY step_id"""
     )
+    import numpy as np
+
     arr = np.array(rows, dtype=float).reshape(-1, 2)
     return weighted_summary(arr[:, 0], arr[:, 1])
 

@@ -14,12 +14,15 @@ decode steps. The fit runs on one row per decode step (not per event), with nump
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
 from tracelens.llm.model import KvGrowth, KvStep
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STEPS_SQL = """
 SELECT s.step_id, s.end_ns - s.start_ns AS dur_ns, s.n_requests,
@@ -42,6 +45,9 @@ def kv_growth(db: TraceDB, min_steps: int) -> KvGrowth | None:
     rows = db.rows(STEPS_SQL)
     if not rows or len(rows) < min_steps:  # no fit without a step, whatever the threshold
         return None
+    # numpy only here: a trace without decode steps never imports it
+    import numpy as np
+
     arr = np.array([[r[1], r[2], r[3]] for r in rows], dtype=float)
     y, batch, cached = arr[:, 0], arr[:, 1], arr[:, 2]
     ones = np.ones_like(y)

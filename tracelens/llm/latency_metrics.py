@@ -29,7 +29,7 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.llm_annotations import LLM_STEPS, LLM_TOKENS
 from tracelens.derived.llm_latency import LLM_ITL, LLM_PER_REQUEST
-from tracelens.llm.model import Distribution, LatencySummary, RequestLatency
+from tracelens.llm.model import AnnotatedRequest, Distribution, LatencySummary
 
 # The percentiles of every Distribution (its fields p50 ... p99).
 PERCENTILES = (50, 90, 95, 99)
@@ -52,7 +52,7 @@ def summarize(db: TraceDB, values_sql: str) -> Distribution:
     return msgspec.convert(values, Distribution)
 
 
-def per_request(db: TraceDB) -> list[RequestLatency]:
+def per_request(db: TraceDB) -> list[AnnotatedRequest]:
     """One row per request."""
     require(db, LLM_PER_REQUEST)
     rows = db.dicts(
@@ -63,7 +63,7 @@ def per_request(db: TraceDB) -> list[RequestLatency]:
             if isinstance(v, float) and k != "tpot_ns":
                 r[k] = int(v)
         r["output_tokens"] = int(r["output_tokens"])
-    return msgspec.convert(rows, list[RequestLatency])
+    return msgspec.convert(rows, list[AnnotatedRequest])
 
 
 def latency_summary(db: TraceDB) -> LatencySummary:

@@ -13,7 +13,7 @@ that kind), never for zero.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -51,8 +51,9 @@ class LatencySummary(Struct, forbid_unknown_fields=True):
     requests_per_s: float | None
 
 
-class RequestLatency(Struct, forbid_unknown_fields=True):
-    """One request: a row of the derived ``llm_per_request`` (which says what each is)."""
+class AnnotatedRequest(Struct, forbid_unknown_fields=True):
+    """One annotated request: a row of the derived ``llm_per_request`` (which says what
+    each is). SLO judging reads :class:`tracelens.llm.request_latency.RequestLatency`."""
 
     rid: str
     start_ns: int | None
@@ -181,7 +182,7 @@ class LlmLatency(Struct, kw_only=True, forbid_unknown_fields=True):
     steps: StepProfiles
     kv_growth: KvGrowth | None
     prefill_stalls: PrefillStalls
-    per_request: list[RequestLatency]
+    per_request: list[AnnotatedRequest]
 
 
 class EnginePhase(Struct, forbid_unknown_fields=True):
@@ -270,12 +271,62 @@ class EngineStepsSection(Struct, forbid_unknown_fields=True):
     steps_listed: int
 
 
+class ClientSummary(Struct, forbid_unknown_fields=True):
+    """``llm.client``: a benchmark client's own measurements (``--bench``), as it saw them."""
+
+    path: str
+    # the client that wrote the file (vLLM's bench serve, SGLang's bench_serving, ...)
+    tool: str
+    requests: int
+    completed: int
+    failed: int
+    output_tokens: int
+    duration_ns: float
+    ttft_ns: Distribution
+    tpot_ns: Distribution
+    itl_ns: Distribution
+    e2e_ns: Distribution
+    requests_per_s: float
+    output_tokens_per_s: float
+    # the load it was driven with, where the file says
+    max_concurrency: int | None
+    request_rate: float | None
+
+
+class SloAttainment(Struct, forbid_unknown_fields=True):
+    """``llm.slo``: how the judged requests fare against the objectives given (``--slo``);
+    :mod:`tracelens.llm.slo` defines each number."""
+
+    applies_to: Literal["client", "trace"]
+    # the bounds given, by objective (``ttft_ns``, ``tpot_ns``, ``itl_ns``, ``e2e_ns``)
+    objectives: dict[str, int]
+    spec: str
+    requests: int
+    judged: int
+    unjudged: int
+    failed: int
+    # by objective name, and ``all``; None with no request judged
+    attainment_pct: dict[str, float | None]
+    missed: dict[str, int]
+    good_requests: int
+    good_output_tokens: int
+    duration_ns: float | None
+    goodput_requests_per_s: float | None
+    goodput_output_tokens_per_s: float | None
+    worst_objective: str | None
+    # The phase the misses' time went to: ``phase``, ``text`` and ``basis``, beside the
+    # phase sums the requests judged show (which differ between a client and the trace).
+    cause: dict[str, Any] | None
+
+
 class LlmSection(Struct, kw_only=True, forbid_unknown_fields=True):
     """The report's ``llm`` section as its JSON has it.
 
     The latency fields are :class:`LlmLatency`'s, each present only when annotations were
-    found (``latency`` gives them as one); ``engine_steps`` only when step labels were read.
-    A section of only ``warnings`` (labels that did not parse) shows as report notes.
+    found (``latency`` gives them as one); ``engine_steps`` only when step labels were read;
+    ``warnings`` whenever the trace's annotations or labels were read; ``client`` and
+    ``slo`` only with a benchmark's results or objectives. A section of only ``warnings``
+    (labels that did not parse) shows as report notes.
     """
 
     requests: int | UnsetType = UNSET
@@ -291,9 +342,11 @@ class LlmSection(Struct, kw_only=True, forbid_unknown_fields=True):
     steps: StepProfiles | UnsetType = UNSET
     kv_growth: KvGrowth | UnsetType | None = UNSET
     prefill_stalls: PrefillStalls | UnsetType = UNSET
-    per_request: list[RequestLatency] | UnsetType = UNSET
+    per_request: list[AnnotatedRequest] | UnsetType = UNSET
     engine_steps: EngineStepsSection | UnsetType = UNSET
-    warnings: list[str]
+    warnings: list[str] | UnsetType = UNSET
+    client: ClientSummary | UnsetType = UNSET
+    slo: SloAttainment | UnsetType = UNSET
 
     @property
     def latency(self) -> LlmLatency | None:

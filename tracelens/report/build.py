@@ -9,21 +9,35 @@ typed view, ``Report.of``) and nothing else.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ingest import LoadedTrace
 from ingest.redaction import redact
 from tracelens import __version__
 from tracelens.analyzers import run_all
+from tracelens.analyzers.llm_slo import analyze_slo
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
-from tracelens.derived.kernel_ops import replay_attribution_notes
+from tracelens.derived.kernel_ops import before_host_trace_notes, replay_attribution_notes
+from tracelens.llm.bench_results import BenchRun
 from tracelens.llm.section import llm_section
+from tracelens.llm.slo import Objectives
+from tracelens.llm.slo_outcome import slo_outcome
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
 
 REPORT_SCHEMA = "tracelens.report/1"
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the caller knows beyond the trace: serving objectives, a benchmark's results."""
+
+    slo: Objectives | None = None
+    bench: BenchRun | None = None
+
 
 # Optional report sections: name -> function of the trace and the run's thresholds returning
 # a dict, or None when not applicable. Each is declared as a field of report.model.Report.
@@ -71,13 +85,14 @@ def build_report(
     *,
     label: str | None = None,
     sha256: str | None = None,
+    inputs: ReportInputs | None = None,
 ) -> dict[str, Any]:
     """The report of a loaded trace.
 
     ``label`` stands for the trace's path where the file read is not the one the user
     knows (the web app reads a kept copy of an upload and shows the uploaded name);
     ``sha256`` likewise for the hash (the upload's, which de-duplication compares, not the
-    kept copy's).
+    kept copy's). ``inputs``: serving objectives and a benchmark client's results.
     """
     return build_report_from_db(
         TraceDB(loaded.con),
@@ -90,6 +105,7 @@ def build_report(
         thresholds=thresholds,
         top=top,
         notes=loaded.notes,
+        inputs=inputs,
     )
 
 
@@ -99,9 +115,12 @@ def build_report_from_db(
     thresholds: Thresholds | None = None,
     top: int = 10,
     notes: list[str] | None = None,
+    inputs: ReportInputs | None = None,
 ) -> dict[str, Any]:
     t = thresholds or Thresholds()
-    findings = run_all(db, t)
+    given = inputs or ReportInputs()
+    serving = slo_outcome(db, t, given.slo, given.bench)
+    findings = run_all(db, t, extra=analyze_slo(db, t, serving))
     info = db.info
     trace: dict[str, Any] = {}
     for key in _INFO_KEYS:
@@ -129,12 +148,21 @@ def build_report_from_db(
         report["notes"].append("no GPU work recorded in this trace")
     report["notes"].extend(workload_of(db).recording_notes)
     report["notes"].extend(replay_attribution_notes(db))
+    if db.devices:
+        report["notes"].extend(before_host_trace_notes(db))
     for name, fn in SECTIONS.items():
         section = fn(db, t)
         if section is not None:
             report[name] = section
             # A section's warnings (e.g. malformed annotations) are notes on the whole report.
             report["notes"].extend(f"{name}: {w}" for w in section.get("warnings", []))
+    if serving is not None:
+        # The caller's objectives and benchmark results join the trace's own LLM numbers
+        # (and make an ``llm`` section of their own for a trace without annotations).
+        extra = serving.section_keys()
+        if extra:
+            report.setdefault("llm", {}).update(extra)
+        report["notes"].extend(serving.notes)
     # Trace metadata (host, job names, log lines, paths) can carry credentials; every
     # output (CLI, catalog, web) is built from this dict, so hiding them here hides them
     # everywhere.

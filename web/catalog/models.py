@@ -52,6 +52,9 @@ class Run(Base):
     source_file: Mapped[str] = mapped_column(String(64))
     # Version of the redaction applied to the kept original (0: none, an older upload).
     source_redaction: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Serving objectives the report judges requests against, in their canonical text
+    # (``ttft=200ms,tpot=50ms``); None for none.
+    slo: Mapped[str | None] = mapped_column(String(200), default=None)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     progress: Mapped[float] = mapped_column(Float, default=0.0)

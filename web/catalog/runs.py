@@ -49,6 +49,7 @@ class NewRun:
     size_bytes: int
     source_file: str
     source_redaction: int = 0
+    slo: str | None = None
 
 
 def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
@@ -65,6 +66,7 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
         size_bytes=new.size_bytes,
         source_file=new.source_file,
         source_redaction=new.source_redaction,
+        slo=new.slo,
         status=RunStatus.QUEUED,
         facts={},
     )
@@ -230,6 +232,23 @@ def requeue(s: Session, run_id: str) -> bool:
         .values(status=RunStatus.QUEUED, attempts=0, progress=0.0, updated_at=utcnow())
     )
     return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def set_slo(s: Session, run_id: str, slo: str | None) -> bool:
+    """Store a run's objectives unless it is being ingested; a finished run is queued again
+    (its report and findings are rebuilt with them). False while it is ingesting."""
+    res = s.execute(
+        update(Run)
+        .where(
+            Run.id == run_id,
+            Run.status.in_([RunStatus.QUEUED, RunStatus.READY, RunStatus.FAILED]),
+        )
+        .values(slo=slo, updated_at=utcnow())
+    )
+    if res.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    requeue(s, run_id)
+    return True
 
 
 def all_run_ids(s: Session) -> set[str]:

@@ -14,6 +14,7 @@ from litestar.params import FromPath
 from tracelens.report.model import Finding, Report
 from tracelens.report.render.markdown import finding_markdown
 from web.api_schema import FindingView, error_responses
+from web.conditional import entity_tag, stored_response
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get
 from web.run_lookup import find_finding, load_ready_run, ready_report
@@ -50,19 +51,29 @@ class ReportController(Controller):
                 description="The report's `findings` list (docs/json-schema.md)",
                 generate_examples=False,
             ),
+            304: ResponseSpec(
+                data_container=None,
+                description="Not modified: `If-None-Match` names the current ETag",
+            ),
             **error_responses(404, 409),
         },
     )
     def get_findings(
-        self, svc: NamedDependency[Services], run_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
     ) -> Response[bytes]:
         run = load_ready_run(svc, run_id)
+
+        def serialize() -> tuple[bytes, str]:
+            findings = ready_report(svc, run)["findings"]
+            body = json.dumps(findings, separators=(",", ":")).encode()
+            return body, entity_tag(run.generation, body)
+
         # Serialized once per ingest generation: this is what tickets and dashboards poll.
-        body = svc.run_data.memo(
-            (run.id, run.generation, "findings.json"),
-            lambda: json.dumps(ready_report(svc, run)["findings"], separators=(",", ":")).encode(),
-        )
-        return Response(body, media_type=MediaType.JSON)
+        body, etag = svc.run_data.memo((run.id, run.generation, "findings.json"), serialize)
+        return stored_response(request, body, etag, MediaType.JSON)
 
     @blocking_get(
         "/findings/{finding_id:str}",

@@ -10,16 +10,16 @@ from litestar import Controller, Request, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import ClientException, NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import FromPath, FromQuery, Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from litestar.response import File
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from ingest.redacted_copy import REDACTION_VERSION
 from web import run_lifecycle
-from web.api_schema import RunList, RunView, UploadedRun, error_responses
+from web.api_schema import RunList, RunView, SloChange, UploadedRun, error_responses
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
-from web.routes.blocking import blocking_delete, blocking_get, blocking_post
+from web.routes.blocking import blocking_delete, blocking_get, blocking_post, blocking_put
 from web.run_lookup import load_run
 from web.services import Services
 from web.storage import RunFiles
@@ -34,10 +34,12 @@ class RunsController(Controller):
         "/",
         status_code=HTTP_201_CREATED,
         request_max_body_size=None,
-        summary="Upload a trace (multipart field 'file'; optional 'name', 'tags')",
+        summary="Upload a trace (multipart field 'file'; optional 'name', 'tags', 'slo')",
         description=(
             "Body: multipart/form-data with the trace (.json, .json.gz, nsys .sqlite) in "
-            "`file`, optionally `name` and `tags` (comma-separated). Streams to disk. Answers "
+            "`file`, optionally `name`, `tags` (comma-separated) and `slo` (serving objectives "
+            "as `tracelens analyze --slo` takes them, e.g. `ttft=200ms,tpot=50ms`). Streams to "
+            "disk. Answers "
             "201 with the new run (status `queued`), or 200 with `duplicate: true` and the "
             "existing run when the same bytes were uploaded before. 400/413/415 with "
             '`{"error": ...}` for unusable uploads; 401 without a valid token when tokens are '
@@ -134,6 +136,28 @@ class RunController(Controller):
     ) -> RunView:
         svc.access.check(request)
         return RunView.of(run_lifecycle.reingest_run(svc, run_id))
+
+    @blocking_put(
+        "/slo",
+        status_code=HTTP_202_ACCEPTED,
+        summary="Set a run's serving objectives and analyze it again against them",
+        description=(
+            'Body: `{"slo": "ttft=200ms,tpot=50ms,itl=100ms,e2e=10s"}` (any subset; `null` or '
+            "an empty string removes them). The run is queued for re-ingestion; its report "
+            "then has `llm.slo` (attainment, goodput) and, below 90 % attainment, the "
+            "`llm_slo` finding. 400 for objectives that do not parse, 409 while it is ingesting."
+        ),
+        responses=error_responses(401, 403, 404, 409),
+    )
+    def set_slo(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: JSONBody[SloChange],
+    ) -> RunView:
+        svc.access.check(request)
+        return RunView.of(run_lifecycle.change_slo(svc, run_id, data.slo))
 
     @blocking_get(
         "/source",

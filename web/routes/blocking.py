@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from litestar import delete, get, post
+from litestar import delete, get, post, put
 
 blocking_get = partial(get, sync_to_thread=True)
 blocking_post = partial(post, sync_to_thread=True)
 blocking_delete = partial(delete, sync_to_thread=True)
+blocking_put = partial(put, sync_to_thread=True)

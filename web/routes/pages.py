@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response
@@ -16,15 +18,33 @@ from tracelens.report.render.markdown import finding_markdown
 from web.api_schema import RunView
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
+from web.conditional import entity_tag, stored_response
 from web.errors import ConflictException
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
-from web.run_lifecycle import remove_run
+from web.run_lifecycle import change_slo, remove_run
 from web.run_lookup import find_finding, load_run, open_run_database, ready_report
 from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
 CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
+_PLACEHOLDER = CSRF_PLACEHOLDER.encode()
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A rendered page as the bytes between its CSRF token slots, and their digest."""
+
+    pieces: tuple[bytes, ...]
+    digest: bytes
+
+    @classmethod
+    def of(cls, html: str) -> StoredPage:
+        data = html.encode()
+        return cls(tuple(data.split(_PLACEHOLDER)), hashlib.sha256(data).digest())
+
+    def body(self, token: bytes) -> bytes:
+        return token.join(self.pieces)
 
 
 def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[int]]]:
@@ -97,27 +117,30 @@ class RunPagesController(Controller):
     @blocking_get("/")
     def run_page(
         self, request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
-    ) -> Response[str]:
+    ) -> Response[bytes]:
         run = load_run(svc, run_id)
         tokens_required = svc.access.tokens_required()
-        html = None
+        token = ScopeState.from_scope(request.scope).csrf_token
+        token_bytes = token.encode() if isinstance(token, str) else b""
         if run.status == RunStatus.READY:
-            # A ready run's page depends only on its report: render it once per ingest
-            # generation. The per-visitor CSRF token is spliced in afterwards.
+            # A ready run's page depends only on its report: rendered once per ingest
+            # generation and kept as bytes around the per-visitor CSRF token.
             try:
-                html = svc.run_data.memo(
+                page = svc.run_data.memo(
                     (run.id, run.generation, "page", tokens_required),
-                    lambda: _render_run_page(svc, run, tokens_required),
+                    lambda: StoredPage.of(_render_run_page(svc, run, tokens_required)),
                 )
             except ConflictException:  # built by an older version: now queued to re-ingest
                 run = load_run(svc, run_id)
-        if html is None:
-            html = _render_run_page(svc, run, tokens_required)
-        token = ScopeState.from_scope(request.scope).csrf_token
-        return Response(
-            html.replace(CSRF_PLACEHOLDER, token if isinstance(token, str) else ""),
-            media_type=MediaType.HTML,
-        )
+            else:
+                # The token is part of the bytes, so of the ETag too; it stays the same
+                # for one visitor (it comes from their cookie).
+                etag = entity_tag(run.generation, page.digest, token_bytes)
+                return stored_response(
+                    request, page.body(token_bytes), etag, MediaType.HTML, "private, no-cache"
+                )
+        html = _render_run_page(svc, run, tokens_required).encode()
+        return Response(html.replace(_PLACEHOLDER, token_bytes), media_type=MediaType.HTML)
 
     @blocking_get("/findings/{finding_id:str}")
     def finding_page(
@@ -155,3 +178,16 @@ class RunPagesController(Controller):
         svc.access.check(request, form_token=data.get("token", ""))
         remove_run(svc, run_id)
         return Redirect("/", status_code=303)
+
+    @blocking_post("/slo")
+    def slo_form(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Redirect:
+        """The run page's objectives field: set them, then follow the re-analysis."""
+        svc.access.check(request, form_token=data.get("token", ""))
+        change_slo(svc, run_id, data.get("slo"))
+        return Redirect(f"/runs/{run_id}", status_code=303)

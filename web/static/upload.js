@@ -53,6 +53,8 @@
     const tags = document.getElementById("run-tags").value.trim();
     if (name) data.append("name", name);
     if (tags) data.append("tags", tags);
+    const slo = document.getElementById("run-slo").value.trim();
+    if (slo) data.append("slo", slo);
     data.append("file", file, file.name);
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/runs");

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from tracelens.core.units import fmt_ns
 from tracelens.llm.model import Distribution, EngineStepsSection
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _COLS = ("steps", "mean", "p50", "p90", "p95", "p99", "max")
 _ENGINE = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -81,6 +83,9 @@ def notes(es: EngineStepsSection) -> list[str]:
 
 
 def render_text(es: EngineStepsSection, console: Console) -> None:
+    # rich is imported for the text report only: the Markdown one never needs it
+    from rich.table import Table
+
     t = Table(title="Engine steps (the engine's own step labels)", caption=headline(es))
     t.add_column("phase")
     for c in _COLS:

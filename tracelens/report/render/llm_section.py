@@ -1,39 +1,56 @@
-"""The LLM section of the text, Markdown and HTML reports (present when annotated).
+"""The LLM section of the text and Markdown reports (present when annotated).
 
 Its latency part comes from ``tracelens.annotate`` ranges, its engine-steps part from the
 step labels of vLLM and SGLang (:mod:`tracelens.report.render.engine_steps`); a trace may
-have either or both.
+have either or both. A benchmark client's numbers (``llm.client``) and SLO attainment
+(``llm.slo``, :mod:`tracelens.report.render.slo_section`) follow when the report has them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from msgspec import UNSET, UnsetType
-from rich.console import Console
-from rich.table import Table
 
 from tracelens.core.units import fmt_ns
-from tracelens.llm.model import Distribution, LlmLatency, LlmSection
+from tracelens.llm.model import ClientSummary, Distribution, LlmLatency, LlmSection
 from tracelens.report.render import engine_steps
+from tracelens.report.render.slo_section import (
+    SLO_COLS,
+    client_headline,
+    client_title,
+    slo_lines,
+    slo_rows,
+    slo_title,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 _COLS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
-def _rows(llm: LlmLatency) -> list[tuple[str, Distribution]]:
-    return [
+def _rows(llm: LlmLatency | ClientSummary) -> list[tuple[str, Distribution]]:
+    """Latency rows of the trace's numbers, or (without breakdown) of a client's."""
+    out = [
         ("TTFT", llm.ttft_ns),
         ("TPOT", llm.tpot_ns),
         ("ITL", llm.itl_ns),
         ("end-to-end", llm.e2e_ns),
-        ("TTFT: queueing", llm.ttft_breakdown.queue_ns),
-        ("TTFT: prefill", llm.ttft_breakdown.prefill_ns),
     ]
+    if isinstance(llm, LlmLatency):
+        out.append(("TTFT: queueing", llm.ttft_breakdown.queue_ns))
+        out.append(("TTFT: prefill", llm.ttft_breakdown.prefill_ns))
+    return out
 
 
 def _shown(llm: LlmSection | UnsetType) -> LlmSection | None:
     """A section with only warnings (labels that did not parse) shows as report notes."""
-    if llm is UNSET or (llm.requests is UNSET and llm.engine_steps is UNSET):
+    if llm is UNSET:
         return None
-    return llm
+    parts = (llm.requests, llm.engine_steps, llm.client, llm.slo)
+    return llm if any(p is not UNSET for p in parts) else None
 
 
 def _cell(col: str, s: Distribution) -> str:
@@ -82,16 +99,40 @@ def render_llm_text(section: LlmSection | UnsetType, console: Console) -> None:
         _latency_text(latency, console)
     if llm.engine_steps is not UNSET:
         engine_steps.render_text(llm.engine_steps, console)
+    if llm.client is not UNSET:
+        client = llm.client
+        console.print(_latency_table(client_title(client), client_headline(client), _rows(client)))
+    if llm.slo is not UNSET:
+        from rich.table import Table
+
+        t = Table(title=slo_title(llm.slo))
+        for c in SLO_COLS:
+            t.add_column(c, justify="left" if c == "objective" else "right", no_wrap=True)
+        for row in slo_rows(llm.slo):
+            t.add_row(*row)
+        console.print(t)
+        for line in slo_lines(llm.slo):
+            console.print(f"  {line}")
 
 
-def _latency_text(llm: LlmLatency, console: Console) -> None:
-    t = Table(title="LLM serving latency (from llm.* annotations)", caption=_headline(llm))
+def _latency_table(title: str, caption: str, rows: list[tuple[str, Distribution]]) -> Table:
+    # rich is imported for the text report only: the Markdown one never needs it
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption)
     t.add_column("metric")
     for c in _COLS:
         t.add_column(c, justify="right", no_wrap=True)
-    for label, s in _rows(llm):
+    for label, s in rows:
         t.add_row(label, *(_cell(c, s) for c in _COLS))
-    console.print(t)
+    return t
+
+
+def _latency_text(llm: LlmLatency, console: Console) -> None:
+    rows = _rows(llm)
+    console.print(
+        _latency_table("LLM serving latency (from llm.* annotations)", _headline(llm), rows)
+    )
     for line in _steps_line(llm):
         console.print(f"  {line}")
 
@@ -105,16 +146,32 @@ def render_llm_markdown(section: LlmSection | UnsetType) -> list[str]:
         out += _latency_markdown(latency)
     if llm.engine_steps is not UNSET:
         out += engine_steps.render_markdown(llm.engine_steps)
+    if llm.client is not UNSET:
+        client = llm.client
+        out += [f"### {client_title(client)}", "", client_headline(client), ""]
+        out += _markdown_table(_rows(client))
+    if llm.slo is not UNSET:
+        slo = llm.slo
+        out += [f"### {slo_title(slo)}", ""]
+        out.append("| " + " | ".join(SLO_COLS) + " |")
+        out.append("|---|" + "---:|" * (len(SLO_COLS) - 1))
+        out += ["| " + " | ".join(row) + " |" for row in slo_rows(slo)]
+        out.append("")
+        out += [f"- {line}" for line in slo_lines(slo)]
+        out.append("")
+    return out
+
+
+def _markdown_table(rows: list[tuple[str, Distribution]]) -> list[str]:
+    out = ["| metric | " + " | ".join(_COLS) + " |", "|---|" + "---|" * len(_COLS)]
+    for label, s in rows:
+        out.append(f"| {label} | " + " | ".join(_cell(c, s) for c in _COLS) + " |")
+    out.append("")
     return out
 
 
 def _latency_markdown(llm: LlmLatency) -> list[str]:
-    out = [_headline(llm), ""]
-    out.append("| metric | " + " | ".join(_COLS) + " |")
-    out.append("|---|" + "---|" * len(_COLS))
-    for label, s in _rows(llm):
-        out.append(f"| {label} | " + " | ".join(_cell(c, s) for c in _COLS) + " |")
-    out.append("")
+    out = [_headline(llm), "", *_markdown_table(_rows(llm))]
     out += [f"- {line}" for line in _steps_line(llm)]
     out.append("")
     return out

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from msgspec import UNSET
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -77,6 +76,9 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
                 Text(f.title),
             )
         console.print(table)
+        # rich.markdown (markdown-it and pygments behind it) only for reports with advice
+        from rich.markdown import Markdown
+
         for i, f in enumerate(findings, 1):
             body = Group(
                 Text(f.summary),
