@@ -227,25 +227,37 @@ class Trace(_HasTraceDB):
         return f"<Trace {self.path.name} {self.format}, window {fmt_ns(end - start)}>"
 
 
-def load(path: str | Path, *, rank: int | None = None, db: str | Path | None = None) -> Trace:
+def load(
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    db: str | Path | None = None,
+    capture_dir: str | Path | None = None,
+) -> Trace:
     """Load a trace: a PyTorch profiler ``.json``/``.json.gz``, a profiler output folder
     (``rank`` picks its rank), an Nsight Systems ``.sqlite`` export, or a trace database
     tracelens wrote (``tracelens analyze --db``, ``load(..., db=...)``), opened read-only.
 
     With ``db`` the database is kept in that file, so the next ``load(db)`` is instant.
-    Raises :class:`ingest.TraceInputError` for what cannot be read.
+    ``capture_dir``: graph capture traces naming the operators behind replayed CUDA/HIP graph
+    kernels (default: a ``capture_traces/`` folder beside the trace). Raises
+    :class:`ingest.TraceInputError` for what cannot be read.
     """
-    return Trace(open_trace(path, rank=rank, db=db))
+    return Trace(open_trace(path, rank=rank, db=db, capture_dir=capture_dir))
 
 
 def open_trace(
-    path: str | Path, *, rank: int | None = None, db: str | Path | None = None
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    db: str | Path | None = None,
+    capture_dir: str | Path | None = None,
 ) -> LoadedTrace:
     """What :func:`load` opens: a trace database as it is, anything else ingested."""
     p = Path(path)
     if db is None and p.is_file() and is_tracelens_database(p):
         return open_database(p)
-    return load_trace(p, db_path=db, rank=rank)
+    return load_trace(p, db_path=db, rank=rank, capture_dir=capture_dir)
 
 
 def open_database(path: Path) -> LoadedTrace:
