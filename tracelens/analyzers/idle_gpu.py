@@ -89,7 +89,7 @@ cls AS (
            CASE WHEN g.d <= ? THEN 'kernel_switch'
                 WHEN g.launch_end_ns - g.launch_start_ns >= ? AND f.first_start = g.end_ns
                     THEN 'first_launch'
-                WHEN g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
+                WHEN ? AND g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
                 WHEN coalesce(b.blocked_ns, 0) >= 0.5 * g.d THEN 'host_blocked'
                 -- issued as the GPU went idle and started one launch latency later: the
                 -- GPU ran dry waiting for the launch to arrive
@@ -116,6 +116,17 @@ _GPU_SIDE_TITLES = {
 }
 
 
+def _whole_job_recorded(db: TraceDB) -> bool:
+    """One process, unfiltered: a wait with no GPU busy then waited on unrecorded work.
+
+    In a job of several ranks the wait is most likely on a peer (a collective), and a
+    filtered or sampled capture leaves out work that did run: neither says the producer
+    was issued before recording began.
+    """
+    world = db.info.get("world_size")
+    return (world is None or int(world) <= 1) and not workload_of(db).filtered
+
+
 def _gpu_side(db: TraceDB, device_id: int, t: Thresholds) -> list[dict]:
     return db.dicts(
         _GPU_SIDE,
@@ -127,6 +138,7 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds) -> list[dict]:
             t.idle_blocked_min_gap_ns,
             t.idle_kernel_switch_ns,
             t.idle_slow_first_launch_ns,
+            _whole_job_recorded(db),
             t.idle_blocked_min_gap_ns,
             t.idle_launch_latency_ns,
         ],
