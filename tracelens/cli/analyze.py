@@ -19,6 +19,8 @@ from tracelens.cli.options import (
     EXIT_GATE,
     check_output,
     fail,
+    format_option,
+    output_option,
     parse_restriction,
     parse_slo_option,
     read_bench_option,
@@ -54,14 +56,7 @@ def sample_trace_path() -> Path:
 
 @click.command("analyze")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown", "html"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@format_option("text", "json", "markdown", "html")
 @click.option(
     "--fail-on",
     type=click.Choice([s.label for s in Severity]),
@@ -118,13 +113,7 @@ def sample_trace_path() -> Path:
     help="A benchmark client's per-request results (vllm bench serve --save-detailed JSON, "
     "sglang bench_serving --output-details JSONL), shown beside the trace's view.",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Write the report to this file instead of standard output.",
-)
+@output_option("the report")
 @click.option(
     "--force",
     is_flag=True,

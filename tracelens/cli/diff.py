@@ -18,6 +18,8 @@ from tracelens.cli.options import (
     EXIT_OK,
     check_output,
     fail,
+    format_option,
+    output_option,
     threshold_option,
     write_output,
 )
@@ -57,14 +59,7 @@ def _reports(
 @click.command("diff")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@format_option("text", "json", "markdown")
 @click.option(
     "--max-regression",
     "max_regression",
@@ -83,9 +78,7 @@ def _reports(
 )
 @click.option("--rank", type=int, default=None, help="For profiler output folders: this rank.")
 @threshold_option("Override an analyzer threshold (repeatable), for both runs.")
-@click.option(
-    "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to this file."
-)
+@output_option("the diff")
 def diff(
     baseline: Path,
     candidate: Path,

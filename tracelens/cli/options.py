@@ -40,6 +40,31 @@ def threshold_option(help_text: str) -> Callable[[_Command], _Command]:
     )
 
 
+def format_option(
+    *choices: str, help_text: str = "Output format."
+) -> Callable[[_Command], _Command]:
+    """``--format`` (as ``fmt``), the first choice the default."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=choices[0],
+        show_default=True,
+        help=help_text,
+    )
+
+
+def output_option(what: str) -> Callable[[_Command], _Command]:
+    """``-o/--output FILE``: write ``what`` there instead of standard output."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(path_type=Path),
+        default=None,
+        help=f"Write {what} to this file instead of standard output.",
+    )
+
+
 def restriction_options(command: _Command) -> _Command:
     """``--window START:END`` / ``--steps FIRST:END`` / ``--range NAME[@DOMAIN]``, handed to
     the command as ``window``, ``steps``, ``range_name``; :func:`parse_restriction` reads

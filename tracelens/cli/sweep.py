@@ -14,7 +14,14 @@ import click
 from rich.console import Console
 
 from ingest import TraceInputError, load_trace
-from tracelens.cli.options import check_output, fail, parse_slo_option, write_output
+from tracelens.cli.options import (
+    check_output,
+    fail,
+    format_option,
+    output_option,
+    parse_slo_option,
+    write_output,
+)
 from tracelens.llm.bench_results import (
     BenchInputError,
     BenchRun,
@@ -114,21 +121,8 @@ def _params(values: tuple[str, ...]) -> dict[str, float]:
     help="Serving objectives, e.g. ttft=200ms,tpot=50ms: name the highest-throughput run "
     "whose p95 latencies meet them.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Write the sweep to this file instead of standard output.",
-)
+@format_option("text", "json", "markdown")
+@output_option("the sweep")
 def sweep(
     runs: tuple[str, ...], params: tuple[str, ...], slo: str | None, fmt: str, output: Path | None
 ) -> None:
