@@ -87,3 +87,23 @@ def scenario_db(tmp_path_factory: pytest.TempPathFactory):
     yield load
     for loaded in opened:
         loaded.close()
+
+
+@pytest.fixture(scope="module")
+def planted_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The planted training trace as a Chrome trace file, once per test module."""
+    from tracelens.testing import training_steps, write_chrome_trace
+
+    path = tmp_path_factory.mktemp("planted") / "planted.pt.trace.json.gz"
+    write_chrome_trace(training_steps(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trace(planted_path: Path):
+    """That trace opened with the Python API (``tracelens.load``)."""
+    import tracelens
+
+    t = tracelens.load(planted_path)
+    yield t
+    t.close()

@@ -6,7 +6,6 @@ import runpy
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -21,20 +20,6 @@ from tracelens.testing import training_steps, write_chrome_trace
 from tracelens.testing.planted_llm import kv_growth_decode
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def planted_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("api") / "planted.pt.trace.json.gz"
-    write_chrome_trace(training_steps(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def trace(planted_path: Path) -> Iterator[Trace]:
-    t = tracelens.load(planted_path)
-    yield t
-    t.close()
 
 
 def test_every_frame_holds_its_tables_rows(trace: Trace) -> None:

@@ -4,7 +4,6 @@ every number is known."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,25 +13,11 @@ import tracelens
 from tracelens.api.trace import Trace
 from tracelens.cli import main
 from tracelens.core.restriction import Restriction, RestrictionError, parse_duration
-from tracelens.testing import training_steps, write_chrome_trace
+from tracelens.testing import write_chrome_trace
 from tracelens.testing.planted import STEP_NS, US
 from tracelens.testing.planted_warmup import jit_capture
 
 MS = 1_000_000
-
-
-@pytest.fixture(scope="module")
-def planted_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("restrict") / "planted.pt.trace.json.gz"
-    write_chrome_trace(training_steps(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def trace(planted_path: Path) -> Iterator[Trace]:
-    t = tracelens.load(planted_path)
-    yield t
-    t.close()
 
 
 def _by_analyzer(t: Trace, analyzer: str) -> int:
