@@ -3,8 +3,10 @@
 ``deviceProperties[].name`` is empty in some ROCm recordings (vLLM's on MI300X); the other
 properties still say what the device is: ``gcnArchName`` where present, else the compute
 capability ROCm reports (the gfx version), the compute-unit count and the 64-wide
-wavefront. A device the properties do not list at all is named after the host's other
-GPUs when they are all one model.
+wavefront. A device the properties do not list at all (ROCm traces list the host's GPUs
+by HIP index, while kernels carry the node's device number) takes the properties of the
+host's other GPUs when they all are one model with one configuration: its compute units,
+memory and gfx version, not only its name, so occupancy and the cost model can judge it.
 """
 
 from __future__ import annotations
@@ -44,8 +46,24 @@ def inferred_name(props: dict[str, Any]) -> str | None:
     return None
 
 
+# The properties a device without its own entry can take from its identical siblings.
+_SHARED = ("numSms", "totalGlobalMem", "computeMajor", "computeMinor", "warpSize", "gcnArchName")
+
+
 def host_model(props_by_id: dict[int, dict[str, Any]]) -> str | None:
     """The one model all listed GPUs share, if they do."""
     names = {inferred_name(p) for p in props_by_id.values()}
     names.discard(None)
     return names.pop() if len(names) == 1 else None
+
+
+def host_properties(props_by_id: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """The properties every listed GPU shares (one model, one configuration), else None."""
+    model = host_model(props_by_id)
+    if model is None:
+        return None
+    shapes = {tuple(p.get(k) for k in _SHARED) for p in props_by_id.values()}
+    if len(shapes) != 1:
+        return None
+    shared = dict(zip(_SHARED, shapes.pop(), strict=True))
+    return {"name": model} | {k: v for k, v in shared.items() if v is not None}

@@ -31,8 +31,9 @@ from ingest.chrome.event_splitter import (
     EventArraySplitter,
     EventBlob,
 )
+from ingest.chrome.hip_work_items import grids_in_workgroups
 from ingest.errors import TraceInputError
-from ingest.gpu_identity import host_model, inferred_name
+from ingest.gpu_identity import host_model, host_properties, inferred_name
 from ingest.nesting import assign_nesting
 from ingest.schema import active_device_ids, earliest_ns, set_info
 
@@ -382,6 +383,7 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
         """
     )
     _insert_devices(con, meta)
+    grids_in_workgroups(con)
     assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
     info = meta.get("distributedInfo")
@@ -431,15 +433,19 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
     rows = []
     named_after_host: list[int] = []
     inferred: list[str] = []
+    shared = host_properties(by_id) if by_id else None
     for dev in active:
         p = by_id.get(dev, {})
+        if not p and shared is not None:
+            p = shared
+            named_after_host.append(dev)
         cc = (
             f"{p['computeMajor']}.{p['computeMinor']}"
             if "computeMajor" in p and "computeMinor" in p
             else None
         )
         name = inferred_name(p) if p else None
-        if name and not str(p.get("name") or "").strip():
+        if name and not str(p.get("name") or "").strip() and dev not in named_after_host:
             inferred.append(
                 f"GPU {dev} ({name}) from gfx {cc}, {p.get('numSms')} compute units, "
                 f"{p.get('warpSize')}-wide wavefronts"
@@ -456,7 +462,8 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
         inferred.append(
             "GPU "
             + ", ".join(str(d) for d in named_after_host)
-            + " has no device properties: named after the host's other GPUs"
+            + " has no device properties: named and sized after the host's other GPUs (all "
+            "one model)"
         )
     if inferred:
         set_info(con, {"device_names_inferred": "; ".join(inferred)})

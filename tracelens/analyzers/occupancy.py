@@ -14,7 +14,10 @@
   millisecond is counted twice. The advice fits the GPU (FP16 autocast before Ampere) and
   the framework.
 
-Each group holds at least ``occupancy_min_share_pct`` of kernel time.
+Each group holds at least ``occupancy_min_share_pct`` of kernel time. On AMD GPUs the
+same checks speak ROCm's terms (workgroups on compute units, 64-wide wavefronts, Matrix
+Cores, rocprof-compute): ``gpu_terms`` holds the words. ROCm traces carry no occupancy
+estimate, so the low-occupancy check has nothing to read there.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tracelens.analyzers import hot_ops
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
+from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -59,6 +63,22 @@ FROM k WHERE blocks < ? AND name NOT ILIKE '%nccl%'
 GROUP BY name HAVING sum(d) >= ? ORDER BY idle_sm_ns DESC, name LIMIT 5
 """
 
+# The part of one kernel's idle-SM time spent in operators hot_ops already gives an impact:
+# counting it again here would claim the same milliseconds twice.
+_CLAIMED_IDLE = """
+WITH k AS (
+    SELECT start_ns, end_ns - start_ns AS d,
+           greatest(coalesce(grid_x, 1), 1) * greatest(coalesce(grid_y, 1), 1)
+             * greatest(coalesce(grid_z, 1), 1) AS blocks
+    FROM kernels WHERE device_id = ? AND name = ? AND grid_x IS NOT NULL
+), ko AS (
+    SELECT DISTINCT start_ns FROM kernel_ops
+    WHERE device_id = ? AND kernel_name = ? AND list_contains(?::VARCHAR[], op_name)
+)
+SELECT coalesce(CAST(round(sum(d * (1 - blocks / ?))) AS BIGINT), 0)
+FROM k JOIN ko USING (start_ns)
+"""
+
 _LOW_OCCUPANCY = """
 SELECT name, count(*) AS launches, sum(end_ns - start_ns) AS ns,
        avg(est_occupancy_pct) AS occupancy_pct, max(registers_per_thread) AS registers,
@@ -82,10 +102,23 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         d = int(dev["device_id"])
         sms = dev["sm_count"]
         if sms:
-            for r in db.dicts(
+            rows = db.dicts(
                 _UNDERFILLED, [d, float(sms), sms * t.occupancy_min_blocks_per_sm, min_ns]
-            ):
-                findings.append(_underfilled(db, t, d, int(sms), r, total))
+            )
+            claimed = sorted(hot_ops.claimed_operators(db, t)) if rows else []
+            for r in rows:
+                in_hot_ops = 0
+                if claimed:
+                    require(db, KERNEL_OPS)
+                    in_hot_ops = int(
+                        db.scalar(_CLAIMED_IDLE, [d, r["name"], d, r["name"], claimed, float(sms)])
+                        or 0
+                    )
+                f = _underfilled(db, t, d, int(sms), r, total, in_hot_ops)
+                # Time a hot-operator finding counts is kept here only to say why, and only
+                # when the grid leaves most of the GPU idle; a nearly full grid says nothing.
+                if f.impact_ns > 0 or f.evidence["idle_pct"] >= t.occupancy_explain_idle_pct:
+                    findings.append(f)
         low = db.dicts(_LOW_OCCUPANCY, [d, t.occupancy_low_pct, min_ns])
         low = [r for r in low if classify(r["name"]).key not in _BY_DESIGN]
         findings.extend(_low_occupancy(db, t, d, r, total) for r in low[:5])
@@ -97,23 +130,41 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-def _underfilled(db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total: int) -> Finding:
-    impact = int(r["idle_sm_ns"])
+def _underfilled(
+    db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total: int, in_hot_ops: int
+) -> Finding:
+    impact = max(0, int(r["idle_sm_ns"]) - in_hot_ops)
     share = 100.0 * r["ns"] / total
     blocks = int(r["median_blocks"])
     idle_pct = 100.0 * (1 - blocks / sms)
+    w = terms_for(workload_of(db).gpu.vendor)
+    threads = 1
+    for n in r["block"] or []:
+        threads *= max(int(n or 1), 1)
+    per_block = -(-threads // w.warp_lanes)
+    noun = w.block if blocks == 1 else w.blocks
     return finding(
         ANALYZER,
         ("underfilled_grid", dev, r["name"]),
         impact,
         db,
         t,
-        title=f"`{_short(r['name'])}` launches {blocks} blocks on {sms} SMs, leaving "
-        f"{idle_pct:.0f}% of GPU {dev}'s SMs idle for {fmt_ns(r['ns'])}",
-        impact_basis="Each launch's duration times the share of SMs its grid leaves without a "
-        "block, summed: an upper bound on what spreading the same work over every SM returns.",
+        title=f"`{_short(r['name'])}` launches {blocks} {noun} "
+        f"on {sms} {w.units}, "
+        f"leaving {idle_pct:.0f}% of GPU {dev}'s {w.units} idle for {fmt_ns(r['ns'])}",
+        impact_basis=f"Each launch's duration times the share of {w.units} its grid leaves "
+        f"without a {w.block}, summed: an upper bound on what spreading the same work over "
+        f"every {w.unit} returns"
+        + (
+            f"; {fmt_ns(in_hot_ops)} of it lies in operators whose hot-operator finding "
+            "already counts that time, and is left out here."
+            if in_hot_ops
+            else "."
+        ),
         summary=f"{int(r['launches']):,} launches ({share:.1f}% of kernel time) with a median "
-        f"grid of {blocks} blocks on a {sms}-SM GPU.",
+        f"grid of {blocks} {noun} of {threads} threads ({per_block} "
+        f"{w.warp_lanes}-wide {w.warps if per_block != 1 else w.warp} each) on a "
+        f"{sms}-{w.unit} GPU.",
         evidence={
             "device_id": dev,
             "kernel": r["name"],
@@ -124,32 +175,67 @@ def _underfilled(db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total:
             "sm_count": sms,
             "grid": list(r["grid"]),
             "block": list(r["block"]),
-            "idle_sm_ns": impact,
+            "warps_per_block": per_block,
+            "warp_lanes": w.warp_lanes,
+            "idle_pct": round(idle_pct, 1),
+            "idle_sm_ns": int(r["idle_sm_ns"]),
+            "idle_sm_ns_in_hot_ops": in_hot_ops,
         },
-        advice=_underfilled_advice(db, blocks, sms),
+        advice=_underfilled_advice(db, r["name"], blocks, sms, w),
     )
 
 
-def _underfilled_advice(db: TraceDB, blocks: int, sms: int) -> str:
-    head = f"A grid of {blocks} blocks keeps at most {blocks} of {sms} SMs busy. Give each launch "
-    if workload_of(db).is_pytorch:
-        return (
-            head + "more parallel work: batch requests or sequences together, fuse per-head/"
-            "per-layer launches into one batched kernel (`torch.bmm`, grouped GEMM), use "
-            "split-K or stream-K GEMM variants for skinny matrices (cuBLASLt picks them for "
-            "bf16/fp16), or run independent small kernels on separate streams so they share "
-            "the GPU."
+def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTerms) -> str:
+    head = (
+        f"A grid of {blocks} {w.block if blocks == 1 else w.blocks} keeps at most {blocks} of "
+        f"{sms} {w.units} busy. "
+        "Give each launch more parallel work: "
+    )
+    kind = classify(name).key
+    wl = workload_of(db)
+    torch = wl.is_pytorch
+    amd = w is AMD
+    if kind in ("gemm", "gemm_fp32"):
+        lib = "hipBLASLt" if amd else "cuBLASLt"
+        return head + (
+            "batch requests or sequences together so the matrices grow, group many small "
+            "GEMMs into one launch ("
+            + ("`torch.bmm`, grouped GEMM" if torch else "batched or grouped GEMM")
+            + "), or use split-K/stream-K "
+            f"variants or smaller tiles for skinny matrices ({lib} picks them for bf16/fp16"
+            + (
+                "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes"
+                if amd and torch
+                else ""
+            )
+            + ")."
         )
-    return (
-        head + "more parallel work: more elements per launch (larger batches, a grid-stride "
-        "loop sized to the SM count), one batched or grouped launch instead of many small "
-        "ones, split-K for skinny matrix products, or independent kernels on separate "
-        "streams so they share the GPU."
+    if kind == "attention" and not re.search(r"(?i)softmax", name):
+        return head + (
+            "more sequences per batch, or a kernel that splits the key/value length across "
+            f"{w.blocks} (split-KV / flash-decoding) when batch x heads is small, as in "
+            "decoding."
+        )
+    if kind in ("elementwise", "reduction", "attention") and torch:  # lone softmax: a reduction
+        return head + (
+            "its tensors are too small for the GPU: batch more work into each launch, or "
+            + (
+                "see why Inductor left it unfused (graph breaks)"
+                if wl.compiled
+                else "fuse it into its neighbours (`torch.compile`)"
+            )
+            + " so fewer, larger kernels run."
+        )
+    return head + (
+        f"more elements per launch (larger batches, a grid-stride loop sized to the {w.unit} "
+        "count), one batched launch instead of many small ones, or independent kernels on "
+        "separate streams so they share the GPU."
     )
 
 
 def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) -> Finding:
     share = 100.0 * r["ns"] / total
+    w = terms_for(workload_of(db).gpu.vendor)
     return finding(
         ANALYZER,
         ("low_occupancy", dev, r["name"]),
@@ -161,7 +247,7 @@ def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) ->
         impact_basis="Informational: low occupancy slows a kernel only when it cannot hide "
         "memory latency otherwise; no reliable estimate of the gain.",
         summary=f"{int(r['launches']):,} launches, {r['registers']} registers per thread, "
-        f"{r['shared_memory_bytes']} bytes of shared memory per block.",
+        f"{r['shared_memory_bytes']} bytes of shared memory per {w.block}.",
         evidence={
             "device_id": dev,
             "kernel": r["name"],
@@ -172,11 +258,14 @@ def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) ->
             "registers_per_thread": r["registers"],
             "shared_memory_bytes": r["shared_memory_bytes"],
         },
-        advice="Few warps fit on each SM, usually because of registers per thread or shared "
-        "memory per block. For your own Triton/CUDA kernels lower `num_warps`/tile sizes or "
-        "cap registers (`__launch_bounds__`, `maxrregcount`); for library kernels check the "
-        "input shapes and dtype select a better-tuned kernel. Confirm in Nsight Compute that "
-        "the kernel is latency-bound before tuning.",
+        advice=f"Few {w.warps} fit on each {w.unit}, usually because of registers per thread "
+        f"or shared memory per {w.block}. For your own Triton/"
+        + ("HIP" if w is AMD else "CUDA")
+        + " kernels lower `num_warps`/tile sizes or cap registers (`__launch_bounds__`"
+        + (")" if w is AMD else ", `maxrregcount`)")
+        + "; for library kernels check the input shapes and dtype select a better-tuned "
+        f"kernel. Confirm in {w.kernel_profiler} that the kernel is latency-bound before "
+        "tuning.",
     )
 
 
@@ -231,10 +320,15 @@ def _fp32_math(
         db,
         t,
         title=f"{share:.0f}% of GPU {dev}'s kernel time is FP32 GEMM/convolution on a GPU with "
-        f"tensor cores (compute capability {cc_text})",
+        + (
+            f"Matrix Cores ({_gfx(db, cc_text)})"
+            if workload_of(db).amd
+            else f"tensor cores (compute capability {cc_text})"
+        ),
         impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
         "operators hot_ops does not already estimate and outside explicit attention; "
-        "tensor-core math typically runs at least 2x the FP32 rate."
+        f"{terms_for(workload_of(db).gpu.vendor).matrix_cores} typically run matrix math at "
+        "least 2x the FP32 rate."
         + (
             # only the operators whose FP32 kernels are here: naming others claims nothing
             f" hot_ops counts the rest ({', '.join(sorted(overlap))})."
@@ -256,6 +350,12 @@ def _fp32_math(
             workload_of(db), what="These GEMMs and convolutions run in plain FP32"
         ),
     )
+
+
+def _gfx(db: TraceDB, cc_text: str) -> str:
+    """AMD's name for the target (gfx942), else its major.minor as the profiler wrote it."""
+    arch = db.info.get("gcn_arch")
+    return str(arch).split(":")[0] if arch else f"gfx {cc_text}"
 
 
 def _cc(value: str | None) -> float | None:

@@ -25,9 +25,11 @@ from __future__ import annotations
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
 
 ANALYZER = "variance"
 
@@ -194,7 +196,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "duration_vs_launch_order_r": round(r["trend_r"], 3),
                         "input_shapes": r.get("input_shapes"),
                     },
-                    advice=(_WARMUP_ADVICE if warmup else "") + _advice(kind),
+                    advice=(_WARMUP_ADVICE if warmup else "")
+                    + _advice(kind, terms_for(workload_of(db).gpu.vendor)),
                     # host time above the median while the GPU waited is part of the idle
                     # time idle_gpu files under 'host_compute'
                     supersedes=[]
@@ -221,19 +224,23 @@ def _short(name: str, n: int = 80) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def _advice(kind: str) -> str:
+def _advice(kind: str, w: GpuTerms) -> str:
     if kind == "kernel":
         return (
             "Same kernel, same launch configuration and input shapes, very different "
             "durations, with no trend over the run: look at what "
             "runs beside the slow instances on the timeline (concurrent kernels or copies "
-            "contending for SMs or memory bandwidth, NCCL traffic), clock throttling "
-            "(`nvidia-smi -q -d CLOCK,PERFORMANCE`), and data-dependent work (sparsity, "
-            "dynamic shapes hidden behind the same grid). Lock clocks when benchmarking."
+            f"contending for {w.units} or memory bandwidth, "
+            + ("RCCL" if w is AMD else "NCCL")
+            + f" traffic), clock throttling ({w.clock_query}), and data-dependent work "
+            "(sparsity, dynamic shapes hidden behind the same grid). Lock clocks when "
+            "benchmarking."
         )
     return (
         "Same operator and input shapes, very different host durations: the slow calls "
-        "usually hide allocator work (cudaMalloc after cache misses), implicit syncs, "
+        "usually hide allocator work ("
+        + ("hipMalloc" if w is AMD else "cudaMalloc")
+        + " after cache misses), implicit syncs, "
         "garbage collection or contention with other threads. Check the slow instances' "
         "children on the timeline; warm up the caching allocator and avoid per-step "
         "allocations."

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracelens.core.gpu_terms import terms_for
+
 if TYPE_CHECKING:
     from tracelens.core.workload import Workload
 
@@ -60,7 +62,7 @@ _REDUCE = re.compile(
 KINDS = {
     "gemm_fp32": KernelKind(
         "gemm_fp32",
-        "FP32 GEMM (no tensor cores)",
+        "FP32 GEMM (no tensor/matrix cores)",
         0.5,
         "Tensor-core GEMMs (TF32/BF16/FP16) typically run at least 2x the FP32 SIMT rate, so "
         "about half of this time would come back.",
@@ -247,7 +249,8 @@ def advice_for(
     if kind.key == "conv":
         if not torch:
             return (
-                "Convolutions dominate: run them in a 16-bit type on tensor cores with NHWC "
+                "Convolutions dominate: run them in a 16-bit type on "
+                f"{terms_for(gpu.vendor).matrix_cores} with NHWC "
                 "layout, and let the library benchmark its algorithms for your shapes."
             )
         amp = (
@@ -282,6 +285,11 @@ def advice_for(
             parts.append("use fused optimizers (`foreach=True`/`fused=True`)")
         parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
         return "Many memory-bound elementwise kernels: " + ", ".join(parts) + "."
+    if kind.key == "other":
+        return (
+            "Look at this kernel's launch configuration and occupancy in "
+            f"{terms_for(gpu.vendor).kernel_profiler} to see what bounds it."
+        )
     if kind.key == "reduction":
         if not torch:
             return "Reductions and normalizations: use fused implementations."
@@ -295,8 +303,9 @@ def advice_for(
 def fp32_math_advice(wl: Workload, what: str) -> str:
     """How to move FP32 matrix math to tensor cores on this GPU and framework."""
     gpu = wl.gpu
+    mc = terms_for(gpu.vendor).matrix_cores
     if gpu.tensor_dtypes and not gpu.has_tensor("fp16"):
-        return f"{what}; this GPU has no tensor cores, so only less work makes them faster."
+        return f"{what}; this GPU has no {mc}, so only less work makes them faster."
     if not gpu.tensor_dtypes and wl.is_pytorch:
         return (
             f"{what}. The trace does not name the GPU: from Ampere on, allow TF32 "
@@ -316,11 +325,11 @@ def fp32_math_advice(wl: Workload, what: str) -> str:
         lib = "hipBLASLt/rocBLAS" if wl.amd else "cuBLAS/cuBLASLt"
         if gpu.has_tensor("tf32"):
             return (
-                f"{what}: request tensor-core math from {lib} (TF32 compute type for FP32 "
+                f"{what}: request {mc} math from {lib} (TF32 compute type for FP32 "
                 "data, or BF16/FP16 inputs) and keep dimensions multiples of 8."
             )
         return (
-            f"{what}: this GPU's tensor cores take FP16 inputs: convert operands to FP16 "
+            f"{what}: this GPU's {mc} take FP16 inputs: convert operands to FP16 "
             f"(FP32 accumulate) in {lib} calls and keep dimensions multiples of 8."
         )
     if gpu.has_tensor("tf32") or gpu.has_tensor("bf16"):
@@ -332,12 +341,12 @@ def fp32_math_advice(wl: Workload, what: str) -> str:
             else ""
         )
         return (
-            f"{what}. Let them use tensor cores: {tf32}run under "
+            f"{what}. Let them use {mc}: {tf32}run under "
             "`torch.autocast('cuda', dtype=torch.bfloat16)`; keep GEMM dimensions multiples "
             "of 8."
         )
     return (
-        f"{what}. This GPU's tensor cores take FP16 inputs only: run "
+        f"{what}. This GPU's {mc} take FP16 inputs only: run "
         "under `torch.autocast('cuda', dtype=torch.float16)`"
         + (" with `torch.cuda.amp.GradScaler`" if wl.is_training or wl.kind == "unknown" else "")
         + ", use `channels_last` for convolutions, and keep GEMM dimensions multiples of 8."

@@ -125,6 +125,9 @@ class Thresholds:
     occupancy_min_share_pct: float = 2.0
     # Occupancy: grids with fewer blocks than this many per SM (x SM count) underfill the GPU.
     occupancy_min_blocks_per_sm: float = 1.0
+    # Occupancy: an underfilled grid whose time a hot-operator finding already counts is
+    # still shown (impact 0, to say why) when it leaves at least this share of SMs idle.
+    occupancy_explain_idle_pct: float = 50.0
     # Occupancy: estimated achieved occupancy below this percentage is "low".
     occupancy_low_pct: float = 25.0
 

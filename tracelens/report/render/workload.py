@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracelens.core.gpu_terms import terms_for
 from tracelens.report.model import Workload
 
 _FRAMEWORK = {
@@ -21,13 +22,14 @@ def workload_line(w: Workload) -> str:
     parts = [w.kind, _FRAMEWORK.get(w.framework, w.framework)]
     if gpu.model or gpu.arch:
         dtypes = ", ".join(gpu.tensor_core_dtypes) or "none"
-        parts.append(f"{gpu.model or gpu.name} ({gpu.arch}; tensor cores: {dtypes})")
+        cores = terms_for(gpu.vendor).matrix_cores
+        parts.append(f"{gpu.model or gpu.name} ({gpu.arch}; {cores}: {dtypes})")
     elif gpu.vendor:
         parts.append(f"{gpu.vendor.upper()} GPU (model not recorded)")
     if w.compiled.torch_compile:
         parts.append("torch.compile/Triton kernels")
     if w.compiled.cuda_graphs:
-        parts.append("HIP graphs" if gpu.vendor == "amd" else "CUDA graphs")
+        parts.append(terms_for(gpu.vendor).graphs)
     if w.attention:
         parts.append(f"attention: {w.attention}")
     return " · ".join(parts)
