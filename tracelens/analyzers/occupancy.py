@@ -114,11 +114,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         db.scalar(_CLAIMED_IDLE, [d, r["name"], d, r["name"], claimed, float(sms)])
                         or 0
                     )
-                f = _underfilled(db, t, d, int(sms), r, total, in_hot_ops)
+                under = _underfilled(db, t, d, int(sms), r, total, in_hot_ops)
                 # Time a hot-operator finding counts is kept here only to say why, and only
                 # when the grid leaves most of the GPU idle; a nearly full grid says nothing.
-                if f.impact_ns > 0 or f.evidence["idle_pct"] >= t.occupancy_explain_idle_pct:
-                    findings.append(f)
+                if under.impact_ns > 0 or (
+                    under.evidence["idle_pct"] >= t.occupancy_explain_idle_pct
+                ):
+                    findings.append(under)
         low = db.dicts(_LOW_OCCUPANCY, [d, t.occupancy_low_pct, min_ns])
         low = [r for r in low if classify(r["name"]).key not in _BY_DESIGN]
         findings.extend(_low_occupancy(db, t, d, r, total) for r in low[:5])
