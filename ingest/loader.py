@@ -83,6 +83,52 @@ def detect_format(path: Path) -> str:
     )
 
 
+def trace_files_in(folder: Path) -> list[Path]:
+    """The trace files directly in ``folder`` (not in sub-folders such as capture_traces/)."""
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and (TRACE_FILE_PATTERN.search(p.name) or p.suffix == ".sqlite")
+    )
+
+
+def rank_files(paths: list[Path]) -> list[tuple[int, Path]]:
+    """The ranks of a job given as files and/or profiler output folders, by rank.
+
+    Ranks come from ``distributedInfo.rank`` or the file name (``ranks_of``); files that
+    say neither take the positions after the known ranks, in name order. Two files
+    claiming one rank are an error naming both.
+    """
+    files: list[Path] = []
+    for p in paths:
+        if not p.exists():
+            raise TraceInputError(p, "no such file or directory")
+        if p.is_dir():
+            found = trace_files_in(p)
+            if not found:
+                raise TraceInputError(
+                    p, "folder holds no trace files (*.json, *.json.gz, *.sqlite)"
+                )
+            files.extend(found)
+        else:
+            files.append(p)
+    ranks = ranks_of(files)
+    taken: dict[int, Path] = {}
+    for p in files:
+        r = ranks[p]
+        if r is None:
+            continue
+        if r in taken:
+            raise TraceInputError(p, f"claims rank {r}, as does {taken[r].name}")
+        taken[r] = p
+    nxt = max(taken, default=-1) + 1
+    for p in files:
+        if ranks[p] is None:
+            taken[nxt] = p
+            nxt += 1
+    return sorted(taken.items())
+
+
 def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]:
     """A file to read: ``path`` itself, or the chosen trace of a profiler output folder."""
     notes: list[str] = []
@@ -90,11 +136,7 @@ def resolve_input(path: Path, rank: int | None = None) -> tuple[Path, list[str]]
         raise TraceInputError(path, "no such file or directory")
     if not path.is_dir():
         return path, notes
-    candidates = sorted(
-        p
-        for p in path.iterdir()
-        if p.is_file() and (TRACE_FILE_PATTERN.search(p.name) or p.suffix == ".sqlite")
-    )
+    candidates = trace_files_in(path)
     if not candidates:
         raise TraceInputError(path, "folder holds no trace files (*.json, *.json.gz, *.sqlite)")
     if rank is None:

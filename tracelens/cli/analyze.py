@@ -55,7 +55,7 @@ def sample_trace_path() -> Path:
 
 
 @click.command("analyze")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @format_option("text", "json", "markdown", "html")
 @click.option(
     "--fail-on",
@@ -122,7 +122,7 @@ def sample_trace_path() -> Path:
 @click.option("--sample", is_flag=True, help="Analyze the bundled sample trace.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def analyze(
-    path: Path | None,
+    paths: tuple[Path, ...],
     fmt: str,
     fail_on: str | None,
     top: int,
@@ -143,13 +143,26 @@ def analyze(
 ) -> None:
     """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.
 
-    --window, --steps or --range analyze only that part of it, as if it were the capture.
+    Several files, or a folder of several ranks' traces, are one job: every rank is
+    analysed, their clocks aligned, and stragglers and imbalance found across them
+    (--rank picks one rank alone). --window, --steps or --range analyze only that part of
+    a trace, as if it were the capture.
     """
     restriction = parse_restriction(window, steps, range_name)
     if sample:
-        path = sample_trace_path()
-    if path is None:
+        paths = (sample_trace_path(),)
+    if not paths:
         raise click.UsageError("give a trace PATH (or --sample)")
+    job = _job_files(paths, rank)
+    if job is not None:
+        if db_path is not None or restriction is not None or slo or bench_path or capture_dir:
+            fail(
+                "--db, --window/--steps/--range, --slo, --bench and --capture-dir take one "
+                "trace; give --rank R to analyze one rank of this job"
+            )
+        _analyze_job(job, thresholds, top, fmt, output, max_findings, fail_on)
+        return
+    path = paths[0]
     inputs = ReportInputs(slo=parse_slo_option(slo), bench=read_bench_option(bench_path))
     check_output(output)
     if db_path is not None:
@@ -171,6 +184,76 @@ def analyze(
     if fail_on is not None:
         floor = Severity.parse(fail_on)
         if any(Severity.parse(f["severity"]) >= floor for f in report["findings"]):
+            sys.exit(EXIT_GATE)
+
+
+def _job_files(paths: tuple[Path, ...], rank: int | None) -> list[tuple[int, Path]] | None:
+    """The job's (rank, file) pairs when the paths hold more than one trace, else None."""
+    from ingest.loader import rank_files, trace_files_in
+
+    if rank is not None and len(paths) == 1:
+        return None
+    if len(paths) == 1 and not (paths[0].is_dir() and len(trace_files_in(paths[0])) > 1):
+        return None
+    try:
+        files = rank_files(list(paths))
+    except TraceInputError as exc:
+        fail(str(exc))
+    if rank is not None:
+        chosen = [p for r, p in files if r == rank]
+        if not chosen:
+            fail(f"no trace for rank {rank} among the inputs (ranks: {[r for r, _ in files]})")
+        return None if len(chosen) == 1 and _single(paths, chosen[0]) else [(rank, chosen[0])]
+    return files if len(files) > 1 else None
+
+
+def _single(paths: tuple[Path, ...], chosen: Path) -> bool:
+    return len(paths) == 1 or chosen in paths
+
+
+def _analyze_job(
+    files: list[tuple[int, Path]],
+    thresholds: Thresholds,
+    top: int,
+    fmt: str,
+    output: Path | None,
+    max_findings: int | None,
+    fail_on: str | None,
+) -> None:
+    from tracelens.ranks.job import analyze_job
+
+    check_output(output)
+    if fmt == "html":
+        fail("HTML output takes one trace; a job renders as text, markdown or json")
+    try:
+        job = analyze_job(files, thresholds, top)
+    except TraceInputError as exc:
+        fail(str(exc))
+    if fmt == "json":
+        text = json.dumps(job, indent=2, default=str) + "\n"
+    elif fmt == "markdown":
+        from tracelens.report.render.job_text import render_job_markdown
+
+        text = render_job_markdown(job, max_findings)
+    else:
+        from rich.console import Console
+
+        from tracelens.report.render.job_text import render_job_text
+
+        if output is None:
+            render_job_text(job, Console(), max_findings)
+        else:
+            with output.open("w", encoding="utf-8") as f:
+                render_job_text(job, Console(file=f, width=120), max_findings)
+        text = None
+    if text is not None:
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            write_output(output, text)
+    if fail_on is not None:
+        floor = Severity.parse(fail_on)
+        if any(Severity.parse(f["severity"]) >= floor for f in job["findings"]):
             sys.exit(EXIT_GATE)
 
 

@@ -1,0 +1,84 @@
+"""One clock for all ranks, from the collectives they share.
+
+Ranks' clocks differ (hosts' clocks, or a profiler's per-process base). A collective
+finishes at nearly the same instant on every rank that takes part: whoever arrives last
+starts the transfer, and all finish together. So the offset of a rank's clock against the
+reference rank's is the shift that makes the most of its collectives' ends coincide with
+the reference's.
+
+Collectives are paired by kind and nearby ordinal (within ``NEIGHBOURS`` of the same
+position, so a few collectives missing from a sampled or filtered trace do not shift
+every later pair); the offset is the one most pairs agree on within ``TOLERANCE_NS``,
+refined as their median; the residual is the median distance of the agreeing pairs from
+it. A rank without shared collectives keeps its recorded clock, and the report says so.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from statistics import median
+
+from tracelens.ranks.extract import Collective
+
+NEIGHBOURS = 3
+TOLERANCE_NS = 200_000  # ends of one collective agree this closely on aligned clocks
+
+
+@dataclass(frozen=True)
+class Alignment:
+    offset_ns: int  # subtract from this rank's times to read them on the reference clock
+    residual_ns: int | None  # median |end difference| of the matched pairs after the shift
+    matched: int  # collectives paired with the reference rank's
+    method: str  # "collectives" | "none"
+    pairs: tuple[tuple[int, int], ...] = ()  # (index in this rank, index in reference)
+
+
+def align(rank: list[Collective], reference: list[Collective]) -> Alignment:
+    """``rank``'s clock against ``reference``'s, from their collectives' ends."""
+    cands = _candidates(rank, reference)
+    if not cands:
+        return Alignment(0, None, 0, "none")
+    diffs = sorted(d for d, _, _ in cands)
+    best_lo, best_n = 0, 0
+    for lo in range(len(diffs)):
+        hi = bisect_right(diffs, diffs[lo] + 2 * TOLERANCE_NS)
+        if hi - lo > best_n:
+            best_lo, best_n = lo, hi - lo
+    centre = int(median(diffs[best_lo : best_lo + best_n]))
+    # one-to-one pairs, closest to the agreed shift first
+    used_r: set[int] = set()
+    used_ref: set[int] = set()
+    pairs: list[tuple[int, int]] = []
+    devs: list[int] = []
+    for d, i, j in sorted(cands, key=lambda c: (abs(c[0] - centre), c[1], c[2])):
+        if abs(d - centre) > TOLERANCE_NS:
+            break
+        if i in used_r or j in used_ref:
+            continue
+        used_r.add(i)
+        used_ref.add(j)
+        pairs.append((i, j))
+        devs.append(d)
+    offset = int(median(devs))
+    residual = int(median(abs(d - offset) for d in devs))
+    return Alignment(offset, residual, len(pairs), "collectives", tuple(sorted(pairs)))
+
+
+def _candidates(rank: list[Collective], ref: list[Collective]) -> list[tuple[int, int, int]]:
+    """(end difference, index in rank, index in ref) for same-kind collectives whose
+    ordinals are within NEIGHBOURS of each other."""
+    by_kind: dict[str, list[int]] = {}
+    for j, c in enumerate(ref):
+        by_kind.setdefault(c.kind, []).append(j)
+    ords = {k: [ref[j].ordinal for j in idx] for k, idx in by_kind.items()}
+    out: list[tuple[int, int, int]] = []
+    for i, c in enumerate(rank):
+        idx = by_kind.get(c.kind)
+        if not idx:
+            continue
+        o = ords[c.kind]
+        lo = bisect_left(o, c.ordinal - NEIGHBOURS)
+        hi = bisect_right(o, c.ordinal + NEIGHBOURS)
+        out.extend((c.end_ns - ref[j].end_ns, i, j) for j in idx[lo:hi])
+    return out

@@ -1,0 +1,133 @@
+"""What the cross-rank analyses need from one rank, taken while its database is open.
+
+A collective is one NCCL/RCCL kernel; its *key* is its kind and its ordinal among that
+kind's kernels on the rank (the i-th SendRecv), which is how the same collective is found
+on every rank without a sequence number in the trace. For each collective the extract
+keeps what the rank did since its previous one: GPU compute time and idle time, and the
+idle time's leading cause, so a late rank's reason is known without its tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracelens.core.tracedb import TraceDB
+
+_COMM = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
+
+# Collective kernels in launch order with their kind, and the work since the previous one
+# on the same device: compute-kernel time (union not needed: a sum of kernels on one
+# device is the GPU time they held) and idle gaps by cause.
+_COLLECTIVES = f"""
+WITH c AS (
+    SELECT device_id, start_ns, end_ns,
+           coalesce(nullif(regexp_extract(name,
+               'ncclKernel_([A-Za-z]+)|nccl(?:DevKernel_)?([A-Za-z]+)', 1), ''),
+               nullif(regexp_extract(name, 'nccl(?:DevKernel_)?([A-Za-z]+)', 1), ''),
+               'collective') AS kind
+    FROM kernels WHERE {_COMM}
+), o AS (
+    SELECT *, row_number() OVER (PARTITION BY kind ORDER BY start_ns, end_ns) - 1 AS ordinal,
+           coalesce(lag(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns),
+                    (SELECT min(start_ns) FROM kernels)) AS since_ns
+    FROM c
+)
+SELECT o.kind, o.ordinal, o.device_id, o.start_ns, o.end_ns, o.since_ns,
+       coalesce((SELECT sum(least(k.end_ns, o.start_ns) - greatest(k.start_ns, o.since_ns))
+                 FROM kernels k
+                 WHERE k.device_id = o.device_id AND NOT (k.name ILIKE '%nccl%'
+                       OR k.name ILIKE '%rccl%')
+                   AND k.end_ns > o.since_ns AND k.start_ns < o.start_ns), 0) AS compute_ns,
+       coalesce((SELECT sum(least(g.end_ns, o.start_ns) - greatest(g.start_ns, o.since_ns))
+                 FROM gaps g
+                 WHERE g.device_id = o.device_id
+                   AND g.end_ns > o.since_ns AND g.start_ns < o.start_ns), 0) AS idle_ns,
+       (SELECT arg_max(g.cause, least(g.end_ns, o.start_ns) - greatest(g.start_ns, o.since_ns))
+        FROM gaps g
+        WHERE g.device_id = o.device_id
+          AND g.end_ns > o.since_ns AND g.start_ns < o.start_ns) AS idle_cause
+FROM o ORDER BY o.start_ns, o.kind
+"""
+
+_OPS = """
+SELECT op_name, sum(dur_ns) AS ns FROM kernel_ops
+WHERE NOT (kernel_name ILIKE '%nccl%' OR kernel_name ILIKE '%rccl%') AND op_name IS NOT NULL
+GROUP BY op_name ORDER BY ns DESC, op_name LIMIT 200
+"""
+
+
+@dataclass(frozen=True)
+class Collective:
+    kind: str
+    ordinal: int
+    device_id: int
+    start_ns: int
+    end_ns: int
+    since_ns: int  # end of the rank's previous collective (or its first kernel)
+    compute_ns: int  # compute-kernel time since then
+    idle_ns: int  # GPU idle time since then
+    idle_cause: str | None  # the cause of most of that idle time
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.ordinal)
+
+
+@dataclass
+class RankExtract:
+    rank: int
+    path: Path
+    report: dict[str, Any]  # the rank's own report (JSON dict)
+    collectives: list[Collective] = field(default_factory=list)
+    op_ns: dict[str, int] = field(default_factory=dict)  # compute kernel time per operator
+    idle_ns_by_cause: dict[str, int] = field(default_factory=dict)
+    compute_ns: int = 0
+    comm_ns: int = 0
+    exposed_comm_ns: int = 0
+
+
+def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankExtract:
+    """The cross-rank view of one loaded rank (its ``report`` already built)."""
+    from tracelens.derived import require
+    from tracelens.derived.kernel_ops import KERNEL_OPS
+
+    out = RankExtract(rank=rank, path=path, report=report)
+    out.collectives = [
+        Collective(
+            kind=str(r[0]),
+            ordinal=int(r[1]),
+            device_id=int(r[2]),
+            start_ns=int(r[3]),
+            end_ns=int(r[4]),
+            since_ns=int(r[5]),
+            compute_ns=int(r[6]),
+            idle_ns=int(r[7]),
+            idle_cause=r[8],
+        )
+        for r in db.rows(_COLLECTIVES)
+    ]
+    require(db, KERNEL_OPS)
+    out.op_ns = {str(name): int(ns) for name, ns in db.rows(_OPS)}
+    out.idle_ns_by_cause = {
+        str(c): int(ns)
+        for c, ns in db.rows(
+            "SELECT cause, sum(end_ns - start_ns) FROM gaps GROUP BY cause ORDER BY cause"
+        )
+    }
+    comp, comm = db.rows(
+        f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE NOT {_COMM}), 0),
+                   coalesce(sum(end_ns - start_ns) FILTER (WHERE {_COMM}), 0) FROM kernels"""
+    )[0]
+    out.compute_ns, out.comm_ns = int(comp), int(comm)
+    # The communication analyzer's exposed time per device: its overlap finding carries the
+    # total, the waiting-for-peers finding a part of it, so the larger is the total.
+    exposed: dict[int, int] = {}
+    for f in report["findings"]:
+        ev = f["evidence"]
+        if f["analyzer"] == "communication" and "exposed_ns" in ev:
+            dev = int(ev.get("device_id", 0))
+            exposed[dev] = max(exposed.get(dev, 0), int(ev["exposed_ns"]))
+    out.exposed_comm_ns = sum(exposed.values())
+    return out

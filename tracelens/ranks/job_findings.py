@@ -1,0 +1,179 @@
+"""The cross-rank findings: a rank the others keep waiting for, and uneven GPU work.
+
+They are finding dicts in the report's shape with a ``rank``, so renderers and the
+``--fail-on`` gate treat them as any other; their share of time is of the median rank's
+window.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from tracelens.core.findings import finding_id, severity_for
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.units import fmt_ns
+from tracelens.ranks.extract import RankExtract
+from tracelens.ranks.stragglers import Group, Straggler
+
+ANALYZER = "ranks"
+
+# What the late rank's GPU was doing before the collectives it was late for.
+_WHY = {
+    "compute": "it ran {compute} more GPU work before them than the median rank (load imbalance)",
+    "data_loading": "its GPU sat idle {idle} longer than the others' before them, waiting for "
+    "its input pipeline (DataLoader)",
+    "host_compute": "its GPU sat idle {idle} longer than the others' before them while its "
+    "host ran code before the next launch",
+    "synchronization": "its GPU sat idle {idle} longer than the others' before them while its "
+    "host was blocked in a synchronization",
+    "launch_overhead": "its GPU sat idle {idle} longer than the others' before them, waiting "
+    "for kernel launches",
+    "gpu_dependency": "its GPU sat idle {idle} longer than the others' before them, waiting on "
+    "its own streams or events",
+    "untraced": "its GPU sat idle {idle} longer than the others' before them, on host work "
+    "the trace does not record",
+    "unknown": "the trace does not show why: it did neither more GPU work nor idle longer "
+    "than the others before them",
+}
+_ADVICE = {
+    "compute": "Balance the work: give this rank the same share of the batch, sequence "
+    "lengths or experts as the others (uneven sharding, padding, expert routing), and check "
+    "the imbalance finding for the operators that differ.",
+    "data_loading": "Feed this rank faster: more DataLoader workers (`num_workers`), "
+    "`pin_memory=True`, `persistent_workers=True` and prefetching; check that its shard of "
+    "the data is not larger or slower to read (storage, decoding) than the others'.",
+    "host_compute": "Look at this rank's host side before the collectives on its timeline: "
+    "per-rank Python work (logging, metrics, checkpoint or evaluation on one rank only) "
+    "holds every other rank in the collective; move it off the step or spread it.",
+    "synchronization": "Remove the blocking synchronization on this rank (`.item()`, "
+    "`.cpu()`, printing tensors) before the collectives; the others wait for it each time.",
+    "launch_overhead": "This rank launches kernels slower than the others: check its host "
+    "for contention (CPU affinity, other processes on its cores) and capture the step in "
+    "CUDA graphs.",
+    "gpu_dependency": "This rank's GPU waits on its own work (another stream, an event): "
+    "check what it runs that the others do not.",
+    "untraced": "This rank's host does work the trace does not record: profile it with "
+    "Python stacks (`with_stack=True`) or a sampling profiler to see what it is.",
+    "unknown": "Compare this rank's timeline with a punctual rank's just before the "
+    "collectives it reaches last.",
+}
+
+
+def straggler_findings(
+    late: list[Straggler], found: list[Group], window_ns: int, t: Thresholds
+) -> list[dict[str, Any]]:
+    """A finding for each rank last often enough that chance does not explain it."""
+    if not found:
+        return []
+    n = len(found[0].members)
+    floor = max(0.3, min(0.9, 1.5 / n))  # 2 ranks: last in 75 %; chance is 50 %
+    out = []
+    for s in late:
+        if s.late < 2 or s.late / s.groups < floor or s.held_back_ns <= 0:
+            continue
+        mine = sorted((g for g in found if g.last == s.rank), key=lambda g: -g.lead_ns)
+        pct = 100.0 * s.held_back_ns / window_ns
+        why = _WHY.get(s.cause, _WHY["unknown"]).format(
+            compute=fmt_ns(s.excess_compute_ns), idle=fmt_ns(s.excess_idle_ns)
+        )
+        out.append(
+            {
+                "id": finding_id(ANALYZER, "straggler", s.rank),
+                "analyzer": ANALYZER,
+                "title": f"Rank {s.rank} arrives last at {s.late} of {s.groups} collectives: "
+                f"the job waits {fmt_ns(s.held_back_ns)} for it",
+                "severity": severity_for(pct, t).label,
+                "impact_ns": s.held_back_ns,
+                "impact_pct": round(pct, 3),
+                "impact_basis": "Each collective it reaches last could start when the "
+                "second-to-last rank arrived: that lead on the aligned clock, summed over "
+                "those collectives.",
+                "summary": f"The other ranks waited {fmt_ns(s.others_wait_ns)} in total inside "
+                f"those collectives; {why}.",
+                "evidence": {
+                    "rank": s.rank,
+                    "last_in": s.late,
+                    "shared_collectives": s.groups,
+                    "held_back_ns": s.held_back_ns,
+                    "others_wait_ns": s.others_wait_ns,
+                    "cause": s.cause,
+                    "excess_compute_ns": s.excess_compute_ns,
+                    "excess_idle_ns": s.excess_idle_ns,
+                    "idle_cause": s.idle_cause,
+                    "worst": [
+                        {
+                            "collective": g.kind,
+                            "ordinal": g.members[s.rank].ordinal,
+                            "lead_ns": g.lead_ns,
+                            "skew_ns": g.skew_ns,
+                            "start_ns": g.members[s.rank].start_ns,
+                        }
+                        for g in mine[:5]
+                    ],
+                },
+                "advice": _ADVICE.get(s.cause, _ADVICE["unknown"]),
+                "time_ranges": [
+                    {
+                        "start_ns": g.members[s.rank].since_ns,
+                        "end_ns": g.members[s.rank].start_ns,
+                        "device_id": g.members[s.rank].device_id,
+                        "label": f"rank {s.rank} before {g.kind}",
+                    }
+                    for g in mine[:5]
+                ],
+                "supersedes": [],
+                "rank": s.rank,
+            }
+        )
+    return out
+
+
+def imbalance_finding(
+    extracts: list[RankExtract], window_ns: int, t: Thresholds, late: list[Straggler]
+) -> dict[str, Any] | None:
+    """The rank with the most GPU compute, when it is well above the median rank's."""
+    if len(extracts) < 2:
+        return None
+    med = median(e.compute_ns for e in extracts)
+    top = max(extracts, key=lambda e: (e.compute_ns, -e.rank))
+    extra = top.compute_ns - med
+    if med <= 0 or extra < window_ns * t.severity_low_pct / 100 or top.compute_ns < 1.1 * med:
+        return None
+    others = [e for e in extracts if e.rank != top.rank]
+    diffs = []
+    for op in set(top.op_ns) | {o for e in others for o in e.op_ns}:
+        d = top.op_ns.get(op, 0) - median(e.op_ns.get(op, 0) for e in others)
+        if d > 0:
+            diffs.append((int(d), op))
+    diffs.sort(key=lambda x: (-x[0], x[1]))
+    ops = ", ".join(f"`{op}` +{fmt_ns(d)}" for d, op in diffs[:3])
+    straggles = any(s.rank == top.rank and s.cause == "compute" for s in late)
+    return {
+        "id": finding_id(ANALYZER, "imbalance", top.rank),
+        "analyzer": ANALYZER,
+        "title": f"Rank {top.rank} runs {fmt_ns(int(extra))} more GPU compute than the median "
+        f"rank ({100.0 * extra / med:.0f}% more)",
+        "severity": "info",
+        "impact_ns": 0,
+        "impact_pct": 0.0,
+        "impact_basis": "Informational: uneven work costs time only where the others wait "
+        "for it in a collective"
+        + ("; the straggler finding counts that time." if straggles else "."),
+        "summary": f"Compute-kernel time per rank: median {fmt_ns(int(med))}, rank "
+        f"{top.rank} {fmt_ns(top.compute_ns)}."
+        + (f" The operators that differ most: {ops}." if ops else ""),
+        "evidence": {
+            "rank": top.rank,
+            "compute_ns": top.compute_ns,
+            "median_compute_ns": int(med),
+            "compute_ns_by_rank": {str(e.rank): e.compute_ns for e in extracts},
+            "operators": [{"operator": op, "extra_ns": d} for d, op in diffs[:10]],
+        },
+        "advice": "Give every rank the same work: check the sharding of the batch, sequence "
+        "lengths (padding) or, for mixture-of-experts models, the tokens routed to this "
+        "rank's experts (capacity factor, load-balancing loss).",
+        "time_ranges": [],
+        "supersedes": [],
+        "rank": top.rank,
+    }

@@ -1,0 +1,105 @@
+"""A job report (several ranks) as text or Markdown: the rank table, then the findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.core.units import fmt_ns
+
+_COLUMNS = (
+    "rank",
+    "window",
+    "busy %",
+    "top idle cause",
+    "compute",
+    "comm",
+    "exposed comm",
+    "median step",
+    "clock offset",
+)
+
+
+def rank_rows(job: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for r in job["ranks"]:
+        idle = r["idle_ns_by_cause"]
+        cause = max(idle, key=lambda c: (idle[c], c)) if idle else None
+        rows.append(
+            [
+                str(r["rank"]),
+                fmt_ns(r["window_ns"]),
+                f"{r['busy_pct']:.1f}" if r["busy_pct"] is not None else "-",
+                f"{cause} {fmt_ns(idle[cause])}" if cause else "-",
+                fmt_ns(r["compute_ns"]),
+                fmt_ns(r["comm_ns"]),
+                fmt_ns(r["exposed_comm_ns"]),
+                fmt_ns(r["median_step_ns"]) if r["median_step_ns"] else "-",
+                _offset(r["clock_offset_ns"]),
+            ]
+        )
+    return rows
+
+
+def _offset(ns: int) -> str:
+    return "0" if ns == 0 else ("+" if ns > 0 else "-") + fmt_ns(abs(ns))
+
+
+def _finding_line(f: dict[str, Any]) -> str:
+    rank = f"rank {f['rank']}: " if f.get("rank") is not None and f["analyzer"] != "ranks" else ""
+    return f"[{f['severity']}] {rank}{f['title']}"
+
+
+def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) -> str:
+    out = [f"# tracelens job report ({len(job['ranks'])} ranks)", ""]
+    out.append("| " + " | ".join(_COLUMNS) + " |")
+    out.append("|" + "---|" * len(_COLUMNS))
+    out.extend("| " + " | ".join(row) + " |" for row in rank_rows(job))
+    out.append("")
+    clock = job["clock"]
+    out.append(
+        f"Clocks aligned on rank {clock['reference_rank']} by {clock['method']}; "
+        + "; ".join(
+            f"rank {o['rank']}: {o['matched_collectives']} collectives, residual "
+            f"{fmt_ns(o['residual_ns']) if o['residual_ns'] is not None else '-'}"
+            for o in clock["offsets"]
+            if o["method"] != "reference"
+        )
+        + "."
+    )
+    for s in job["collectives"]["skew"]:
+        out.append(
+            f"- {s['collective']} arrival skew over {s['count']} shared collectives: p50 "
+            f"{fmt_ns(s['p50_ns'])}, p95 {fmt_ns(s['p95_ns'])}, max {fmt_ns(s['max_ns'])}"
+        )
+    out += ["", "## Findings", ""]
+    shown = job["findings"][:max_findings] if max_findings else job["findings"]
+    for f in shown:
+        out.append(f"### {_finding_line(f)}")
+        out += ["", f["summary"], "", f"**Advice:** {f['advice']}", ""]
+    if job["notes"]:
+        out += ["## Notes", ""] + [f"- {n}" for n in job["notes"]]
+    return "\n".join(out) + "\n"
+
+
+def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None = None) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{len(job['ranks'])} ranks", title_justify="left")
+    for c in _COLUMNS:
+        table.add_column(c, justify="left" if c in ("rank", "top idle cause") else "right")
+    for row in rank_rows(job):
+        table.add_row(*row)
+    console.print(table)
+    for s in job["collectives"]["skew"]:
+        console.print(
+            f"{s['collective']} arrival skew ({s['count']} shared): p50 {fmt_ns(s['p50_ns'])}, "
+            f"p95 {fmt_ns(s['p95_ns'])}, max {fmt_ns(s['max_ns'])}",
+            highlight=False,
+        )
+    shown = job["findings"][:max_findings] if max_findings else job["findings"]
+    for i, f in enumerate(shown, 1):
+        console.print(f"\n{i}. {_finding_line(f)}", highlight=False, markup=False)
+        console.print(f"   {f['summary']}", highlight=False, markup=False)
+        console.print(f"   Advice: {f['advice']}", highlight=False, markup=False)
+    for n in job["notes"]:
+        console.print(f"note: {n}", highlight=False, markup=False)
