@@ -269,7 +269,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     if waited
                     else ""
                 ),
-                summary=f"NCCL kernels ran {fmt_ns(comm_ns)} on GPU {dev}; "
+                summary=f"{'RCCL' if wl.amd else 'NCCL'} kernels ran {fmt_ns(comm_ns)} on GPU "
+                f"{dev}; "
                 f"{overlap_pct:.0f}% of it overlapped compute{size_text}.",
                 evidence={
                     "device_id": dev,

@@ -68,8 +68,13 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     named = {f["rank"] for f in findings if f["analyzer"] == "ranks" and f["impact_ns"] > 0}
     waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
     for e in extracts:
-        for f in e.report["findings"]:
-            findings.append(_less_waiting({**f, "rank": e.rank}, waited[e.rank]))
+        left = waited[e.rank]
+        mine = [{**f, "rank": e.rank} for f in e.report["findings"]]
+        # the peer-waiting finding holds waiting time first; the transfer finding only
+        # what exceeds it (it already leaves the peer-waiting finding's part out)
+        for f in sorted(mine, key=lambda f: "waiting_ns" not in f["evidence"]):
+            f2, left = _less_waiting(f, left)
+            findings.append(f2)
     findings.sort(key=lambda f: (-int(f["impact_ns"]), f.get("rank") is not None, f["id"]))
     notes = [
         f"rank {r}: {a.matched} collectives shared with rank {ref.rank}, none agree on a "
@@ -125,9 +130,10 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     }
 
 
-def _less_waiting(f: dict[str, Any], waited_ns: int) -> dict[str, Any]:
+def _less_waiting(f: dict[str, Any], waited_ns: int) -> tuple[dict[str, Any], int]:
+    """``f`` without up to ``waited_ns`` of straggler waiting, and the waiting left over."""
     if f["analyzer"] != "communication" or waited_ns <= 0 or f["impact_ns"] <= 0:
-        return f
+        return f, waited_ns
     cut = min(int(f["impact_ns"]), waited_ns)
     scale = (f["impact_ns"] - cut) / f["impact_ns"]
     return {
@@ -137,7 +143,7 @@ def _less_waiting(f: dict[str, Any], waited_ns: int) -> dict[str, Any]:
         "impact_basis": f["impact_basis"]
         + f" In this job, {fmt_ns(cut)} of it is waiting for a straggler rank, which that "
         "rank's finding counts; the rest is left here.",
-    }
+    }, waited_ns - cut
 
 
 def _window(e: RankExtract) -> int:
