@@ -151,3 +151,75 @@ def test_bad_upload_shows_the_reason(server: str, browser: object, tmp_path: Pat
     assert page.inner_text("#upload-status").startswith("Ingestion failed: cut.json: ")
     page.screenshot(path=str(ARTIFACTS / "browser-failed-ingest.png"))
     page.close()
+
+
+def test_restrict_the_run_page_with_its_form(
+    server: str, browser: object, planted_path: Path
+) -> None:
+    """Fill the run page's form, see the report of that part with the restriction in the
+    address, follow a finding's link with it, open the pasted link cold, clear it."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1300, "height": 900})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(planted_path))
+    page.wait_for_url("**/runs/*", timeout=90_000)
+    page.wait_for_selector(".finding")
+    run_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    whole = _api(server, f"/api/runs/{run_id}/findings")
+    assert "this trace has steps 0 to 9" in page.inner_text("#restrict")
+
+    def shown() -> list[str]:
+        return page.locator(".finding").evaluate_all("els => els.map(e => e.dataset.findingId)")
+
+    page.fill("#restrict-steps", "2:5")
+    page.click("#restrict-form button[type=submit]")
+    page.wait_for_url(f"**/runs/{run_id}?steps=2:5")
+    assert page.url == f"{server}/runs/{run_id}?steps=2:5"  # the empty fields left out
+    assert "analysed only profiler steps 2:5 (27 ms)" in page.inner_text("#restrict-active")
+    assert page.input_value("#restrict-steps") == "2:5"
+    part = _api(server, f"/api/runs/{run_id}/findings?steps=2:5")
+    assert isinstance(part, list) and shown() == [f["id"] for f in part]
+    loader = next(f for f in part if f["analyzer"] == "data_loading")
+    card = page.locator(f".finding[data-finding-id='{loader['id']}'] .impact")
+    assert card.inner_text().startswith("4.1 ms")  # two loader gaps, not the whole trace's nine
+    # The timeline opens on the part analysed: steps 2 to 4 of a ten-step trace.
+    page.wait_for_function("() => Number(document.getElementById('tl-canvas').dataset.loads) >= 1")
+    start, end = page.locator("#tl-canvas").evaluate("c => [c.dataset.startNs, c.dataset.endNs]")
+    assert int(start) > 0 and int(end) - int(start) < 40_000_000
+    page.screenshot(path=str(ARTIFACTS / "browser-restricted-run-page.png"), full_page=True)
+
+    # A finding's permalink keeps the restriction, and its page says so.
+    page.click(f".finding[data-finding-id='{loader['id']}'] a.permalink")
+    page.wait_for_url(f"**/runs/{run_id}/findings/{loader['id']}?steps=2:5")
+    assert "analysed only profiler steps 2:5" in page.inner_text("#restrict-active")
+    assert "**Scope:** analysed only profiler steps 2:5" in page.inner_text("#finding-markdown")
+
+    # The address pasted into a ticket opens the same restricted page.
+    fresh = browser.new_page()  # type: ignore[attr-defined]
+    fresh.goto(f"{server}/runs/{run_id}?steps=2:5")
+    assert fresh.locator(".finding").evaluate_all("els => els.map(e => e.dataset.findingId)") == [
+        f["id"] for f in part
+    ]
+    fresh.close()
+
+    page.goto(f"{server}/runs/{run_id}?steps=2:5")
+    page.click("#restrict-clear")
+    page.wait_for_url(f"{server}/runs/{run_id}")
+    assert isinstance(whole, list) and shown() == [f["id"] for f in whole]
+    assert page.locator("#restrict-active").count() == 0
+    assert not errors, errors
+
+    # A range the trace does not have: the page says why and shows the whole trace.
+    page.fill("#restrict-range", "nope@nvtx")
+    page.click("#restrict-form button[type=submit]")
+    page.wait_for_selector("#restrict-error")
+    assert "no range named 'nope' in domain 'nvtx'" in page.inner_text("#restrict-error")
+    assert page.input_value("#restrict-range") == "nope@nvtx"
+    assert shown() == [f["id"] for f in whole]
+    page.screenshot(path=str(ARTIFACTS / "browser-restriction-refused.png"), full_page=True)
+    # The browser reports the page's 400 status; nothing else may have gone wrong.
+    assert all("status of 400" in e for e in errors), errors
+    page.close()

@@ -7,13 +7,10 @@ ttft=5ms,tpot=1ms the 4 of the second batch miss TTFT (12 ms), so attainment is 
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from litestar.testing import TestClient
-from web_helpers import client_for, make_settings, upload, wait_done
+from web_helpers import client_for, make_settings, upload, wait_done, wait_generation
 
 from tracelens.testing import write_chrome_trace
 from tracelens.testing.planted_llm import static_launch_bound
@@ -24,18 +21,6 @@ HTML = {"accept": "text/html"}
 @pytest.fixture
 def served(tmp_path: Path) -> Path:
     return write_chrome_trace(static_launch_bound(), tmp_path / "serve.pt.trace.json.gz")
-
-
-def wait_generation(client: TestClient, run_id: str, past: str) -> dict[str, Any]:
-    """Wait for a re-ingest: the run is ready again, later than ``past`` (its ready_at)."""
-    deadline = time.monotonic() + 60
-    while True:
-        run = client.get(f"/api/runs/{run_id}").json()
-        if run["status"] == "ready" and run["ready_at"] != past:
-            return run
-        if time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} not re-ingested: {run['status']}")
-        time.sleep(0.1)
 
 
 def test_upload_with_objectives_judges_the_trace(tmp_path: Path, served: Path) -> None:

@@ -61,6 +61,18 @@ def wait_done(client: TestClient, run_id: str, timeout: float = 60.0) -> dict[st
         time.sleep(0.1)
 
 
+def wait_generation(client: TestClient, run_id: str, past: str) -> dict[str, Any]:
+    """Wait for a re-ingest: the run is ready again, later than ``past`` (its ready_at)."""
+    deadline = time.monotonic() + 60
+    while True:
+        run = client.get(f"/api/runs/{run_id}").json()
+        if run["status"] == "ready" and run["ready_at"] != past:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} not re-ingested: {run['status']}")
+        time.sleep(0.1)
+
+
 def write_planted(path: Path, host: str | None = None, kernel_name: str | None = None) -> Path:
     """The planted training trace, optionally with a given host name or first kernel name."""
     sc = training_steps()

@@ -10,6 +10,7 @@ next start re-queues it (or fails it after repeated interruptions), never shows 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -18,10 +19,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
+from ingest.schema import set_info
 from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
@@ -37,6 +41,14 @@ ORPHAN_AGE_S = 600.0
 # Reading the file is most of an ingest; the rest is analysis and publishing.
 _READ_SHARE = 0.85
 _PROGRESS_EVERY_S = 0.5
+# The trace_info fact holding what ingest said about the trace (skipped events, ...).
+INGEST_NOTES_FACT = "web_ingest_notes"
+
+
+def stored_ingest_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What ingest said about a run's trace, as kept in its database ([] if never kept)."""
+    row = con.execute("SELECT value FROM trace_info WHERE key = ?", [INGEST_NOTES_FACT]).fetchone()
+    return [str(n) for n in json.loads(row[0])] if row else []
 
 
 class IngestWorker:
@@ -173,6 +185,9 @@ class IngestWorker:
                 inputs=ReportInputs(slo=parse_slo(run.slo) if run.slo else None),
             )
             self._progress(run_id, generation, 0.95)
+            # A restricted analysis (web.run_restriction) starts again from the database,
+            # and its report, as the CLI's, opens with ingest's notes: keep them there.
+            set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
             build_timeline_tables(loaded.con)
             loaded.con.execute("CHECKPOINT")
         finally:

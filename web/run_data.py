@@ -1,8 +1,10 @@
 """Per-run data for requests: the stored report and a read-only trace database.
 
 Reports are computed once at ingest; pages read them from a small in-memory cache keyed by
-(run, generation), so no request ever re-runs the analyzers. A stored report that does not
-have the shape this version declares (``tracelens.report.model.Report``: one written by an
+(run, generation), so a request for the whole trace never re-runs the analyzers. A request
+restricted to a part of the trace (:mod:`web.run_restriction`) does: its results are kept in
+a cache of their own, and at most a few such analyses run at once. A stored report that does
+not have the shape this version declares (``tracelens.report.model.Report``: one written by an
 older or newer tracelens) raises :class:`OutdatedReportError`, and the service ingests the
 run again. Trace databases stay open (read-only) in a bounded cache; each request takes
 its own cursor, which DuckDB lets run in parallel.
@@ -13,7 +15,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +32,9 @@ T = TypeVar("T")
 
 
 READER_MEMORY_LIMIT = "512MiB"
+# Restricted analyses running at once: each copies part of a trace into a database of its
+# own and runs every analyzer on it, as an ingest does; more would wait for a slot.
+RESTRICTED_ANALYSES_AT_ONCE = 2
 
 
 class OutdatedReportError(Exception):
@@ -64,11 +70,15 @@ class _Lru:
 
 
 class RunData:
-    def __init__(self, runs_dir: Path, reports: int = 64, databases: int = 16) -> None:
+    def __init__(
+        self, runs_dir: Path, reports: int = 64, databases: int = 16, restricted: int = 24
+    ) -> None:
         self.runs_dir = runs_dir
         self._reports = _Lru(reports)
         self._dbs = _Lru(databases)
         self._memo = _Lru(reports * 2)
+        self._restricted = _Lru(restricted)
+        self._analyses = threading.BoundedSemaphore(RESTRICTED_ANALYSES_AT_ONCE)
         self._guard = threading.Lock()
         self._locks: dict[tuple[Any, ...], threading.Lock] = {}
 
@@ -80,12 +90,14 @@ class RunData:
             return cached
         with self._guard:
             lock = self._locks.setdefault((id(lru), *key), threading.Lock())
-        with lock:
-            cached = lru.get(key)
-            if cached is None:
-                cached = lru.put(key, make())
-        with self._guard:
-            self._locks.pop((id(lru), *key), None)
+        try:
+            with lock:
+                cached = lru.get(key)
+                if cached is None:
+                    cached = lru.put(key, make())
+        finally:  # a make() that raised (a restriction selecting nothing) leaves no lock
+            with self._guard:
+                self._locks.pop((id(lru), *key), None)
         return cached
 
     def report(self, run_id: str, generation: int) -> dict[str, Any]:
@@ -130,8 +142,22 @@ class RunData:
         """
         return self._once(self._memo, key, make)
 
+    def restricted(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """``make()`` once per ``key`` (run id first, then the generation and the
+        restriction), for what a restricted analysis gives: kept apart from :meth:`memo`, so
+        the parts of traces people look at never push the run pages out, and small, since
+        each is a whole report."""
+        return self._once(self._restricted, key, make)
+
+    @contextmanager
+    def analysis_slot(self) -> Iterator[None]:
+        """Wait for one of the few restricted analyses allowed to run at once."""
+        with self._analyses:
+            yield
+
     def forget(self, run_id: str) -> None:
         """Drop cached data of a run (deleted or re-ingested)."""
         self._reports.drop_run(run_id)
         self._dbs.drop_run(run_id)
         self._memo.drop_run(run_id)
+        self._restricted.drop_run(run_id)

@@ -9,10 +9,8 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 import duckdb
-import msgspec
 from litestar.exceptions import NotFoundException
 
-from tracelens.report.model import Finding
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
@@ -46,15 +44,6 @@ def ready_report(svc: Services, run: Run) -> dict[str, Any]:
         return svc.run_data.report(run.id, run.generation)
     except OutdatedReportError:
         _reingest(svc, run)
-
-
-def find_finding(svc: Services, run_id: str, finding_id: str) -> tuple[Run, Finding]:
-    run = load_ready_run(svc, run_id)
-    for f in ready_report(svc, run)["findings"]:
-        if f["id"] == finding_id:
-            # the stored report was checked against the model when it was loaded
-            return run, msgspec.convert(f, Finding)
-    raise NotFoundException(f"run {run_id} has no finding {finding_id!r}")
 
 
 def open_run_database(svc: Services, run: Run) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:

@@ -126,9 +126,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         findings.extend(_low_occupancy(db, t, d, r, total) for r in low[:5])
         cc = _cc(dev["compute_capability"])
         if cc is not None and cc >= 7.0:
-            f = _fp32_math(db, t, d, cc, dev["compute_capability"], total)
-            if f is not None:
-                findings.append(f)
+            fp32 = _fp32_math(db, t, d, cc, dev["compute_capability"], total)
+            if fp32 is not None:
+                findings.append(fp32)
     return findings
 
 

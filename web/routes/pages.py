@@ -14,6 +14,7 @@ from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
 
+from tracelens.core.restriction import Restriction
 from tracelens.report.render.markdown import finding_markdown
 from web.api_schema import RunView
 from web.catalog import Run, RunStatus
@@ -23,7 +24,23 @@ from web.errors import ConflictException
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
 from web.run_lifecycle import change_slo, remove_run
-from web.run_lookup import find_finding, load_run, open_run_database, ready_report
+from web.run_lookup import load_run, open_run_database, ready_report
+from web.run_restriction import (
+    RESTRICTION_DEPENDENCY,
+    RESTRICTION_PARAMS,
+    BadRestrictionError,
+    RangeQuery,
+    RestrictedAnalysis,
+    StepsQuery,
+    WindowQuery,
+    analysis_of,
+    cached,
+    find_finding,
+    parse_restriction,
+    query_string,
+    restriction_choices,
+    restriction_query,
+)
 from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
@@ -59,27 +76,72 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
     }
 
 
-def _render_run_page(svc: Services, run: Run, tokens_required: bool) -> str:
+@dataclass(frozen=True)
+class RestrictionForm:
+    """What the run page says of its restriction: the form's fields as sent, the
+    restriction in force (or None) and why one given was refused."""
+
+    fields: dict[str, str]
+    active: RestrictedAnalysis | None = None
+    error: str | None = None
+
+    @classmethod
+    def showing(cls, analysis: RestrictedAnalysis | None) -> RestrictionForm:
+        fields = {k: "" for k in RESTRICTION_PARAMS}
+        if analysis is not None:
+            fields[analysis.restriction.kind] = analysis.restriction.spec
+        return cls(fields, analysis)
+
+
+def _render_run_page(
+    svc: Services, run: Run, tokens_required: bool, form: RestrictionForm | None = None
+) -> str:
+    form = form or RestrictionForm.showing(None)
+    active = form.active
     context: dict[str, Any] = {
         "run": RunView.of(run),
         "report": None,
         "tokens_required": tokens_required,
         "page_data": {"run_id": run.id, "status": run.status, "highlights": {}},
         "csrf_token": lambda: CSRF_PLACEHOLDER,
+        "form": form,
+        "restriction": active.restriction if active else None,
+        "query": restriction_query(active.restriction if active else None),
     }
     if run.status == RunStatus.READY:
-        report = ready_report(svc, run)
+        report = active.report if active else ready_report(svc, run)
         cur, meta = open_run_database(svc, run)
-        cur.close()
+        try:
+            choices = restriction_choices(cur)
+        finally:
+            cur.close()
+        t0 = meta["t0_ns"]
         context["report"] = report
+        context["choices"] = choices
+        # Window offsets count from the first GPU activity, the timeline's from its first
+        # event: the hint says how far apart they are.
+        context["window_origin_ns"] = ready_report(svc, run)["trace"]["t0_ns"] - t0
         context["page_data"].update(
             {
-                "t0_ns": meta["t0_ns"],
+                "t0_ns": t0,
                 "span_ns": meta["span_ns"],
-                "highlights": _highlights(report["findings"], meta["t0_ns"]),
+                "highlights": _highlights(report["findings"], t0),
             }
         )
+        if active is not None:  # the timeline opens on the part analysed
+            context["page_data"]["view_ns"] = [
+                active.intervals[0][0] - t0,
+                active.intervals[-1][1] - t0,
+            ]
     return svc.templates.get_template("run.html").render(**context)
+
+
+def _render_page(
+    svc: Services, run: Run, tokens_required: bool, restriction: Restriction | None
+) -> str:
+    """The page of a ready run, of the whole trace or of the part ``restriction`` selects."""
+    analysis = analysis_of(svc, run, restriction) if restriction is not None else None
+    return _render_run_page(svc, run, tokens_required, RestrictionForm.showing(analysis))
 
 
 class RunListPageController(Controller):
@@ -113,22 +175,49 @@ class RunListPageController(Controller):
 class RunPagesController(Controller):
     path = "/runs/{run_id:str}"
     include_in_schema = False
+    dependencies = RESTRICTION_DEPENDENCY
 
     @blocking_get("/")
     def run_page(
-        self, request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        window: WindowQuery = None,
+        steps: StepsQuery = None,
+        range_name: RangeQuery = None,
     ) -> Response[bytes]:
+        fields = {"window": window, "steps": steps, "range": range_name}
+        if any(v is not None and not v.strip() for v in fields.values()):
+            # The form sends its unused fields empty: drop them, so the address (pasted
+            # into a ticket) names only the restriction.
+            kept = {k: v.strip() for k, v in fields.items() if v is not None and v.strip()}
+            return Redirect(f"/runs/{run_id}{query_string(kept)}", status_code=303)
         run = load_run(svc, run_id)
         tokens_required = svc.access.tokens_required()
         token = ScopeState.from_scope(request.scope).csrf_token
         token_bytes = token.encode() if isinstance(token, str) else b""
         if run.status == RunStatus.READY:
-            # A ready run's page depends only on its report: rendered once per ingest
-            # generation and kept as bytes around the per-visitor CSRF token.
             try:
-                page = svc.run_data.memo(
-                    (run.id, run.generation, "page", tokens_required),
-                    lambda: StoredPage.of(_render_run_page(svc, run, tokens_required)),
+                restriction = parse_restriction(window, steps, range_name)
+                # A ready run's page depends only on its report (and the restriction):
+                # rendered once per ingest generation and kept as bytes around the
+                # per-visitor CSRF token.
+                page = cached(
+                    svc,
+                    run,
+                    restriction,
+                    ("page", tokens_required),
+                    lambda: StoredPage.of(_render_page(svc, run, tokens_required, restriction)),
+                )
+            except BadRestrictionError as exc:
+                # The whole trace, the form as sent and why it was refused: fixable in place.
+                form = RestrictionForm({k: v or "" for k, v in fields.items()}, error=exc.detail)
+                html = _render_run_page(svc, run, tokens_required, form).encode()
+                return Response(
+                    html.replace(_PLACEHOLDER, token_bytes),
+                    status_code=400,
+                    media_type=MediaType.HTML,
                 )
             except ConflictException:  # built by an older version: now queued to re-ingest
                 run = load_run(svc, run_id)
@@ -149,21 +238,27 @@ class RunPagesController(Controller):
         svc: NamedDependency[Services],
         run_id: FromPath[str],
         finding_id: FromPath[str],
+        restriction: NamedDependency[Restriction | None],
     ) -> Template:
         run = load_run(svc, run_id)
         if run.status != RunStatus.READY:
             raise NotFoundException(
                 f"run {run_id} is {run.status}; its findings appear once it is ready"
             )
-        _, f = find_finding(svc, run_id, finding_id)
-        link = finding_permalink(svc.settings, request, run_id, finding_id)
+        run, f = find_finding(svc, run_id, finding_id, restriction)
+        query = restriction_query(restriction)
+        link = finding_permalink(svc.settings, request, run_id, finding_id, query)
+        note = analysis_of(svc, run, restriction).note if restriction is not None else None
         return Template(
             "finding.html",
             context={
                 "run": RunView.of(run),
                 "f": f,
                 "permalink": link,
-                "markdown": finding_markdown(f, permalink=link),
+                "markdown": finding_markdown(f, permalink=link, scope=note),
+                "restriction": restriction,
+                "restriction_note": note,
+                "query": query,
             },
         )
 

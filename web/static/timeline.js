@@ -15,7 +15,8 @@
   const LABEL_W = 190, AXIS_H = 22, LANE_H = 20, MIN_WINDOW_NS = 1000;
   const GROUP_COLORS = { gpu: 210, thread: 140, range: 28 };
   const span = Math.max(1, page.span_ns);
-  const view = { start: 0, end: span };
+  // A restricted page opens on the part analysed (the rest of the trace stays a zoom away).
+  const view = page.view_ns ? { start: page.view_ns[0], end: page.view_ns[1] } : { start: 0, end: span };
   let data = null;          // last answer from the API
   let highlights = [];      // [[start, end], ...] of the selected finding
   let pending = null;       // AbortController of the request in flight

@@ -57,12 +57,18 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def finding_markdown(f: Finding, permalink: str | None = None, heading: str = "###") -> str:
+def finding_markdown(
+    f: Finding, permalink: str | None = None, heading: str = "###", scope: str | None = None
+) -> str:
+    """One finding for a ticket; ``scope`` says what part of the trace was analysed when it
+    was not the whole (the restriction's note), since the impact is a share of that part."""
     out = [f"{heading} \\[{f.severity.upper()}\\] {md_text(f.title)}", ""]
     out.append(
         f"**Impact:** {fmt_ns(f.impact_ns)} ({f.impact_pct:.2f}% of the analysed window)"
         f" — {md_text(f.impact_basis)}"
     )
+    if scope:
+        out += ["", f"**Scope:** {md_text(scope)}"]
     out += ["", md_text(f.summary), "", "**Evidence**", ""]
     out += _evidence_lines(f.evidence)
     out += ["", f"**What to do:** {md_text(f.advice)}", ""]
