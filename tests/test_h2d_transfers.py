@@ -11,7 +11,7 @@ from corpus_cache import corpus_db
 from tracelens.analyzers import h2d_transfers
 from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
-from tracelens.testing.planted_device import pageable_copies_cuda_c
+from tracelens.testing.planted_device import pageable_copies_cuda_c, small_copies
 
 PAGEABLE = finding_id("h2d_transfers", "pageable")
 PAGEABLE_DTOH = finding_id("h2d_transfers", "pageable_dtoh")
@@ -135,3 +135,24 @@ def test_host_link_from_the_gpu_model(device: str, link: str, gbps: float) -> No
     got = h2d_transfers.host_link(SimpleNamespace(gpu=gpu), Thresholds())  # type: ignore[arg-type]
     assert got[:2] == (link, gbps)
     assert device in got[2]
+
+
+def test_many_small_uploads_are_batching_time(scenario_db) -> None:
+    """Pinned 4 KiB uploads of 10 us: pinning saves nothing, batching all but the bytes'
+    time at the link's rate."""
+    sc = small_copies()
+    db = scenario_db(sc)
+    findings = h2d_transfers.analyze(db, Thresholds())
+    found = {f.id: f for f in findings}
+    assert PAGEABLE not in found
+    small = found[SMALL]
+    e = sc.expected
+    ev = small.evidence
+    assert (ev["small_copies"], ev["small_bytes"], ev["small_ns"]) == (
+        e["small_copies"],
+        e["small_bytes"],
+        e["small_ns"],
+    )
+    assert small.impact_ns == e["batch_save_ns"]
+    assert "cudaMallocHost" in small.advice and "torch" not in small.advice
+    assert_copies_counted_once(db, findings)

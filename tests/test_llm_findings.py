@@ -15,7 +15,12 @@ from tracelens.llm.analysis import analyze_llm
 from tracelens.report import build_report
 from tracelens.testing import Scenario, write_chrome_trace
 from tracelens.testing.nsys_writer import write_nsys_sqlite
-from tracelens.testing.planted_llm import kv_growth_decode, static_launch_bound
+from tracelens.testing.planted_llm import (
+    kv_growth_decode,
+    prefill_gpu_idle,
+    prefill_stall,
+    static_launch_bound,
+)
 
 US = 1_000
 MS = 1_000_000
@@ -120,19 +125,7 @@ def test_kv_min_steps_override_decides_the_fit(tmp_path: Path) -> None:
 
 
 def test_prefill_stall_finding(tmp_path: Path) -> None:
-    sc = Scenario("llm_stall")
-    sc.range("llm.request[a]", 0, 20 * MS)
-    sc.range("llm.request[b]", 3 * MS, 17 * MS)
-    sc.range("llm.prefill[a]", 0, 1 * MS)
-    t = 1 * MS
-    for _ in range(4):
-        sc.range("llm.decode[a]", t, 500 * US)
-        t += 500 * US
-    sc.range("llm.prefill[b]", t, 4 * MS)  # 3 -> 7 ms: a's next token waits 4.5 ms
-    t += 4 * MS
-    for _ in range(4):
-        sc.range("llm.decode[a,b]", t, 500 * US)
-        t += 500 * US
+    sc = prefill_stall()
     findings, _ = run(sc, tmp_path / "stall.pt.trace.json.gz")
     f = findings[finding_id("llm_latency", "prefill_stalls")]
     ev = f["evidence"]
@@ -147,14 +140,7 @@ def test_prefill_stall_finding(tmp_path: Path) -> None:
 
 def test_prefill_gpu_idle_finding(tmp_path: Path) -> None:
     """Prefill steps of 2 ms that run one 200 us kernel each: 90 % of prefill time idle."""
-    sc = Scenario("llm_prefill_idle")
-    for i in range(3):
-        s = i * 3 * MS
-        sc.range(f"llm.request[p{i}]", s, 3 * MS)
-        sc.range(f"llm.prefill[p{i}]", s, 2 * MS)
-        sc.launch(None, "ampere_sgemm_128x64_tn", s + 1700 * US, s + 1750 * US, 200 * US)
-        sc.range(f"llm.decode[p{i}]", s + 2 * MS, 1 * MS)
-        sc.launch(None, "ampere_sgemm_64x64_tn", s + 2050 * US, s + 2100 * US, 800 * US)
+    sc = prefill_gpu_idle()
     findings, a = run(sc, tmp_path / "pi.pt.trace.json.gz")
     f = findings[finding_id("llm_latency", "prefill_gpu_idle")]
     assert f["impact_ns"] == 3 * 1800 * US

@@ -13,8 +13,18 @@ from tracelens.derived import DERIVED_MODULES
 @click.option(
     "--frames", is_flag=True, help="The Python API's frames and dtypes, as in docs/api.md."
 )
-def list_schema(markdown: bool, frames: bool) -> None:
+@click.option(
+    "--evidence",
+    is_flag=True,
+    help="The evidence keys of each analyzer's findings, as in docs/json-schema.md.",
+)
+def list_schema(markdown: bool, frames: bool, evidence: bool) -> None:
     """List the canonical and derived tables with their columns."""
+    if evidence:
+        from tracelens.analyzers.evidence_keys.markdown import evidence_markdown
+
+        click.echo(evidence_markdown(), nl=False)
+        return
     if frames:
         from tracelens.api.frames import frames_markdown
 

@@ -13,8 +13,9 @@ report sections registered in ``tracelens.report.build.SECTIONS`` that are not d
 yet (the HTML report shows those in a generic panel); the corpus checks require every
 section a real report has to be declared.
 
-Evidence stays a mapping per analyzer (each analyzer documents its keys); code that needs a
-fact from another analyzer's evidence reads it through that analyzer's functions.
+Evidence stays a mapping per analyzer (its keys are declared in
+:mod:`tracelens.analyzers.evidence_keys`); code that needs a fact from another analyzer's
+evidence reads it through that analyzer's functions.
 """
 
 from __future__ import annotations

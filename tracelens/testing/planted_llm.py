@@ -15,6 +15,12 @@
 ``kv_growth_decode`` — two requests decoding together for 29 steps; step ``k`` (1-based)
 lasts 1 ms + 20 us * k: each of the 2 * k generated tokens already in the cache adds 10 us.
 Growth cost: 10 us * sum(2k) = 8.7 ms of 37.7 ms of decode (23.1 %).
+
+``prefill_stall`` — request ``b``'s 4 ms prefill runs while ``a`` decodes in 500 us steps:
+one of a's inter-token gaps holds it (4.5 ms), the other 11 decode gaps are 500 us.
+
+``prefill_gpu_idle`` — three requests whose 2 ms prefill steps run one 200 us kernel each
+(the GPU idle 90 % of prefill time) and whose 1 ms decode steps run an 800 us kernel.
 """
 
 from __future__ import annotations
@@ -85,4 +91,33 @@ def kv_growth_decode(steps: int = 29) -> Scenario:
         "growth_ns": 10 * US * cached,
         "decode_ns": steps * MS + 10 * US * cached,
     }
+    return sc
+
+
+def prefill_stall() -> Scenario:
+    sc = Scenario(name="llm_stall")
+    sc.range("llm.request[a]", 0, 20 * MS)
+    sc.range("llm.request[b]", 3 * MS, 17 * MS)
+    sc.range("llm.prefill[a]", 0, 1 * MS)
+    t = 1 * MS
+    for _ in range(4):
+        sc.range("llm.decode[a]", t, 500 * US)
+        t += 500 * US
+    sc.range("llm.prefill[b]", t, 4 * MS)  # 3 -> 7 ms: a's next token waits 4.5 ms
+    t += 4 * MS
+    for _ in range(4):
+        sc.range("llm.decode[a,b]", t, 500 * US)
+        t += 500 * US
+    return sc
+
+
+def prefill_gpu_idle() -> Scenario:
+    sc = Scenario(name="llm_prefill_idle")
+    for i in range(3):
+        s = i * 3 * MS
+        sc.range(f"llm.request[p{i}]", s, 3 * MS)
+        sc.range(f"llm.prefill[p{i}]", s, 2 * MS)
+        sc.launch(None, "ampere_sgemm_128x64_tn", s + 1700 * US, s + 1750 * US, 200 * US)
+        sc.range(f"llm.decode[p{i}]", s + 2 * MS, 1 * MS)
+        sc.launch(None, "ampere_sgemm_64x64_tn", s + 2050 * US, s + 2100 * US, 800 * US)
     return sc

@@ -1,0 +1,201 @@
+"""The evidence of ``h2d_transfers`` findings (:mod:`tracelens.analyzers.h2d_transfers`)."""
+
+from __future__ import annotations
+
+from tracelens.analyzers.evidence_keys.model import (
+    BYTES,
+    COUNT,
+    GBPS,
+    NS,
+    OBJECT,
+    PCT,
+    ROWS,
+    TEXT,
+    AnalyzerEvidence,
+    Key,
+    Kind,
+)
+
+_COPY_KINDS = ("pageable", "pageable_dtoh", "small_copies", "not_overlapped")
+
+
+_SITE_ROWS = (
+    Key(
+        "call_site",
+        TEXT,
+        "The operator that made the copy, else its runtime call, else `(unknown)`",
+    ),
+    Key("copies", COUNT, "Copies from that site"),
+    Key("bytes", BYTES, "Their bytes"),
+    Key("ns", NS, "Their summed duration"),
+)
+
+
+_PAGEABLE = (
+    Key("direction", TEXT, "The copies' direction", choices=("HtoD", "DtoH")),
+    Key("pageable_copies", COUNT, "Copies of this direction with a pageable host side"),
+    Key("pageable_bytes", BYTES, "Their bytes"),
+    Key("pageable_ns", NS, "Their summed duration"),
+    Key(
+        "pinned_estimate_ns",
+        NS,
+        "The same copies with a pinned host side: bytes at the link's achievable rate plus "
+        "`h2d_copy_latency_ns` per copy (`pageable_ns` minus the impact)",
+    ),
+    Key(
+        "pageable_call_sites",
+        ROWS,
+        "These copies by call site, up to 5 by copy time",
+        fields=_SITE_ROWS,
+    ),
+)
+
+EVIDENCE = AnalyzerEvidence(
+    "h2d_transfers",
+    "Explicit copies between host and GPU, each copy's time counted once across pinning, "
+    "batching and overlap; unified-memory migrations in a finding of their own",
+    keys=(
+        Key(
+            "totals",
+            OBJECT,
+            "Every explicit host-to-device copy of the trace (HtoD only, in the DtoH finding too)",
+            only=_COPY_KINDS,
+            fields=(
+                Key("copies", COUNT, "HtoD copies"),
+                Key("bytes", BYTES, "Their bytes"),
+                Key("time_ns", NS, "Their summed duration"),
+                Key(
+                    "achieved_gbps",
+                    GBPS,
+                    "`bytes` / `time_ns`",
+                    null="the copies took no time",
+                ),
+                Key("pageable_bytes", BYTES, "Bytes copied from pageable host memory"),
+                Key("pageable_share_pct", PCT, "`pageable_bytes` as a share of `bytes`"),
+                Key("exposed_ns", NS, "Copy time during which no kernel ran on the same GPU"),
+                Key(
+                    "host_blocking_copies",
+                    COUNT,
+                    "Copies whose runtime call blocked the host (host_copies.host_blocking)",
+                ),
+            ),
+        ),
+        Key(
+            "call_sites",
+            ROWS,
+            "HtoD copies by call site, up to 5 by copy time",
+            only=_COPY_KINDS,
+            fields=_SITE_ROWS,
+        ),
+        Key(
+            "repeated_sizes",
+            ROWS,
+            "HtoD copy sizes repeated at least `h2d_repeat_min_count` times, up to 5 by copy "
+            "time (often the same tensor copied every step)",
+            only=_COPY_KINDS,
+            fields=(
+                Key("bytes", BYTES, "The size of each copy"),
+                Key("copies", COUNT, "Copies of that size"),
+                Key("ns", NS, "Their summed duration"),
+            ),
+        ),
+        Key(
+            "host_link",
+            OBJECT,
+            "The host link the estimates assume",
+            only=_COPY_KINDS,
+            fields=(
+                Key(
+                    "link",
+                    TEXT,
+                    "PCIe generation and width or NVLink-C2C, or `configured` "
+                    "(threshold `h2d_pinned_gbps`)",
+                ),
+                Key("achievable_gbps", GBPS, "Pinned-copy bandwidth assumed per direction"),
+                Key("basis", TEXT, "Why that link: the GPU it was inferred from, or the threshold"),
+            ),
+        ),
+    ),
+    kinds=(
+        Kind(
+            "pageable",
+            "Host-to-device copies from pageable memory, against pinned copies of the same bytes",
+            "direction",
+            "HtoD",
+            keys=_PAGEABLE,
+        ),
+        Kind(
+            "pageable_dtoh",
+            "Device-to-host copies into pageable memory, against pinned copies of the same bytes",
+            "direction",
+            "DtoH",
+            keys=_PAGEABLE,
+        ),
+        Kind(
+            "small_copies",
+            "Many host-to-device copies below `h2d_small_copy_bytes`: per-copy latency",
+            "small_copies",
+            keys=(
+                Key("small_copies", COUNT, "HtoD copies below `h2d_small_copy_bytes`"),
+                Key("small_bytes", BYTES, "Their bytes"),
+                Key("small_ns", NS, "Their summed duration"),
+            ),
+        ),
+        Kind(
+            "not_overlapped",
+            "Host-to-device copy time with no kernel running on the GPU",
+            "exposed_after_pinning_and_batching_ns",
+            keys=(
+                Key(
+                    "exposed_after_pinning_and_batching_ns",
+                    NS,
+                    "HtoD copy time with no kernel running, less what pinning and batching "
+                    "already save: the impact",
+                ),
+            ),
+        ),
+        Kind(
+            "uvm",
+            "Unified-memory migrations, counted apart from explicit copies",
+            "by_kind",
+            keys=(
+                Key(
+                    "by_kind",
+                    ROWS,
+                    "The migrations by direction",
+                    fields=(
+                        Key(
+                            "kind",
+                            TEXT,
+                            "Direction (memcpys.kind)",
+                            choices=("UVM_HtoD", "UVM_DtoH", "UVM_DtoD"),
+                        ),
+                        Key("n", COUNT, "Migrations"),
+                        Key("bytes", BYTES, "Their bytes"),
+                        Key("ns", NS, "Their summed duration"),
+                    ),
+                ),
+                Key(
+                    "faulting_kernels",
+                    ROWS,
+                    "Kernels that ran while pages migrated to the device, up to 5 by stalled time",
+                    when="a host-to-device migration overlapped a kernel (the impact is then "
+                    "their stalled time)",
+                    fields=(
+                        Key("name", TEXT, "Kernel name"),
+                        Key("migrations", COUNT, "Migrations that overlapped its launches"),
+                        Key("bytes", BYTES, "Their bytes"),
+                        Key("launches", COUNT, "Its launches overlapped by a migration"),
+                        Key(
+                            "stalled_ns",
+                            NS,
+                            "Its time covered by migrations (at most its kernel time): how long "
+                            "it waited on page faults at least",
+                        ),
+                        Key("kernel_ns", NS, "Kernel time of those launches"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,222 @@
+"""The evidence of ``idle_gpu`` findings (:mod:`tracelens.analyzers.idle_gpu`)."""
+
+from __future__ import annotations
+
+from ingest.derive_gaps import GAP_CAUSES
+from tracelens.analyzers.evidence_keys.model import (
+    COUNT,
+    NS,
+    PCT,
+    ROWS,
+    TEXT,
+    AnalyzerEvidence,
+    Key,
+    Kind,
+    map_of,
+)
+
+# The causes whose gaps are explained by what the host did (all but a GPU-side wait).
+_HOST_SIDE = tuple(c for c in GAP_CAUSES if c != "gpu_dependency")
+
+
+def _detail_rows(detail: str) -> tuple[Key, ...]:
+    return (
+        Key("detail", TEXT, detail),
+        Key("gaps", COUNT, "Gaps with that detail"),
+        Key("ns", NS, "Their summed duration"),
+    )
+
+
+EVIDENCE = AnalyzerEvidence(
+    "idle_gpu",
+    "One finding per device and gap cause holding at least `idle_min_cause_pct` % of the "
+    "device's window (gap causes are judged at ingest, ingest/derive_gaps.py)",
+    keys=(
+        Key("device_id", COUNT, "The idle device"),
+        Key("device_name", TEXT, "Its name", null="the trace does not name the device"),
+        Key("window_ns", NS, "The device's window: its first to last GPU activity"),
+        Key("busy_ns", NS, "Union of its kernel, copy and memset time in the window"),
+        Key("busy_pct", PCT, "`busy_ns` as a share of `window_ns`"),
+        Key("idle_pct", PCT, "The rest of the window: 100 - `busy_pct`"),
+        Key("cause", TEXT, "The gap cause this finding sums", choices=GAP_CAUSES),
+        Key("cause_rule", TEXT, "That cause's rule, in words (what judged a gap this cause)"),
+        Key("gap_count", COUNT, "Idle gaps of this cause on the device"),
+        Key(
+            "gap_ns",
+            NS,
+            "Their summed duration: the impact, before the warm-up span and more "
+            "specific findings take their part",
+        ),
+        Key(
+            "idle_ns_by_cause",
+            map_of("gap cause", NS),
+            "Every idle gap on the device, summed by cause (this and the other causes)",
+            choices=GAP_CAUSES,
+        ),
+        Key(
+            "host_activity",
+            ROWS,
+            "What the host did in these gaps: the detail of each gap (the loader, blocking "
+            "call or innermost host code covering it, `untraced host code` when the launching "
+            "thread ran unrecorded code), up to 5 details by idle time; gaps without a detail "
+            "are left out",
+            only=_HOST_SIDE,
+            fields=_detail_rows("The loader, blocking call or host code (gaps.detail)"),
+        ),
+        Key(
+            "next_work",
+            ROWS,
+            "The work that ended these gaps (the queued kernel or copy), up to 5 names by "
+            "idle time",
+            only=("gpu_dependency",),
+            fields=_detail_rows("Name of the kernel or copy that ended the gaps"),
+        ),
+        Key(
+            "longest_gaps",
+            ROWS,
+            "The longest gaps of this cause (`idle_top_gaps` of them), longest first",
+            fields=(
+                Key("start_offset_ns", NS, "Gap start, from trace.t0_ns"),
+                Key("end_offset_ns", NS, "Gap end, from trace.t0_ns"),
+                Key("duration_ns", NS, "Gap length"),
+                Key(
+                    "host_activity",
+                    TEXT,
+                    "The gap's detail (as in `host_activity`)",
+                    null="nothing recorded names it",
+                    only=_HOST_SIDE,
+                ),
+                Key(
+                    "next_work",
+                    TEXT,
+                    "The name of the work that ended the gap",
+                    null="the work is not named",
+                    only=("gpu_dependency",),
+                ),
+            ),
+        ),
+    ),
+    kinds=(
+        Kind(
+            "gpu_dependency",
+            "The next work was queued before the gap and the GPU still waited",
+            "cause",
+            "gpu_dependency",
+            keys=(
+                Key("queued_before_gap", COUNT, "Gaps whose next work was launched before the gap"),
+                Key(
+                    "queued_during_gap",
+                    COUNT,
+                    "Gaps whose next work was launched during the gap, and queued for most of it",
+                ),
+                Key(
+                    "queued_lead_p50_ns",
+                    NS,
+                    "Median time from the launch call's end to the gap start, over the gaps "
+                    "queued before it; 0 when none was",
+                ),
+                Key(
+                    "gpu_side_kinds",
+                    ROWS,
+                    "What the GPU-side waits were, by kind, most idle time first",
+                    fields=(
+                        Key(
+                            "kind",
+                            TEXT,
+                            "What the waits were: `kernel_switch` the gap between "
+                            "back-to-back queued kernels (at most `idle_kernel_switch_ns`), "
+                            "`first_launch` a kernel's first launch loading its module, "
+                            "`unrecorded_producer` a long wait with no GPU busy in a trace of "
+                            "the whole job, `host_blocked` the host sat in a blocking call for "
+                            "half the wait or more, `launch_latency` the kernel was issued as "
+                            "the GPU went idle and started one launch latency later, "
+                            "`dependency` the rest",
+                            choices=(
+                                "kernel_switch",
+                                "first_launch",
+                                "unrecorded_producer",
+                                "host_blocked",
+                                "launch_latency",
+                                "dependency",
+                            ),
+                        ),
+                        Key("n", COUNT, "Gaps of this kind"),
+                        Key("ns", NS, "Their summed duration"),
+                        Key("p50_ns", NS, "Their median duration"),
+                        Key(
+                            "blocking_call",
+                            TEXT,
+                            "The blocking call the host sat in most often during these waits",
+                            when="`kind` is `host_blocked` or `unrecorded_producer`",
+                            null="no blocking call overlapped them",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Kind(
+            "data_loading",
+            "A data-loader range covered the gap",
+            "cause",
+            "data_loading",
+        ),
+        Kind(
+            "synchronization",
+            "The launching thread was blocked in synchronizing calls",
+            "cause",
+            "synchronization",
+            keys=(
+                Key(
+                    "blocked_in_gaps_ns",
+                    NS,
+                    "Time the launching thread spent in blocking calls inside these gaps, "
+                    "until the next work was issued (gaps.blocked_ns summed)",
+                ),
+            ),
+        ),
+        Kind(
+            "launch_overhead",
+            "The GPU ran dry while the host was issuing launches",
+            "cause",
+            "launch_overhead",
+            keys=(
+                Key(
+                    "launch_in_progress_gaps",
+                    COUNT,
+                    "Gaps whose next launch call had started by the time the gap began",
+                ),
+                Key(
+                    "launch_after_gap_start",
+                    COUNT,
+                    "Gaps whose next launch call started after the gap began",
+                ),
+                Key(
+                    "launch_delay_p50_ns",
+                    NS,
+                    "Median time from the gap start to that launch call's start, over the "
+                    "gaps in `launch_after_gap_start`; 0 when there are none",
+                ),
+            ),
+        ),
+        Kind(
+            "host_compute",
+            "The host was busy in traced code before the next launch",
+            "cause",
+            "host_compute",
+        ),
+        Kind(
+            "untraced",
+            "Nothing recorded explains the gap (unified-memory migrations among them)",
+            "cause",
+            "untraced",
+            keys=(
+                Key(
+                    "no_launch_record",
+                    COUNT,
+                    "Gaps whose ending work has no recorded launching call (unified-memory "
+                    "migrations, page faults)",
+                ),
+            ),
+        ),
+    ),
+)
