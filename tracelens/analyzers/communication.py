@@ -34,8 +34,14 @@ from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "communication"
 
-_COMM = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
-_COMM_K = "(k.name ILIKE '%nccl%' OR k.name ILIKE '%rccl%')"
+
+def comm_kernel_sql(column: str = "name") -> str:
+    """The SQL predicate of an NCCL/RCCL kernel on ``column`` (shared with cross-rank code)."""
+    return f"({column} ILIKE '%nccl%' OR {column} ILIKE '%rccl%')"
+
+
+_COMM = comm_kernel_sql()
+_COMM_K = comm_kernel_sql("k.name")
 
 # Bytes per element of the dtype names the profiler writes.
 _DTYPE_BYTES = """CASE lower(dtype)

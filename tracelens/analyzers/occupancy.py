@@ -46,12 +46,17 @@ _BY_DESIGN = {"gemm", "gemm_fp32", "conv", "attention", "communication"}
 # Share of FP32 GEMM/conv time that tensor-core math gives back (as hot_ops assumes).
 _FP32_SAVING = KINDS["gemm_fp32"].saving_fraction
 
-_UNDERFILLED = """
+# Blocks (workgroups) in a launch's grid; a missing dimension counts as 1.
+_BLOCKS = (
+    "greatest(coalesce(grid_x, 1), 1) * greatest(coalesce(grid_y, 1), 1)"
+    " * greatest(coalesce(grid_z, 1), 1) AS blocks"
+)
+
+_UNDERFILLED = f"""
 WITH k AS (
     SELECT k.name, k.end_ns - k.start_ns AS d,
-           greatest(coalesce(k.grid_x, 1), 1) * greatest(coalesce(k.grid_y, 1), 1)
-             * greatest(coalesce(k.grid_z, 1), 1) AS blocks,
-           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z
+           {_BLOCKS},
+           grid_x, grid_y, grid_z, block_x, block_y, block_z
     FROM kernels k WHERE k.device_id = ? AND k.grid_x IS NOT NULL
 )
 SELECT name, count(*) AS launches, sum(d) AS ns,
@@ -65,11 +70,10 @@ GROUP BY name HAVING sum(d) >= ? ORDER BY idle_sm_ns DESC, name LIMIT 5
 
 # The part of one kernel's idle-SM time spent in operators hot_ops already gives an impact:
 # counting it again here would claim the same milliseconds twice.
-_CLAIMED_IDLE = """
+_CLAIMED_IDLE = f"""
 WITH k AS (
     SELECT start_ns, end_ns - start_ns AS d,
-           greatest(coalesce(grid_x, 1), 1) * greatest(coalesce(grid_y, 1), 1)
-             * greatest(coalesce(grid_z, 1), 1) AS blocks
+           {_BLOCKS}
     FROM kernels WHERE device_id = ? AND name = ? AND grid_x IS NOT NULL
 ), ko AS (
     SELECT DISTINCT start_ns FROM kernel_ops

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -181,10 +182,7 @@ def analyze(
     finally:
         loaded.close()
     _emit(report, fmt, output, max_findings)
-    if fail_on is not None:
-        floor = Severity.parse(fail_on)
-        if any(Severity.parse(f["severity"]) >= floor for f in report["findings"]):
-            sys.exit(EXIT_GATE)
+    _gate(report["findings"], fail_on)
 
 
 def _job_files(paths: tuple[Path, ...], rank: int | None) -> list[tuple[int, Path]] | None:
@@ -230,31 +228,16 @@ def _analyze_job(
     except TraceInputError as exc:
         fail(str(exc))
     if fmt == "json":
-        text = json.dumps(job, indent=2, default=str) + "\n"
+        _deliver(json.dumps(job, indent=2, default=str) + "\n", output)
     elif fmt == "markdown":
         from tracelens.report.render.job_text import render_job_markdown
 
-        text = render_job_markdown(job, max_findings)
+        _deliver(render_job_markdown(job, max_findings), output)
     else:
-        from rich.console import Console
-
         from tracelens.report.render.job_text import render_job_text
 
-        if output is None:
-            render_job_text(job, Console(), max_findings)
-        else:
-            with output.open("w", encoding="utf-8") as f:
-                render_job_text(job, Console(file=f, width=120), max_findings)
-        text = None
-    if text is not None:
-        if output is None:
-            click.echo(text, nl=False)
-        else:
-            write_output(output, text)
-    if fail_on is not None:
-        floor = Severity.parse(fail_on)
-        if any(Severity.parse(f["severity"]) >= floor for f in job["findings"]):
-            sys.exit(EXIT_GATE)
+        _deliver_rich(lambda console: render_job_text(job, console, max_findings), output)
+    _gate(job["findings"], fail_on)
 
 
 def _load_with_progress(
@@ -300,21 +283,38 @@ def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: i
 
         text = render_html(report)
     else:
-        from rich.console import Console
-
         from tracelens.report.render.text import render_text
 
         typed = Report.of(report)
-        if output is None:
-            render_text(typed, Console(), max_findings)
-            return
-        try:
-            with output.open("w", encoding="utf-8") as f:
-                render_text(typed, Console(file=f, width=120), max_findings)
-        except OSError as exc:
-            fail(f"{output}: cannot write the report ({exc.strerror or exc})")
+        _deliver_rich(lambda console: render_text(typed, console, max_findings), output)
         return
+    _deliver(text, output)
+
+
+def _gate(findings: list[dict[str, Any]], fail_on: str | None) -> None:
+    """``--fail-on``: exit 1 when a finding is at or above that severity."""
+    if fail_on is not None:
+        floor = Severity.parse(fail_on)
+        if any(Severity.parse(f["severity"]) >= floor for f in findings):
+            sys.exit(EXIT_GATE)
+
+
+def _deliver(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
         write_output(output, text)
+
+
+def _deliver_rich(render: Callable[[Any], None], output: Path | None) -> None:
+    """Draw a rich rendering on the terminal, or into ``output`` 120 columns wide."""
+    from rich.console import Console
+
+    if output is None:
+        render(Console())
+        return
+    try:
+        with output.open("w", encoding="utf-8") as f:
+            render(Console(file=f, width=120))
+    except OSError as exc:
+        fail(f"{output}: cannot write the report ({exc.strerror or exc})")

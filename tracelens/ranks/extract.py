@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.core.tracedb import TraceDB
 
-_COMM = "(name ILIKE '%nccl%' OR name ILIKE '%rccl%')"
+_COMM = comm_kernel_sql()
 
 # Collective kernels in launch order with their kind, and the work since the previous one
 # on the same device: compute-kernel time (union not needed: a sum of kernels on one
@@ -37,8 +38,7 @@ WITH c AS (
 SELECT o.kind, o.ordinal, o.device_id, o.start_ns, o.end_ns, o.since_ns,
        coalesce((SELECT sum(least(k.end_ns, o.start_ns) - greatest(k.start_ns, o.since_ns))
                  FROM kernels k
-                 WHERE k.device_id = o.device_id AND NOT (k.name ILIKE '%nccl%'
-                       OR k.name ILIKE '%rccl%')
+                 WHERE k.device_id = o.device_id AND NOT {comm_kernel_sql("k.name")}
                    AND k.end_ns > o.since_ns AND k.start_ns < o.start_ns), 0) AS compute_ns,
        coalesce((SELECT sum(least(g.end_ns, o.start_ns) - greatest(g.start_ns, o.since_ns))
                  FROM gaps g
@@ -51,9 +51,9 @@ SELECT o.kind, o.ordinal, o.device_id, o.start_ns, o.end_ns, o.since_ns,
 FROM o ORDER BY o.start_ns, o.kind
 """
 
-_OPS = """
+_OPS = f"""
 SELECT op_name, sum(dur_ns) AS ns FROM kernel_ops
-WHERE NOT (kernel_name ILIKE '%nccl%' OR kernel_name ILIKE '%rccl%') AND op_name IS NOT NULL
+WHERE NOT {comm_kernel_sql("kernel_name")} AND op_name IS NOT NULL
 GROUP BY op_name ORDER BY ns DESC, op_name LIMIT 200
 """
 
