@@ -86,6 +86,9 @@ class RankExtract:
     compute_ns: int = 0
     comm_ns: int = 0
     exposed_comm_ns: int = 0
+    # Kineto's baseTimeNanoseconds: the realtime instant its (relative) times count from
+    base_time_ns: int | None = None
+    t0_ns: int | None = None  # the earliest recorded time, to tell relative times from epoch
 
 
 def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankExtract:
@@ -94,6 +97,9 @@ def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankE
     from tracelens.derived.kernel_ops import KERNEL_OPS
 
     out = RankExtract(rank=rank, path=path, report=report)
+    info = db.info
+    out.base_time_ns = _int_or_none(info.get("base_time_ns"))
+    out.t0_ns = _int_or_none(info.get("t0_ns"))
     out.collectives = [
         Collective(
             kind=str(r[0]),
@@ -131,3 +137,18 @@ def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankE
             exposed[dev] = max(exposed.get(dev, 0), int(ev["exposed_ns"]))
     out.exposed_comm_ns = sum(exposed.values())
     return out
+
+
+def _int_or_none(value: object) -> int | None:
+    """Trace facts are text; an epoch in ns needs exact integer parsing (a float would
+    round it by up to 128 ns)."""
+    if value in (None, "", "None"):
+        return None
+    text = str(value)
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            return None

@@ -19,8 +19,9 @@ from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
-from tracelens.ranks.clock import Alignment, align
+from tracelens.ranks.clock import Alignment, align, from_base_times
 from tracelens.ranks.extract import RankExtract, extract
+from tracelens.ranks.grouping import group_shared
 from tracelens.ranks.job_findings import imbalance_finding, straggler_findings
 from tracelens.ranks.stragglers import groups, skew_by_kind, stragglers
 
@@ -55,7 +56,10 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     ref = extracts[0]
     alignments = {ref.rank: Alignment(0, 0, len(ref.collectives), "reference")}
     for e in extracts[1:]:
-        alignments[e.rank] = align(e.collectives, ref.collectives)
+        a = align(e.collectives, ref.collectives)
+        if a.method == "none":
+            a = from_base_times(e.base_time_ns, e.t0_ns, ref.base_time_ns, ref.t0_ns) or a
+        alignments[e.rank] = a
     found = groups(extracts, alignments)
     late = stragglers(extracts, found)
     window = int(median(_window(e) for e in extracts)) or 1
@@ -67,6 +71,7 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     # own communication findings keep only the rest, so no millisecond leads twice.
     named = {f["rank"] for f in findings if f["analyzer"] == "ranks" and f["impact_ns"] > 0}
     waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
+    own: list[dict[str, Any]] = []
     for e in extracts:
         left = waited[e.rank]
         mine = [{**f, "rank": e.rank} for f in e.report["findings"]]
@@ -74,13 +79,22 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         # what exceeds it (it already leaves the peer-waiting finding's part out)
         for f in sorted(mine, key=lambda f: "waiting_ns" not in f["evidence"]):
             f2, left = _less_waiting(f, left)
-            findings.append(f2)
+            own.append(f2)
+    findings = [{**f, "ranks": [f["rank"]]} for f in findings]
+    findings += group_shared(own, len(extracts))
     findings.sort(key=lambda f: (-int(f["impact_ns"]), f.get("rank") is not None, f["id"]))
     notes = [
         f"rank {r}: {a.matched} collectives shared with rank {ref.rank}, none agree on a "
         "clock offset; its recorded clock is used"
         for r, a in alignments.items()
         if a.method == "none" and r != ref.rank
+    ]
+    notes += [
+        f"rank {r}: no collective shared with rank {ref.rank} agrees on a clock offset; the "
+        "ranks' recorded base times (baseTimeNanoseconds, realtime) align it, to the "
+        "hosts' clock synchronisation (typically within milliseconds)"
+        for r, a in alignments.items()
+        if a.method == "base time"
     ]
     if not found:
         notes.append("no collective is found on every rank: no straggler or skew analysis")
@@ -97,7 +111,11 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "ranks": [_rank_row(e, alignments[e.rank]) for e in extracts],
         "clock": {
             "reference_rank": ref.rank,
-            "method": "collective ends",
+            "method": "collective ends"
+            if any(a.method == "collectives" for a in alignments.values())
+            else "base times"
+            if any(a.method == "base time" for a in alignments.values())
+            else "recorded clocks",
             "offsets": [
                 {
                     "rank": e.rank,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_ns
+from tracelens.ranks.grouping import ranks_label
 
 _COLUMNS = (
     "rank",
@@ -45,7 +46,12 @@ def _offset(ns: int) -> str:
 
 
 def _finding_line(f: dict[str, Any]) -> str:
-    rank = f"rank {f['rank']}: " if f.get("rank") is not None and f["analyzer"] != "ranks" else ""
+    if f["analyzer"] == "ranks" or f.get("rank") is None:
+        rank = ""
+    else:
+        ranks = f.get("ranks") or [f["rank"]]
+        shown = f" (rank {f['rank']} shown)" if len(ranks) > 1 else ""
+        rank = ranks_label(ranks) + shown + ": "
     return f"[{f['severity']}] {rank}{f['title']}"
 
 
