@@ -163,3 +163,38 @@ def test_base_times_align_ranks_without_shared_collectives(tmp_path: Path) -> No
     assert (o["method"], o["offset_ns"]) == ("base time", bases[0] - bases[1])
     assert job["clock"]["method"] == "base times"
     assert any("baseTimeNanoseconds" in n for n in job["notes"])
+
+
+def test_a_storm_of_small_all_reduces_on_every_rank(tmp_path: Path) -> None:
+    """Four balanced ranks each run 100 all-reduces of 16 KB per step after their compute,
+    30 µs each and hidden by nothing, besides one 128 MiB all-reduce. A rank alone reads the
+    small ones' time beyond 16 KB at its best rate as waiting for peers; the aligned clocks
+    show every rank arrives together, so it is their latency, and coalescing them into
+    25 MiB buckets gives back nearly all of their 30 ms."""
+    write_job(tmp_path / "job", ranks=4, slow_rank=None, small_allreduces=100)
+    job = _job(tmp_path / "job")
+    top = job["findings"][0]
+    assert top["title"].startswith("Ranks 0-3 each issue about 100 collectives of under 1 MiB")
+    assert top["ranks"] == [0, 1, 2, 3] and "bucket_cap_mb" in top["advice"]
+    ev = top["evidence"]
+    assert (ev["count"], ev["steps"], ev["kernel_ns"], ev["exposed_ns"]) == (
+        1000,
+        10,
+        30_000_000,
+        30_000_000,
+    )
+    # one bucket per step at one small collective's latency, plus 8 MB at the 128 MiB
+    # all-reduce's rate (128 MiB in 1 ms)
+    rate = 64 * 1024 * 1024 * 2 / 1_000_000
+    assert top["impact_ns"] == 30_000_000 - 10 * 30_000 - int(8_192_000 / rate)
+    assert not [f for f in job["findings"] if "waiting for peer" in f["title"]]
+    assert any("measured on the aligned clocks as 0 ns" in n for n in job["notes"])
+    (comm,) = [f for f in job["findings"] if "not hidden by compute" in f["title"]]
+    # the exposed communication (40 ms a rank) less what the storm finding counts
+    assert comm["impact_ns"] == 40_000_000 - top["impact_ns"]
+
+
+def test_no_storm_without_small_collectives(tmp_path: Path) -> None:
+    write_job(tmp_path / "job", ranks=3, slow_rank=None)
+    job = _job(tmp_path / "job")
+    assert not [f for f in job["findings"] if "collectives of under" in f["title"]]

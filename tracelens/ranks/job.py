@@ -18,11 +18,12 @@ from ingest import load_trace
 from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
 from tracelens.ranks.clock import Alignment, align, from_base_times
+from tracelens.ranks.counted_once import dropped_waiting_notes, reconcile
 from tracelens.ranks.extract import RankExtract, extract
 from tracelens.ranks.grouping import group_shared
 from tracelens.ranks.job_findings import imbalance_finding, straggler_findings
+from tracelens.ranks.storms import storm_finding, storm_saving_ns
 from tracelens.ranks.stragglers import groups, skew_by_kind, stragglers
 
 JOB_SCHEMA = "tracelens.job/1"
@@ -43,7 +44,7 @@ def analyze_job(
         loaded = load_trace(path)
         try:
             report = build_report(loaded, t, top)
-            return extract(TraceDB(loaded.con), rank, path, report)
+            return extract(TraceDB(loaded.con), rank, path, report, t)
         finally:
             loaded.close()
 
@@ -64,26 +65,45 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     late = stragglers(extracts, found)
     window = int(median(_window(e) for e in extracts)) or 1
     findings = straggler_findings(late, found, window, t)
+    # Time a rank waits inside collectives for a straggler is the straggler finding's: its
+    # own communication findings keep only the rest, so no millisecond leads twice.
+    named = {f["rank"] for f in findings if f["impact_ns"] > 0}
+    waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
     imb = imbalance_finding(extracts, window, t, late)
     if imb is not None:
         findings.append(imb)
-    # Time a rank waits inside collectives for a straggler is the straggler finding's: its
-    # own communication findings keep only the rest, so no millisecond leads twice.
-    named = {f["rank"] for f in findings if f["analyzer"] == "ranks" and f["impact_ns"] > 0}
-    waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
+    storm = storm_finding(extracts, window, t)
+    if storm is not None:
+        findings.append(storm)
+    # likewise what coalescing small collectives gives back is the storm finding's
+    coalesced = {
+        e.rank: storm_saving_ns(e.small, t)
+        if storm and e.rank in storm["evidence"]["ranks"] and e.small
+        else 0
+        for e in extracts
+    }
+    world = _world_size(extracts)
+    whole = world is None or world == len(extracts)
     own: list[dict[str, Any]] = []
+    dropped: dict[int, tuple[int, int]] = {}
     for e in extracts:
-        left = waited[e.rank]
-        mine = [{**f, "rank": e.rank} for f in e.report["findings"]]
-        # the peer-waiting finding holds waiting time first; the transfer finding only
-        # what exceeds it (it already leaves the peer-waiting finding's part out)
-        for f in sorted(mine, key=lambda f: "waiting_ns" not in f["evidence"]):
-            f2, left = _less_waiting(f, left)
-            own.append(f2)
-    findings = [{**f, "ranks": [f["rank"]]} for f in findings]
+        paired = [g for g in found if e.rank in g.members]
+        measured = (
+            sum(g.waits[e.rank] for g in paired)
+            if whole and found and len(paired) == len(e.collectives)
+            else None
+        )
+        mine, note = reconcile(
+            e.rank, e.report["findings"], measured, waited[e.rank], coalesced[e.rank]
+        )
+        own += mine
+        if note:
+            dropped[e.rank] = note
+    notes = dropped_waiting_notes(dropped)
+    findings = [{**f, "ranks": f.get("ranks") or [f["rank"]]} for f in findings]
     findings += group_shared(own, len(extracts))
     findings.sort(key=lambda f: (-int(f["impact_ns"]), f.get("rank") is not None, f["id"]))
-    notes = [
+    notes += [
         f"rank {r}: {a.matched} collectives shared with rank {ref.rank}, none agree on a "
         "clock offset; its recorded clock is used"
         for r, a in alignments.items()
@@ -98,7 +118,6 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     ]
     if not found:
         notes.append("no collective is found on every rank: no straggler or skew analysis")
-    world = _world_size(extracts)
     if world is not None and world > len(extracts):
         notes.append(
             f"{len(extracts)} of the job's {world} ranks are here: who arrives last is judged "
@@ -146,22 +165,6 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "notes": notes,
         "rank_reports": {str(e.rank): e.report for e in extracts},
     }
-
-
-def _less_waiting(f: dict[str, Any], waited_ns: int) -> tuple[dict[str, Any], int]:
-    """``f`` without up to ``waited_ns`` of straggler waiting, and the waiting left over."""
-    if f["analyzer"] != "communication" or waited_ns <= 0 or f["impact_ns"] <= 0:
-        return f, waited_ns
-    cut = min(int(f["impact_ns"]), waited_ns)
-    scale = (f["impact_ns"] - cut) / f["impact_ns"]
-    return {
-        **f,
-        "impact_ns": int(f["impact_ns"]) - cut,
-        "impact_pct": round(float(f["impact_pct"]) * scale, 3),
-        "impact_basis": f["impact_basis"]
-        + f" In this job, {fmt_ns(cut)} of it is waiting for a straggler rank, which that "
-        "rank's finding counts; the rest is left here.",
-    }, waited_ns - cut
 
 
 def _window(e: RankExtract) -> int:

@@ -42,6 +42,7 @@ def build_job_diff(
         ),
         None,
     )
+    job_verdict: dict[str, Any]
     if not common:
         job_verdict = {
             "status": "incomparable",
