@@ -20,6 +20,10 @@ _COLUMNS = (
 )
 
 
+# the terminal's headers: the table fits 80 columns
+_SHORT = ("rank", "window", "busy%", "top idle", "compute", "comm", "exposed", "step", "offset")
+
+
 def rank_rows(job: dict[str, Any]) -> list[list[str]]:
     rows = []
     for r in job["ranks"]:
@@ -88,11 +92,20 @@ def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) ->
 
 
 def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None = None) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"{len(job['ranks'])} ranks", title_justify="left")
-    for c in _COLUMNS:
-        table.add_column(c, justify="left" if c in ("rank", "top idle cause") else "right")
+    # numbers never wrap mid-value; on a narrow terminal only the idle cause wraps
+    table = Table(
+        title=f"{len(job['ranks'])} ranks", title_justify="left", box=box.SIMPLE_HEAD,
+        padding=(0, 1), pad_edge=False,
+    )  # fmt: skip
+    for c in _SHORT:
+        idle = c == "top idle"
+        table.add_column(
+            c, justify="left" if c == "rank" or idle else "right", no_wrap=not idle,
+            overflow="fold" if idle else "ellipsis",
+        )  # fmt: skip
     for row in rank_rows(job):
         table.add_row(*row)
     console.print(table)
