@@ -4,6 +4,7 @@ imbalance, and the CLI that takes a folder or several files."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from ingest import TraceInputError
 from ingest.loader import rank_files
 from tracelens.cli import main
+from tracelens.ranks.grouping import ranks_label
 from tracelens.ranks.job import analyze_job
 from tracelens.testing.planted_ranks import write_job
 
@@ -38,12 +40,24 @@ def test_slow_data_loader_rank_is_the_straggler_on_aligned_clocks(tmp_path: Path
     top = job["findings"][0]
     assert top["analyzer"] == "ranks" and top["rank"] == 2 and top["impact_ns"] == 20_000_000
     assert "DataLoader" in top["summary"] and "num_workers" in top["advice"]
-    # the waiting ranks' communication findings keep only what is not the straggler's
-    for f in job["findings"]:
-        if f["analyzer"] == "communication" and f["rank"] != 2:
-            assert f["impact_ns"] == 10_000_000 and "straggler" in f["impact_basis"]
+    # the waiting ranks' communication findings keep only what is not the straggler's,
+    # and the four ranks' exposed-communication findings are one, on ranks 0-3
+    (comm,) = [f for f in job["findings"] if f["analyzer"] == "communication"]
+    assert comm["ranks"] == [0, 1, 2, 3] and comm["impact_ns"] == 10_000_000
+    assert comm["impact_ns_by_rank"] == {str(r): 10_000_000 for r in range(4)}
+    assert "straggler" in comm["impact_basis"] and "4 of the job's 4 ranks" in comm["impact_basis"]
+    # the host-compute gaps are the waiting ranks' only: rank 2's gap is its DataLoader
+    (host,) = [f for f in job["findings"] if "host ran code" in f["title"]]
+    assert host["ranks"] == [0, 1, 3]
+    ids = [f["id"] for f in job["findings"]]
+    assert len(ids) == len(set(ids)), "every job finding has its own id (permalinks)"
     assert job["collectives"]["shared"] == 10
     assert [r["rank"] for r in job["ranks"]] == [0, 1, 2, 3]
+
+
+def test_ranks_label() -> None:
+    assert ranks_label([4]) == "rank 4"
+    assert ranks_label([0, 1, 2, 3, 5, 7, 8]) == "ranks 0-3, 5, 7-8"
 
 
 def test_heavier_expert_rank_is_late_because_of_compute(tmp_path: Path) -> None:
@@ -117,3 +131,70 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     assert any("2 of the job's 128 ranks" in n for n in job["notes"])
     assert job["world_size"] == 128
     assert [r["compute_ns"] for r in job["ranks"]] == [210_320_000, 271_973_000]
+
+
+def test_base_times_align_ranks_without_shared_collectives(tmp_path: Path) -> None:
+    """Kineto writes times relative to ``baseTimeNanoseconds``. Two ranks whose profilers
+    started 0.777 s apart, on hosts with synchronised realtime clocks and no collective
+    kernel recorded: the base times give the offset, and the report names the method."""
+    from decimal import Decimal
+
+    planted = write_job(tmp_path / "raw", ranks=2, slow_rank=None)
+    base = 1_700_000_000_000_000_000
+    out = tmp_path / "job"
+    out.mkdir()
+    bases = {r: base - 5_000_000_000 + r * 777_000_000 for r in range(2)}
+    for r, path in enumerate(planted.files):
+        doc = json.loads(path.read_text(), parse_float=Decimal)
+        doc["baseTimeNanoseconds"] = bases[r]
+        events = []
+        for ev in doc["traceEvents"]:
+            if ev["name"].startswith("nccl"):
+                continue  # no collective to align on
+            true_ns = int(ev["ts"] * 1000) - planted.offsets_ns[r]
+            ev["ts"] = Decimal(true_ns - bases[r]) / 1000
+            events.append(ev)
+        doc["traceEvents"] = events
+        (out / path.name).write_text(json.dumps(doc, default=lambda d: f"{d:.3f}"))
+        text = (out / path.name).read_text()
+        (out / path.name).write_text(re.sub(r'"(ts|dur)": "([0-9.]+)"', r'"\1": \2', text))
+    job = _job(out)
+    (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
+    assert (o["method"], o["offset_ns"]) == ("base time", bases[0] - bases[1])
+    assert job["clock"]["method"] == "base times"
+    assert any("baseTimeNanoseconds" in n for n in job["notes"])
+
+
+def test_a_storm_of_small_all_reduces_on_every_rank(tmp_path: Path) -> None:
+    """Four balanced ranks each run 100 all-reduces of 16 KB per step after their compute,
+    30 µs each and hidden by nothing, besides one 128 MiB all-reduce. A rank alone reads the
+    small ones' time beyond 16 KB at its best rate as waiting for peers; the aligned clocks
+    show every rank arrives together, so it is their latency, and coalescing them into
+    25 MiB buckets gives back nearly all of their 30 ms."""
+    write_job(tmp_path / "job", ranks=4, slow_rank=None, small_allreduces=100)
+    job = _job(tmp_path / "job")
+    top = job["findings"][0]
+    assert top["title"].startswith("Ranks 0-3 each issue about 100 collectives of under 1 MiB")
+    assert top["ranks"] == [0, 1, 2, 3] and "bucket_cap_mb" in top["advice"]
+    ev = top["evidence"]
+    assert (ev["count"], ev["steps"], ev["kernel_ns"], ev["exposed_ns"]) == (
+        1000,
+        10,
+        30_000_000,
+        30_000_000,
+    )
+    # one bucket per step at one small collective's latency, plus 8 MB at the 128 MiB
+    # all-reduce's rate (128 MiB in 1 ms)
+    rate = 64 * 1024 * 1024 * 2 / 1_000_000
+    assert top["impact_ns"] == 30_000_000 - 10 * 30_000 - int(8_192_000 / rate)
+    assert not [f for f in job["findings"] if "waiting for peer" in f["title"]]
+    assert any("measured on the aligned clocks as 0 ns" in n for n in job["notes"])
+    (comm,) = [f for f in job["findings"] if "not hidden by compute" in f["title"]]
+    # the exposed communication (40 ms a rank) less what the storm finding counts
+    assert comm["impact_ns"] == 40_000_000 - top["impact_ns"]
+
+
+def test_no_storm_without_small_collectives(tmp_path: Path) -> None:
+    write_job(tmp_path / "job", ranks=3, slow_rank=None)
+    job = _job(tmp_path / "job")
+    assert not [f for f in job["findings"] if "collectives of under" in f["title"]]

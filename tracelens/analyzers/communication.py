@@ -164,6 +164,13 @@ FROM m LEFT JOIN ov USING (kid) ORDER BY m.kid
 """
 
 
+def collective_kernels(db: TraceDB, device_id: int) -> list[dict]:
+    """One row per collective kernel on ``device_id``, in launch order: its collective, bytes
+    (None where no ``record_param_comms`` gives them), duration ``d``, ``exposed`` time (not
+    overlapped by compute) and the ``step`` its launch fell in."""
+    return db.dicts(_PER_KERNEL, [device_id, device_id])
+
+
 def _waiting(kernels: list[dict]) -> list[dict]:
     """Each kernel's waiting for peers: its duration beyond the transfer estimate."""
     best: dict[str, float] = {}
@@ -215,7 +222,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if share < t.comm_min_exposed_pct:
             continue
         wl = workload_of(db)
-        kernels = _waiting(db.dicts(_PER_KERNEL, [dev, dev]))
+        kernels = _waiting(collective_kernels(db, dev))
         # waiting claims its share of the exposed time first, never more than all of it
         waited = min(exposed, sum(k["wait_exposed"] for k in kernels))
         wait_share = 100.0 * waited / window if window else 0.0

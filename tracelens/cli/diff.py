@@ -56,6 +56,37 @@ def _reports(
         b.close()
 
 
+def _is_job(path: Path) -> bool:
+    from ingest.loader import trace_files_in
+
+    return path.is_dir() and len(trace_files_in(path)) > 1
+
+
+def _job_diff(
+    baseline: Path,
+    candidate: Path,
+    thresholds: Thresholds,
+    max_regression: float | None,
+    top: int,
+) -> dict:
+    """Two jobs (profiler output folders of several ranks), compared rank by rank."""
+    from ingest.loader import rank_files
+    from tracelens.ranks.job import analyze_job
+    from tracelens.ranks.job_diff import build_job_diff
+
+    try:
+        files = rank_files([baseline]), rank_files([candidate])
+    except TraceInputError as exc:
+        fail(str(exc))
+    jobs = []
+    for side in files:
+        try:
+            jobs.append(analyze_job(side, thresholds, _ALL_ROWS))
+        except TraceInputError as exc:
+            fail(str(exc))
+    return build_job_diff(jobs[0], jobs[1], max_regression, top)
+
+
 @click.command("diff")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -89,18 +120,33 @@ def diff(
     thresholds: Thresholds,
     output: Path | None,
 ) -> None:
-    """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict."""
+    """Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict.
+
+    Two profiler output folders of several ranks are compared rank by rank (``--rank R``
+    compares one rank of each)."""
     check_output(output)
     if max_regression is not None and not math.isfinite(max_regression):
         fail(f"--max-regression must be a finite number of percent, got {max_regression}")
-    report_a, report_b = _reports(baseline, candidate, thresholds, rank)
-    d = build_diff(report_a, report_b, max_regression, top)
-    if fmt == "json":
-        text = json.dumps(d, indent=2, default=str) + "\n"
-    elif fmt == "markdown":
-        text = render_diff_markdown(d)
+    jobs = rank is None and (_is_job(baseline), _is_job(candidate))
+    if jobs and any(jobs):
+        if not all(jobs):
+            single = candidate if jobs[0] else baseline
+            fail(
+                f"{single}: one trace, while the other side is a job of several ranks; "
+                "compare one rank of the job with --rank R"
+            )
+        from tracelens.report.render.job_diff import (
+            render_job_diff_markdown,
+            render_job_diff_text,
+        )
+
+        d = _job_diff(baseline, candidate, thresholds, max_regression, top)
+        render = {"markdown": render_job_diff_markdown, "text": render_job_diff_text}
     else:
-        text = render_diff_text(d)
+        report_a, report_b = _reports(baseline, candidate, thresholds, rank)
+        d = build_diff(report_a, report_b, max_regression, top)
+        render = {"markdown": render_diff_markdown, "text": render_diff_text}
+    text = json.dumps(d, indent=2, default=str) + "\n" if fmt == "json" else render[fmt](d)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -120,6 +120,14 @@ class Thresholds:
     # Communication: report a rank's waiting for its peers inside collective kernels when the
     # exposed part of it reaches this share of the window.
     comm_min_wait_pct: float = 1.0
+    # Communication across ranks: a collective smaller than this (bytes) is latency-bound.
+    comm_small_collective_bytes: int = 1024 * 1024
+    # Communication across ranks: this many small collectives per step (per second without
+    # steps) on most ranks is a storm worth bucketing.
+    comm_storm_min_per_step: int = 50
+    # Communication across ranks: collectives coalesced into buckets of this size (bytes),
+    # as DDP's default ``bucket_cap_mb=25``, to estimate what bucketing gives back.
+    comm_storm_bucket_bytes: int = 25 * 1024 * 1024
 
     # Occupancy: a kernel group is reported when it holds at least this share of kernel time.
     occupancy_min_share_pct: float = 2.0

@@ -10,7 +10,13 @@ Collectives are paired by kind and nearby ordinal (within ``NEIGHBOURS`` of the 
 position, so a few collectives missing from a sampled or filtered trace do not shift
 every later pair); the offset is the one most pairs agree on within ``TOLERANCE_NS``,
 refined as their median; the residual is the median distance of the agreeing pairs from
-it. A rank without shared collectives keeps its recorded clock, and the report says so.
+it.
+
+A rank without shared collectives falls back on Kineto's ``baseTimeNanoseconds``: newer
+profilers write times relative to that realtime instant, so two ranks' times meet on the
+hosts' realtime clocks (NTP-synchronised: milliseconds, not microseconds, so it is the
+weaker method and the report names it). Times already on the epoch scale need no base.
+Without either, a rank keeps its recorded clock, and the report says so.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ class Alignment:
     offset_ns: int  # subtract from this rank's times to read them on the reference clock
     residual_ns: int | None  # median |end difference| of the matched pairs after the shift
     matched: int  # collectives paired with the reference rank's
-    method: str  # "collectives" | "none"
+    method: str  # "collectives" | "base time" | "none" (| "reference")
     pairs: tuple[tuple[int, int], ...] = ()  # (index in this rank, index in reference)
 
 
@@ -82,3 +88,25 @@ def _candidates(rank: list[Collective], ref: list[Collective]) -> list[tuple[int
         hi = bisect_right(o, c.ordinal + NEIGHBOURS)
         out.extend((c.end_ns - ref[j].end_ns, i, j) for j in idx[lo:hi])
     return out
+
+
+# Times past this (about 1973 in ns since 1970) are realtime already, not relative.
+_EPOCH_NS = 10**17
+
+
+def from_base_times(
+    rank_base: int | None, rank_t0: int | None, ref_base: int | None, ref_t0: int | None
+) -> Alignment | None:
+    """The offset the two ranks' recorded base times give, or None where they give none."""
+    shift_rank = _realtime_shift(rank_base, rank_t0)
+    shift_ref = _realtime_shift(ref_base, ref_t0)
+    if shift_rank is None or shift_ref is None:
+        return None
+    return Alignment(shift_ref - shift_rank, None, 0, "base time")
+
+
+def _realtime_shift(base: int | None, t0: int | None) -> int | None:
+    """What to add to a rank's times to read them on the realtime clock."""
+    if t0 is not None and t0 >= _EPOCH_NS:
+        return 0
+    return base

@@ -9,11 +9,14 @@ idle time's leading cause, so a late rank's reason is known without its tables.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-from tracelens.analyzers.communication import comm_kernel_sql
+from tracelens.analyzers.communication import collective_kernels, comm_kernel_sql
+from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 
 _COMM = comm_kernel_sql()
@@ -75,6 +78,20 @@ class Collective:
         return (self.kind, self.ordinal)
 
 
+@dataclass(frozen=True)
+class SmallCollectives:
+    """A rank's collectives under the small-message size (``comm_small_collective_bytes``)."""
+
+    count: int
+    kernel_ns: int  # their kernel time
+    exposed_ns: int  # the part of it no compute kernel overlaps
+    bytes: int
+    median_ns: int  # one small collective's median kernel time: its latency, near enough
+    steps: int  # profiler steps their launches fell in (0: the trace has none)
+    kinds: tuple[str, ...]  # their collectives, most frequent first
+    best_large_gbps: float | None  # the best bytes/ns of this rank's large collectives
+
+
 @dataclass
 class RankExtract:
     rank: int
@@ -86,14 +103,23 @@ class RankExtract:
     compute_ns: int = 0
     comm_ns: int = 0
     exposed_comm_ns: int = 0
+    # Kineto's baseTimeNanoseconds: the realtime instant its (relative) times count from
+    base_time_ns: int | None = None
+    t0_ns: int | None = None  # the earliest recorded time, to tell relative times from epoch
+    small: SmallCollectives | None = None  # None: no collective with a known size
 
 
-def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankExtract:
+def extract(
+    db: TraceDB, rank: int, path: Path, report: dict[str, Any], t: Thresholds | None = None
+) -> RankExtract:
     """The cross-rank view of one loaded rank (its ``report`` already built)."""
     from tracelens.derived import require
     from tracelens.derived.kernel_ops import KERNEL_OPS
 
     out = RankExtract(rank=rank, path=path, report=report)
+    info = db.info
+    out.base_time_ns = _int_or_none(info.get("base_time_ns"))
+    out.t0_ns = _int_or_none(info.get("t0_ns"))
     out.collectives = [
         Collective(
             kind=str(r[0]),
@@ -130,4 +156,45 @@ def extract(db: TraceDB, rank: int, path: Path, report: dict[str, Any]) -> RankE
             dev = int(ev.get("device_id", 0))
             exposed[dev] = max(exposed.get(dev, 0), int(ev["exposed_ns"]))
     out.exposed_comm_ns = sum(exposed.values())
+    if out.comm_ns:
+        out.small = _small_collectives(db, (t or Thresholds()).comm_small_collective_bytes)
     return out
+
+
+def _small_collectives(db: TraceDB, limit: int) -> SmallCollectives | None:
+    rows = [
+        k
+        for (dev,) in db.rows(f"SELECT DISTINCT device_id FROM kernels WHERE {_COMM} ORDER BY 1")
+        for k in collective_kernels(db, int(dev))
+    ]
+    sized = [k for k in rows if k["bytes"] is not None]
+    if not sized:
+        return None
+    small = [k for k in sized if k["bytes"] < limit]
+    large = [k["bytes"] / k["d"] for k in sized if k["bytes"] >= limit and k["d"] > 0]
+    kinds = Counter(str(k["coll"]) for k in small)
+    return SmallCollectives(
+        count=len(small),
+        kernel_ns=sum(int(k["d"]) for k in small),
+        exposed_ns=sum(max(0, int(k["exposed"])) for k in small),
+        bytes=sum(int(k["bytes"]) for k in small),
+        median_ns=int(median(int(k["d"]) for k in small)) if small else 0,
+        steps=len({k["step"] for k in small if k["step"] is not None}),
+        kinds=tuple(k for k, _ in kinds.most_common()),
+        best_large_gbps=max(large) if large else None,
+    )
+
+
+def _int_or_none(value: object) -> int | None:
+    """Trace facts are text; an epoch in ns needs exact integer parsing (a float would
+    round it by up to 128 ns)."""
+    if value in (None, "", "None"):
+        return None
+    text = str(value)
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            return None

@@ -18,10 +18,12 @@ from ingest import load_trace
 from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
-from tracelens.ranks.clock import Alignment, align
+from tracelens.ranks.clock import Alignment, align, from_base_times
+from tracelens.ranks.counted_once import dropped_waiting_notes, reconcile
 from tracelens.ranks.extract import RankExtract, extract
+from tracelens.ranks.grouping import group_shared
 from tracelens.ranks.job_findings import imbalance_finding, straggler_findings
+from tracelens.ranks.storms import storm_finding, storm_saving_ns
 from tracelens.ranks.stragglers import groups, skew_by_kind, stragglers
 
 JOB_SCHEMA = "tracelens.job/1"
@@ -42,7 +44,7 @@ def analyze_job(
         loaded = load_trace(path)
         try:
             report = build_report(loaded, t, top)
-            return extract(TraceDB(loaded.con), rank, path, report)
+            return extract(TraceDB(loaded.con), rank, path, report, t)
         finally:
             loaded.close()
 
@@ -55,36 +57,67 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     ref = extracts[0]
     alignments = {ref.rank: Alignment(0, 0, len(ref.collectives), "reference")}
     for e in extracts[1:]:
-        alignments[e.rank] = align(e.collectives, ref.collectives)
+        a = align(e.collectives, ref.collectives)
+        if a.method == "none":
+            a = from_base_times(e.base_time_ns, e.t0_ns, ref.base_time_ns, ref.t0_ns) or a
+        alignments[e.rank] = a
     found = groups(extracts, alignments)
     late = stragglers(extracts, found)
     window = int(median(_window(e) for e in extracts)) or 1
     findings = straggler_findings(late, found, window, t)
+    # Time a rank waits inside collectives for a straggler is the straggler finding's: its
+    # own communication findings keep only the rest, so no millisecond leads twice.
+    named = {f["rank"] for f in findings if f["impact_ns"] > 0}
+    waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
     imb = imbalance_finding(extracts, window, t, late)
     if imb is not None:
         findings.append(imb)
-    # Time a rank waits inside collectives for a straggler is the straggler finding's: its
-    # own communication findings keep only the rest, so no millisecond leads twice.
-    named = {f["rank"] for f in findings if f["analyzer"] == "ranks" and f["impact_ns"] > 0}
-    waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
+    storm = storm_finding(extracts, window, t)
+    if storm is not None:
+        findings.append(storm)
+    # likewise what coalescing small collectives gives back is the storm finding's
+    coalesced = {
+        e.rank: storm_saving_ns(e.small, t)
+        if storm and e.rank in storm["evidence"]["ranks"] and e.small
+        else 0
+        for e in extracts
+    }
+    world = _world_size(extracts)
+    whole = world is None or world == len(extracts)
+    own: list[dict[str, Any]] = []
+    dropped: dict[int, tuple[int, int]] = {}
     for e in extracts:
-        left = waited[e.rank]
-        mine = [{**f, "rank": e.rank} for f in e.report["findings"]]
-        # the peer-waiting finding holds waiting time first; the transfer finding only
-        # what exceeds it (it already leaves the peer-waiting finding's part out)
-        for f in sorted(mine, key=lambda f: "waiting_ns" not in f["evidence"]):
-            f2, left = _less_waiting(f, left)
-            findings.append(f2)
+        paired = [g for g in found if e.rank in g.members]
+        measured = (
+            sum(g.waits[e.rank] for g in paired)
+            if whole and found and len(paired) == len(e.collectives)
+            else None
+        )
+        mine, note = reconcile(
+            e.rank, e.report["findings"], measured, waited[e.rank], coalesced[e.rank]
+        )
+        own += mine
+        if note:
+            dropped[e.rank] = note
+    notes = dropped_waiting_notes(dropped)
+    findings = [{**f, "ranks": f.get("ranks") or [f["rank"]]} for f in findings]
+    findings += group_shared(own, len(extracts))
     findings.sort(key=lambda f: (-int(f["impact_ns"]), f.get("rank") is not None, f["id"]))
-    notes = [
+    notes += [
         f"rank {r}: {a.matched} collectives shared with rank {ref.rank}, none agree on a "
         "clock offset; its recorded clock is used"
         for r, a in alignments.items()
         if a.method == "none" and r != ref.rank
     ]
+    notes += [
+        f"rank {r}: no collective shared with rank {ref.rank} agrees on a clock offset; the "
+        "ranks' recorded base times (baseTimeNanoseconds, realtime) align it, to the "
+        "hosts' clock synchronisation (typically within milliseconds)"
+        for r, a in alignments.items()
+        if a.method == "base time"
+    ]
     if not found:
         notes.append("no collective is found on every rank: no straggler or skew analysis")
-    world = _world_size(extracts)
     if world is not None and world > len(extracts):
         notes.append(
             f"{len(extracts)} of the job's {world} ranks are here: who arrives last is judged "
@@ -97,7 +130,11 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "ranks": [_rank_row(e, alignments[e.rank]) for e in extracts],
         "clock": {
             "reference_rank": ref.rank,
-            "method": "collective ends",
+            "method": "collective ends"
+            if any(a.method == "collectives" for a in alignments.values())
+            else "base times"
+            if any(a.method == "base time" for a in alignments.values())
+            else "recorded clocks",
             "offsets": [
                 {
                     "rank": e.rank,
@@ -128,22 +165,6 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "notes": notes,
         "rank_reports": {str(e.rank): e.report for e in extracts},
     }
-
-
-def _less_waiting(f: dict[str, Any], waited_ns: int) -> tuple[dict[str, Any], int]:
-    """``f`` without up to ``waited_ns`` of straggler waiting, and the waiting left over."""
-    if f["analyzer"] != "communication" or waited_ns <= 0 or f["impact_ns"] <= 0:
-        return f, waited_ns
-    cut = min(int(f["impact_ns"]), waited_ns)
-    scale = (f["impact_ns"] - cut) / f["impact_ns"]
-    return {
-        **f,
-        "impact_ns": int(f["impact_ns"]) - cut,
-        "impact_pct": round(float(f["impact_pct"]) * scale, 3),
-        "impact_basis": f["impact_basis"]
-        + f" In this job, {fmt_ns(cut)} of it is waiting for a straggler rank, which that "
-        "rank's finding counts; the rest is left here.",
-    }, waited_ns - cut
 
 
 def _window(e: RankExtract) -> int:

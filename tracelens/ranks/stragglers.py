@@ -75,10 +75,11 @@ def groups(extracts: list[RankExtract], alignments: dict[int, Alignment]) -> lis
 
 
 def stragglers(extracts: list[RankExtract], found: list[Group]) -> list[Straggler]:
-    """Each rank that was last in at least one group, most held-back time first."""
+    """Each rank that was last in at least one group, most held-back time first. A group
+    whose last two ranks arrive together (a tie, as in a balanced job) has no last rank."""
     out: list[Straggler] = []
     for e in extracts:
-        mine = [g for g in found if g.last == e.rank]
+        mine = [g for g in found if g.last == e.rank and g.lead_ns > 0]
         if not mine:
             continue
         ex_compute = ex_idle = 0

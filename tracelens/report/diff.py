@@ -135,7 +135,7 @@ def _table_rows(
     return rows[:top]
 
 
-def _finding_changes(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> dict[str, Any]:
+def finding_changes(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> dict[str, Any]:
     a = {f["id"]: f for f in base}
     b = {f["id"]: f for f in cand}
 
@@ -174,7 +174,7 @@ def _finding_changes(base: list[dict[str, Any]], cand: list[dict[str, Any]]) -> 
     }
 
 
-def _verdict(
+def verdict(
     a: dict[str, Any], b: dict[str, Any], max_regression_pct: float | None
 ) -> dict[str, Any]:
     candidates = (
@@ -229,13 +229,13 @@ def build_diff(
     ma, mb = headline_metrics(baseline), headline_metrics(candidate)
     kernels = _table_rows(baseline.get("top_kernels", []), candidate.get("top_kernels", []), top)
     ops = _table_rows(baseline.get("top_ops", []), candidate.get("top_ops", []), top)
-    findings = _finding_changes(baseline.get("findings", []), candidate.get("findings", []))
+    findings = finding_changes(baseline.get("findings", []), candidate.get("findings", []))
     metrics = _metric_rows(ma, mb)
     return {
         "schema": DIFF_SCHEMA,
         "baseline": _source(baseline),
         "candidate": _source(candidate),
-        "verdict": _verdict(ma, mb, max_regression_pct),
+        "verdict": verdict(ma, mb, max_regression_pct),
         "metrics": metrics,
         "kernels": kernels,
         "operators": ops,

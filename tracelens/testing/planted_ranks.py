@@ -5,7 +5,11 @@ at the same true instant on every rank (1 ms after the last rank arrives). Each 
 file records times on its own clock (true time + ``offsets_ns[rank]``), as separate hosts
 would. ``slow_rank`` spends ``loader_ns`` in its DataLoader before each step's compute,
 so it arrives last every step and the others wait for it; ``heavy_rank`` instead runs a
-compute kernel ``heavy_extra_ns`` longer (uneven expert work).
+compute kernel ``heavy_extra_ns`` longer (uneven expert work). ``small_allreduces`` adds
+that many 16 KB all-reduces (``record_param_comms`` with their size, as Kineto records
+them) after each step's compute, each 30 µs and hidden by no compute, as unbucketed
+gradients would be; the steps are then ``ProfilerStep#`` annotated and the big
+all-reduce carries its size (128 MiB) too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ COMPUTE_NS = 3_000_000
 ALLREDUCE_TAIL_NS = 1_000_000
 _NUMBER = re.compile(r'"(ts|dur)": "([0-9]+\.[0-9]{3})"')
 COMPUTE_KERNEL = "void expert_gemm_kernel<bf16>(int)"
+SMALL_NS = 30_000
+SMALL_EVERY_NS = 40_000
 ALLREDUCE_KERNEL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long)"
 
 
@@ -40,6 +46,7 @@ def write_job(
     heavy_rank: int | None = None,
     heavy_extra_ns: int = 1_500_000,
     offsets_ns: dict[int, int] | None = None,
+    small_allreduces: int = 0,
 ) -> PlantedJob:
     """Write ``rank-{r}.json`` for each rank into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -49,6 +56,7 @@ def write_job(
     held_back = 0
     t = base
     for s in range(steps):
+        step_start = t
         arrive: dict[int, int] = {}
         for r in range(ranks):
             start = t + 100_000
@@ -66,12 +74,22 @@ def write_job(
                {"correlation": corr, "External id": corr, "device": r, "stream": 7,
                 "grid": [1024, 1, 1], "block": [256, 1, 1]})  # fmt: skip
             arrive[r] = start + dur + 50_000
+            for i in range(small_allreduces):
+                at = arrive[r] + i * SMALL_EVERY_NS
+                _comm(events[r], at, 4096, ranks, offs[r], r, 10_000 * (s + 1) + i)
+                _x(events[r], ALLREDUCE_KERNEL, "kernel", at, SMALL_NS, offs[r], r,
+                   {"correlation": 10_000 * (s + 1) + i, "device": r, "stream": 13})  # fmt: skip
+            arrive[r] += small_allreduces * SMALL_EVERY_NS
         order = sorted(arrive.values())
         end = order[-1] + ALLREDUCE_TAIL_NS
         held_back += order[-1] - order[-2]
         t = end + 100_000  # the next step starts as soon as the all-reduce is done
         for r in range(ranks):
             corr = 2 * s + 2
+            if small_allreduces:
+                _comm(events[r], arrive[r], 64 * 1024 * 1024, ranks, offs[r], r, None)
+                _x(events[r], f"ProfilerStep#{s}", "user_annotation", step_start,
+                   t - step_start - 50_000, offs[r], r)  # fmt: skip
             _x(events[r], "nccl:all_reduce", "cpu_op", arrive[r] - 40_000, 30_000, offs[r], r,
                {"External id": corr})  # fmt: skip
             _x(events[r], "cudaLaunchKernel", "cuda_runtime", arrive[r] - 30_000, 10_000,
@@ -107,6 +125,25 @@ def write_job(
         steps=steps,
         expected={"held_back_ns": held_back, "slow_rank": slow_rank, "heavy_rank": heavy_rank},
     )
+
+
+def _comm(
+    out: list[dict[str, Any]],
+    at_ns: int,
+    nelems: int,
+    ranks: int,
+    off: int,
+    r: int,
+    corr: int | None,
+) -> None:
+    """An all-reduce call of ``nelems`` bf16 elements around a launch at ``at_ns - 25 µs``
+    (which it adds for ``corr``; None: the caller launches it)."""
+    _x(out, "record_param_comms", "cpu_op", at_ns - 35_000, 30_000, off, r,
+       {"Collective name": "allreduce", "In msg nelems": nelems, "dtype": "BFloat16",
+        "Group size": ranks})  # fmt: skip
+    if corr is not None:
+        _x(out, "cudaLaunchKernel", "cuda_runtime", at_ns - 25_000, 10_000, off, r,
+           {"correlation": corr})  # fmt: skip
 
 
 def _x(

@@ -57,7 +57,7 @@ def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
     return lines
 
 
-def _finding_lines(f: dict[str, Any], md: bool) -> list[str]:
+def finding_lines(f: dict[str, Any], md: bool) -> list[str]:
     out = []
     bullet = "- " if md else "  "
     text = md_text if md else str
@@ -99,7 +99,7 @@ def render_diff_text(d: dict[str, Any]) -> str:
             lines += _table_lines(d[key], "text")
     f = d["findings"]
     lines += ["", f"Findings ({f['unchanged_count']} unchanged)"]
-    lines += _finding_lines(f, md=False) or ["  no findings appeared, resolved or changed"]
+    lines += finding_lines(f, md=False) or ["  no findings appeared, resolved or changed"]
     return "\n".join(lines) + "\n"
 
 
@@ -139,5 +139,5 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
             lines += _table_lines(d[key], "md")
     f = d["findings"]
     lines += ["", f"## Findings ({f['unchanged_count']} unchanged)", ""]
-    lines += _finding_lines(f, md=True) or ["No findings appeared, resolved or changed."]
+    lines += finding_lines(f, md=True) or ["No findings appeared, resolved or changed."]
     return "\n".join(lines) + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_ns
+from tracelens.ranks.grouping import ranks_label
 
 _COLUMNS = (
     "rank",
@@ -17,6 +18,10 @@ _COLUMNS = (
     "median step",
     "clock offset",
 )
+
+
+# the terminal's headers: the table fits 80 columns
+_SHORT = ("rank", "window", "busy%", "top idle", "compute", "comm", "exposed", "step", "offset")
 
 
 def rank_rows(job: dict[str, Any]) -> list[list[str]]:
@@ -45,7 +50,12 @@ def _offset(ns: int) -> str:
 
 
 def _finding_line(f: dict[str, Any]) -> str:
-    rank = f"rank {f['rank']}: " if f.get("rank") is not None and f["analyzer"] != "ranks" else ""
+    if f["analyzer"] == "ranks" or f.get("rank") is None:
+        rank = ""
+    else:
+        ranks = f.get("ranks") or [f["rank"]]
+        shown = f" (rank {f['rank']} shown)" if len(ranks) > 1 else ""
+        rank = ranks_label(ranks) + shown + ": "
     return f"[{f['severity']}] {rank}{f['title']}"
 
 
@@ -82,11 +92,20 @@ def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) ->
 
 
 def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None = None) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"{len(job['ranks'])} ranks", title_justify="left")
-    for c in _COLUMNS:
-        table.add_column(c, justify="left" if c in ("rank", "top idle cause") else "right")
+    # numbers never wrap mid-value; on a narrow terminal only the idle cause wraps
+    table = Table(
+        title=f"{len(job['ranks'])} ranks", title_justify="left", box=box.SIMPLE_HEAD,
+        padding=(0, 1), pad_edge=False,
+    )  # fmt: skip
+    for c in _SHORT:
+        idle = c == "top idle"
+        table.add_column(
+            c, justify="left" if c == "rank" or idle else "right", no_wrap=not idle,
+            overflow="fold" if idle else "ellipsis",
+        )  # fmt: skip
     for row in rank_rows(job):
         table.add_row(*row)
     console.print(table)

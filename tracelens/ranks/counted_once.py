@@ -1,0 +1,140 @@
+"""A rank's communication findings, reconciled with what the job as a whole shows.
+
+A rank alone can only estimate how much of a collective kernel is waiting for its peers:
+the kernel's time beyond its bytes at the best rate the rank reached. Small collectives
+break that estimate — they take their latency whatever their size, which it reads as
+waiting. With every rank of the job on one clock, waiting is measured instead: how long
+after a rank the last one arrived. So, per rank:
+
+- the peer-waiting finding keeps at most the measured waiting, and is dropped when the
+  measurement is under half the estimate (its title would be wrong); what it gives up is
+  the collectives' own time, returned to the exposed-communication finding;
+- waiting for a named straggler is the straggler finding's, taken from the peer-waiting
+  finding first, then from the exposed-communication finding;
+- what coalescing small collectives would give back is the storm finding's, taken from
+  the exposed-communication finding.
+
+No millisecond is then counted by two findings. Measured waiting replaces the estimate
+only where every collective of the rank is paired with every other rank's and the job's
+ranks are all here: a collective with an absent rank may be waiting for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.core.units import fmt_ns
+
+_FOR_STRAGGLER = (
+    " In this job, {cut} of it is waiting for a straggler rank, which that rank's finding "
+    "counts; the rest is left here."
+)
+_FOR_STORM = (
+    " In this job, {cut} of it is what coalescing small collectives gives back, which the "
+    "small-collective finding counts; the rest is left here."
+)
+
+
+def reconcile(
+    rank: int,
+    findings: list[dict[str, Any]],
+    measured_wait_ns: int | None,
+    straggler_wait_ns: int,
+    coalesced_ns: int,
+) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """``rank``'s own findings (each given its ``rank``) as the job counts them, and, when a
+    peer-waiting finding was dropped, its (estimated, measured) waiting for the note.
+    ``measured_wait_ns`` is None where waiting cannot be measured (see the module)."""
+    mine = [{**f, "rank": rank} for f in findings]
+    note = None
+    released = 0
+    if measured_wait_ns is not None:
+        kept = []
+        for f in mine:
+            if not _is_waiting(f) or f["impact_ns"] <= measured_wait_ns:
+                kept.append(f)
+                continue
+            released += int(f["impact_ns"]) - measured_wait_ns
+            if 2 * measured_wait_ns < f["impact_ns"]:
+                note = (int(f["impact_ns"]), measured_wait_ns)
+                continue
+            kept.append(
+                _cut(
+                    f,
+                    int(f["impact_ns"]) - measured_wait_ns,
+                    " On the job's aligned clocks this rank waited {left} in its collectives; "
+                    "the other {cut} is the collectives' own time, counted with its exposed "
+                    "communication.",
+                )
+            )
+        mine = kept
+    out = []
+    left = straggler_wait_ns
+    # the peer-waiting finding holds straggler waiting first; the transfer finding the rest
+    for f in sorted(mine, key=lambda f: not _is_waiting(f)):
+        if f["analyzer"] == "communication" and not _is_waiting(f):
+            f = _grow(f, released)
+            f, _ = _less(f, coalesced_ns, _FOR_STORM)
+        f, left = _less(f, left, _FOR_STRAGGLER)
+        out.append(f)
+    return out, note
+
+
+def _is_waiting(f: dict[str, Any]) -> bool:
+    return f["analyzer"] == "communication" and "exposed_waiting_ns" in f["evidence"]
+
+
+def _grow(f: dict[str, Any], ns: int) -> dict[str, Any]:
+    """The exposed-communication finding with ``ns`` of estimated waiting given back to it,
+    never beyond all its exposed time."""
+    room = int(f["evidence"].get("exposed_ns", f["impact_ns"])) - int(f["impact_ns"])
+    add = max(0, min(ns, room))
+    if add == 0:
+        return f
+    scale = (f["impact_ns"] + add) / f["impact_ns"] if f["impact_ns"] else 1.0
+    return {
+        **f,
+        "impact_ns": int(f["impact_ns"]) + add,
+        "impact_pct": round(float(f["impact_pct"]) * scale, 3),
+        "impact_basis": f["impact_basis"] + f" In this job, {fmt_ns(add)} this rank alone "
+        "read as waiting for peers is counted here: the aligned clocks show the peers were "
+        "there.",
+    }
+
+
+def _cut(f: dict[str, Any], cut: int, why: str) -> dict[str, Any]:
+    left = int(f["impact_ns"]) - cut
+    scale = left / f["impact_ns"] if f["impact_ns"] else 0.0
+    return {
+        **f,
+        "impact_ns": left,
+        "impact_pct": round(float(f["impact_pct"]) * scale, 3),
+        "impact_basis": f["impact_basis"] + why.format(cut=fmt_ns(cut), left=fmt_ns(left)),
+    }
+
+
+def _less(f: dict[str, Any], ns: int, why: str) -> tuple[dict[str, Any], int]:
+    """A communication finding ``f`` without up to ``ns`` that a job finding counts (``why``
+    says which), and what is left of ``ns``."""
+    if f["analyzer"] != "communication" or ns <= 0 or f["impact_ns"] <= 0:
+        return f, ns
+    cut = min(int(f["impact_ns"]), ns)
+    return _cut(f, cut, why), ns - cut
+
+
+def dropped_waiting_notes(dropped: dict[int, tuple[int, int]]) -> list[str]:
+    """One note per (estimate, measurement) for the ranks whose peer-waiting finding the
+    job's clocks contradict."""
+    from tracelens.ranks.grouping import ranks_label
+
+    by_values: dict[tuple[str, str], list[int]] = {}
+    for rank, (est, measured) in sorted(dropped.items()):
+        by_values.setdefault((fmt_ns(est), fmt_ns(measured)), []).append(rank)
+    return [
+        f"{ranks_label(ranks)}: the {est} a rank alone estimates as waiting for peers (its "
+        "collectives' time beyond their bytes at its best rate) is measured on the aligned "
+        f"clocks as {measured}; the rest is the collectives' own time (latency, for small "
+        "ones), counted with the exposed communication, and the peer-waiting finding is left "
+        "out"
+        for (est, measured), ranks in by_values.items()
+    ]

@@ -1,0 +1,84 @@
+"""One finding for what several ranks share.
+
+Data-parallel ranks run the same code, so most of their findings repeat: the same
+problem on eight ranks, each with its own device and numbers. Listed eight times, it would crowd out
+the cross-rank findings and read as eight times the time it is: the ranks run at once,
+so removing the cause everywhere gives the job back about what one rank gets back. A
+shared finding is therefore listed once, with the ranks it is on, the evidence of the
+rank where it costs most, and the median of the ranks' impacts as its impact; every
+rank's own impact stays in ``impact_ns_by_rank``.
+
+Findings are the same problem when their analyzer and their title with every number
+blanked out agree ("GPU 3: 30 ms of NCCL communication not hidden" and "GPU 1: 28 ms of
+..."): titles name the subject (kernel, operator, cause, device) and numbers are the
+only part that differs between ranks. The shared finding's id is built from that, so it
+stays the same whichever rank costs most.
+"""
+
+from __future__ import annotations
+
+import re
+from statistics import median
+from typing import Any
+
+from tracelens.core.findings import finding_id
+from tracelens.core.units import fmt_ns
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def ranks_label(ranks: list[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` → ``"ranks 0-3, 5"``; one rank → ``"rank 4"``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    parts: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return "ranks " + ", ".join(parts)
+
+
+def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[str, Any]]:
+    """``findings`` (each with its ``rank``) with those of one id on several ranks merged."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in findings:
+        by_key.setdefault(_problem(f), []).append(f)
+    out: list[dict[str, Any]] = []
+    for key, same in by_key.items():
+        if len(same) == 1 or len({f["rank"] for f in same}) < len(same):
+            # alone, or several of one rank (one per device): each stays as it is
+            out.extend({**f, "ranks": [f["rank"]]} for f in same)
+            continue
+        same.sort(key=lambda f: (-int(f["impact_ns"]), f["rank"]))
+        rep = same[0]
+        ranks = sorted(f["rank"] for f in same)
+        by_rank = {str(f["rank"]): int(f["impact_ns"]) for f in same}
+        impact = int(median(by_rank.values()))
+        scale = impact / rep["impact_ns"] if rep["impact_ns"] else 0.0
+        lo, hi = min(by_rank.values()), max(by_rank.values())
+        spread = "" if lo == hi else f" (from {fmt_ns(lo)} to {fmt_ns(hi)})"
+        out.append(
+            {
+                **rep,
+                "id": finding_id(key[0], "ranks", key[1]),
+                "ranks": ranks,
+                "impact_ns": impact,
+                "impact_pct": round(float(rep["impact_pct"]) * scale, 3),
+                "impact_ns_by_rank": by_rank,
+                "impact_basis": rep["impact_basis"]
+                + f" Found on {len(ranks)} of the job's {job_ranks} ranks{spread}; they run "
+                "at once, so removing it everywhere gives the job back about the median "
+                f"rank's share, which is the impact here; the evidence is rank {rep['rank']}'s, "
+                "where it costs most.",
+            }
+        )
+    return out
+
+
+def _problem(f: dict[str, Any]) -> tuple[str, str]:
+    return (str(f["analyzer"]), _NUMBER.sub("#", str(f["title"])))
