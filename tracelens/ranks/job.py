@@ -9,12 +9,14 @@ rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from ingest import load_trace
+from ingest import LoadedTrace, load_trace
+from ingest.limits import IngestLimits
 from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -32,17 +34,29 @@ def analyze_job(
     thresholds: Thresholds | None = None,
     top: int = 10,
     in_flight: int = 2,
+    db_path: Callable[[int], Path | None] | None = None,
+    limits: IngestLimits | None = None,
+    on_rank: Callable[[int, LoadedTrace], None] | None = None,
 ) -> dict[str, Any]:
-    """The job report of ``files`` ((rank, path) pairs)."""
+    """The job report of ``files`` ((rank, path) pairs).
+
+    ``db_path(rank)`` keeps a rank's trace database in that file (default: in memory);
+    ``on_rank(rank, loaded)`` is called with each rank's open database once it is analysed
+    (to add to what is kept of it), before it is closed.
+    """
     t = thresholds or Thresholds()
     from tracelens.report import build_report
 
     def one(item: tuple[int, Path]) -> RankExtract:
         rank, path = item
-        loaded = load_trace(path)
+        target = db_path(rank) if db_path is not None else None
+        loaded = load_trace(path, db_path=target, limits=limits)
         try:
             report = build_report(loaded, t, top)
-            return extract(TraceDB(loaded.con), rank, path, report)
+            found = extract(TraceDB(loaded.con), rank, path, report)
+            if on_rank is not None:
+                on_rank(rank, loaded)
+            return found
         finally:
             loaded.close()
 
@@ -69,7 +83,9 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
     for e in extracts:
         left = waited[e.rank]
-        mine = [{**f, "rank": e.rank} for f in e.report["findings"]]
+        # A rank's finding id is its single-trace id and its rank: every rank may have the
+        # same finding (the same hot operator), and a job's ids must each name one.
+        mine = [_of_rank(f, e.rank) for f in e.report["findings"]]
         # the peer-waiting finding holds waiting time first; the transfer finding only
         # what exceeds it (it already leaves the peer-waiting finding's part out)
         for f in sorted(mine, key=lambda f: "waiting_ns" not in f["evidence"]):
@@ -127,6 +143,15 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "findings": findings,
         "notes": notes,
         "rank_reports": {str(e.rank): e.report for e in extracts},
+    }
+
+
+def _of_rank(f: dict[str, Any], rank: int) -> dict[str, Any]:
+    return {
+        **f,
+        "id": f"{f['id']}-r{rank}",
+        "supersedes": [f"{s}-r{rank}" for s in f.get("supersedes") or []],
+        "rank": rank,
     }
 
 
