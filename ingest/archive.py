@@ -37,6 +37,10 @@ _TAR_MAGIC_OFFSET = 257
 _SKIPPED_DIRS = {"__MACOSX", "capture_traces"}
 
 
+class ArchiveTooLarge(TraceInputError):
+    """The archive's members inflate to more than the limit."""
+
+
 @dataclass(frozen=True)
 class ArchiveMember:
     """A trace extracted from an archive: where it is now, its name inside, its bytes."""
@@ -154,7 +158,7 @@ class _Budget:
             raise self._too_large(name)
 
     def _too_large(self, name: str) -> TraceInputError:
-        return TraceInputError(
+        return ArchiveTooLarge(
             self.archive,
             f"uncompressed members exceed the limit of {self.limit:,} bytes (at {name!r}; "
             "raise TRACELENS_MAX_DECOMPRESSED_BYTES to read it)",
