@@ -227,3 +227,72 @@ def test_bad_job_uploads_are_refused_in_one_line(tmp_path: Path, job: PlantedJob
         assert client.get("/api/runs").json()["total"] == 0
     assert list((data_dir / "uploads").iterdir()) == []
     assert not (data_dir / "evil.json").exists()
+
+
+HF = "hf_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2"
+
+
+def _with_secret(path: Path) -> bytes:
+    """The rank's trace with a (fake) Hugging Face token in an environment dump."""
+    doc = json.loads(path.read_text())
+    doc["environment"] = {"HF_TOKEN": HF, "PATH": "/usr/bin"}
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("as_archive", [False, True])
+def test_secrets_in_a_jobs_ranks_are_never_kept(
+    tmp_path: Path, job: PlantedJob, as_archive: bool
+) -> None:
+    data_dir = tmp_path / "data"
+    ranks = {p.name: _with_secret(p) for p in job.files}
+    with client_for(make_settings(data_dir)) as client:
+        if as_archive:
+            r = _upload_bytes(client, "job.zip", _zip(ranks))
+        else:
+            r = client.post(
+                "/api/runs",
+                files=[("file", (n, d, "application/json")) for n, d in ranks.items()],
+            )
+        assert r.status_code == 201, r.text
+        run = wait_done(client, r.json()["id"])
+        assert run["status"] == "ready", run["error"]
+        for rank in range(4):
+            kept = client.get(f"/api/runs/{run['id']}/source", params={"rank": rank}).content
+            assert HF.encode() not in kept and b"[REDACTED]" in kept
+        report = client.get(f"/api/runs/{run['id']}/report").text
+        assert HF not in report
+    for p in data_dir.rglob("*"):
+        if p.is_file():
+            assert HF.encode() not in p.read_bytes(), p
+
+
+def test_a_rank_that_cannot_be_ingested_fails_the_run_naming_it(
+    tmp_path: Path, job: PlantedJob
+) -> None:
+    broken = tmp_path / "rank-3.json"
+    # a trace's start, cut off: accepted at upload, refused by ingest
+    broken.write_bytes(job.files[3].read_bytes()[:4000])
+    with client_for(make_settings(tmp_path / "data")) as client:
+        r = _upload_files(client, [*job.files[:3], broken])
+        assert r.status_code == 201, r.text
+        run = wait_done(client, r.json()["id"])
+        assert run["status"] == "failed"
+        assert "rank 3 (rank-3.json)" in run["error"] and "\n" not in run["error"]
+
+
+@pytest.mark.corpus
+def test_corpus_two_ranks_as_an_archive(tmp_path: Path, corpus: Path) -> None:
+    """Two sampled ranks of a real 128-rank job, uploaded as one .tar.gz: the run's report
+    is the CLI's for their folder (rank 1 the straggler, the clocks already agreeing)."""
+    folder = corpus / "torch" / "sampled_2rank"
+    cli = _cli_job(folder)
+    archive = _tar_gz({f"sampled_2rank/{p.name}": p.read_bytes() for p in sorted(folder.iterdir())})
+    with client_for(make_settings(tmp_path / "data")) as client:
+        r = _upload_bytes(client, "sampled_2rank.tar.gz", archive)
+        assert r.status_code == 201, r.text
+        run = wait_done(client, r.json()["id"])
+        assert run["status"] == "ready", run["error"]
+        report = client.get(f"/api/runs/{run['id']}/report").json()
+    _same_as_cli(report, cli)
+    assert [s["rank"] for s in report["stragglers"]] == [1]
+    assert report["world_size"] == 128 and run["facts"]["job"]["world_size"] == 128

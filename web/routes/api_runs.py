@@ -39,7 +39,9 @@ class RunsController(Controller):
         description=(
             "Body: multipart/form-data with the trace (.json, .json.gz, nsys .sqlite) in "
             "`file`, optionally `name`, `tags` (comma-separated) and `slo` (serving objectives "
-            "as `tracelens analyze --slo` takes them, e.g. `ttft=200ms,tpot=50ms`). Streams to "
+            "as `tracelens analyze --slo` takes them, e.g. `ttft=200ms,tpot=50ms`). Several "
+            "`file` fields (a job's ranks), or one .zip/.tar/.tar.gz of them, are one run of "
+            "kind `job`: its report is the job report (`tracelens.job/1`). Streams to "
             "disk. Answers "
             "201 with the new run (status `queued`), or 200 with `duplicate: true` and the "
             "existing run when the same bytes were uploaded before. 400/413/415 with "
