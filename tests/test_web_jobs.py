@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from web_helpers import client_for, make_settings, wait_done
+from web_helpers import client_for, make_settings, wait_done, wait_generation
 
 from tracelens.cli import main as cli_main
 from tracelens.testing.planted_ranks import PlantedJob, write_job
@@ -296,3 +296,34 @@ def test_corpus_two_ranks_as_an_archive(tmp_path: Path, corpus: Path) -> None:
     _same_as_cli(report, cli)
     assert [s["rank"] for s in report["stragglers"]] == [1]
     assert report["world_size"] == 128 and run["facts"]["job"]["world_size"] == 128
+
+
+def test_job_reingest_and_originals_kept_before_redaction(tmp_path: Path, job: PlantedJob) -> None:
+    """Re-ingesting a job keeps its finding ids; ranks an older version kept unredacted are
+    redacted, each of them, when the service starts."""
+    from sqlalchemy import update
+
+    from web.catalog import Catalog, Run
+
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        run = wait_done(client, _upload_files(client, job.files).json()["id"])
+        ids = [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()]
+        assert client.post(f"/api/runs/{run['id']}/reingest").status_code == 202
+        again = wait_generation(client, run["id"], run["ready_at"])
+        assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == ids
+    # as an older version would have left them: the raw uploads, no redaction recorded
+    kept = sorted((settings.runs_dir / run["id"] / "ranks").iterdir())
+    assert [p.name for p in kept] == [f"rank-{r}.json" for r in range(4)]
+    for p in kept:
+        p.write_bytes(_with_secret(job.files[int(p.name[5])]))
+    with Catalog(settings.database_url).session() as s:
+        s.execute(update(Run).where(Run.id == run["id"]).values(source_redaction=0))
+    with client_for(settings) as client:
+        done = wait_generation(client, run["id"], again["ready_at"])
+        assert done["status"] == "ready"
+        for r in range(4):
+            served = client.get(f"/api/runs/{run['id']}/source", params={"rank": r}).content
+            assert HF.encode() not in served and b"[REDACTED]" in served
+    for p in kept:
+        assert HF.encode() not in p.read_bytes()
