@@ -174,6 +174,9 @@ def test_archive_upload_on_sqlite_and_one_trace_archives(tmp_path: Path, job: Pl
         # an archive of one trace is that trace's run, as the file alone would be
         one = _upload_bytes(client, "one.zip", _zip({"rank-1.json": job.files[1].read_bytes()}))
         assert one.status_code == 201 and one.json()["kind"] == "trace", one.text
+        assert (
+            one.json()["name"] == "one" and one.json()["original_filename"] == "one.zip:rank-1.json"
+        )
         alone = _upload_files(client, [job.files[1]])
         assert alone.status_code == 200 and alone.json()["id"] == one.json()["id"]
 

@@ -13,6 +13,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import unicodedata
 from pathlib import Path
 
 from litestar.exceptions import ClientException
@@ -41,8 +42,11 @@ def register_job_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     staging.mkdir(parents=True)
     try:
         members = _staged(svc, up, staging)
-        if len(members) == 1:  # an archive of one trace: that trace's run
-            return register_upload(svc, ReceivedUpload(files=members, fields=up.fields))
+        if len(members) == 1:  # an archive of one trace: that trace's run, named as it
+            fields = dict(up.fields)
+            if not fields.get("name", "").strip():
+                fields["name"] = default_name(up.filename)
+            return register_upload(svc, ReceivedUpload(files=members, fields=fields))
         return _register(svc, up, members, slo)
     finally:
         up.discard()
@@ -66,7 +70,8 @@ def _staged(svc: Services, up: ReceivedUpload, staging: Path) -> list[ReceivedFi
             )
         out = []
         for m in extracted:
-            label = redact_text(f"{up.filename}:{m.name}")[:255]
+            printable = "".join(ch for ch in m.name if unicodedata.category(ch)[0] != "C")
+            label = redact_text(f"{up.filename}:{printable}")[:255]
             try:
                 fmt = detect_format(m.path)
             except TraceInputError as exc:
