@@ -101,6 +101,11 @@ def _check_job_run(client: Any, run_id: str, job: PlantedJob, cli: dict[str, Any
     # a job is analyzed whole
     part = client.get(f"/api/runs/{run_id}/report", params={"steps": "1:3"})
     assert part.status_code == 400 and "job of several ranks" in part.json()["error"]
+    # objectives and compare take single traces, and say so
+    slo = client.put(f"/api/runs/{run_id}/slo", json={"slo": "ttft=200ms"})
+    assert slo.status_code == 400 and "job of several ranks" in slo.json()["error"]
+    cmp = client.get("/api/compare", params={"base": run_id, "cand": run_id})
+    assert cmp.status_code == 400 and "comparing jobs" in cmp.json()["error"]
     _check_job_page(client, run_id, report)
 
 
