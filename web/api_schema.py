@@ -71,6 +71,9 @@ class RunView(msgspec.Struct):
     updated_at: str | None
     ready_at: str | None
     links: RunLinks
+    # "trace" (one file) or "job" (several ranks' traces, read together: its report is
+    # ``tracelens.job/1`` and ``facts.job`` lists its ranks)
+    kind: str
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -93,6 +96,7 @@ class RunView(msgspec.Struct):
             updated_at=_iso(run.updated_at),
             ready_at=_iso(run.ready_at),
             links=RunLinks.of(run.id),
+            kind=run.kind,
         )
 
 
@@ -121,13 +125,15 @@ class RunList(msgspec.Struct):
     tags: list[str]
 
 
-class FindingView(msgspec.Struct):
+class FindingView(msgspec.Struct, omit_defaults=True):
     """One finding with its permalink and the Markdown a ticket would carry."""
 
     run_id: str
     permalink: str
     markdown: str
     finding: Finding
+    # in a job's run: the rank the finding is of (absent for a single trace's)
+    rank: int | None = None
 
 
 class TimelineWindow(msgspec.Struct):

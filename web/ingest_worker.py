@@ -30,6 +30,7 @@ from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
 from web.catalog import runs as catalog_runs
+from web.job_ingest import build_job_run, catalog_facts, is_job, kept_sources
 from web.settings import Settings
 from web.storage import RunFiles, write_json_atomic
 from web.timeline_store import build_timeline_tables
@@ -128,8 +129,18 @@ class IngestWorker:
         try:
             files.remove_partials()
             if run.source_redaction < REDACTION_VERSION:
-                self._redact_original(files.source(run.source_file), run_id)
-            report = self._build(files, generation, run, label)
+                for source in kept_sources(files, run):
+                    self._redact_original(source, run_id)
+            if is_job(run):
+                report = build_job_run(
+                    files,
+                    generation,
+                    run,
+                    self.limits,
+                    lambda fraction: self._progress(run_id, generation, fraction),
+                )
+            else:
+                report = self._build(files, generation, run, label)
         except TraceInputError as exc:
             self._fail(run_id, generation, f"{label}: {exc.problem}")
             return
@@ -140,13 +151,13 @@ class IngestWorker:
                 run_id, generation, f"{label}: internal error ({type(exc).__name__}: {first})"
             )
             return
-        facts = {k: report.get(k) for k in ("trace", "devices", "metrics", "notes")}
+        fmt, facts = catalog_facts(run, report)
         with self.catalog.session() as s:
             published = catalog_runs.mark_ready(
-                s, run_id, generation, report["source"]["format"], facts, report["findings"]
+                s, run_id, generation, fmt, facts, report["findings"]
             )
         if not published:  # deleted or re-queued meanwhile: what we built belongs to no one
-            for p in (files.database(generation), files.report(generation)):
+            for p in (*files.databases(generation), files.report(generation)):
                 p.unlink(missing_ok=True)
             self._remove_if_deleted(run_id, files)
             return

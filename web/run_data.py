@@ -24,11 +24,18 @@ import duckdb
 import msgspec
 
 from ingest.duckdb_connect import connect
-from tracelens.report.model import Report
+from tracelens.ranks.grouping import as_trace_finding
+from tracelens.ranks.job import JOB_SCHEMA
+from tracelens.report.model import Finding, Report
 from web.storage import RunFiles
 from web.timeline_store import OutdatedTimelineError, timeline_meta
 
 T = TypeVar("T")
+
+
+def finding_without_rank(f: dict[str, Any]) -> dict[str, Any]:
+    """A job's finding as a :class:`Finding` has it (the ranks it names set apart)."""
+    return as_trace_finding(f)
 
 
 READER_MEMORY_LIMIT = "512MiB"
@@ -39,6 +46,18 @@ RESTRICTED_ANALYSES_AT_ONCE = 2
 
 class OutdatedReportError(Exception):
     """The stored report does not have the shape of this version's reports."""
+
+
+def _check_shape(report: dict[str, Any]) -> None:
+    """A trace's report is a :class:`Report`; a job's (``tracelens.job/1``) holds one per
+    rank, and findings that are each a :class:`Finding` naming its rank."""
+    if report.get("schema") != JOB_SCHEMA:
+        Report.of(report)
+        return
+    for rep in report["rank_reports"].values():
+        Report.of(rep)
+    for f in report["findings"]:
+        msgspec.convert(finding_without_rank(f), Finding)
 
 
 class _Lru:
@@ -107,7 +126,7 @@ class RunData:
         def load() -> dict[str, Any]:
             report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
             try:
-                Report.of(report)
+                _check_shape(report)
             except msgspec.ValidationError as exc:
                 raise OutdatedReportError(str(exc)) from None
             return report

@@ -13,6 +13,7 @@ from litestar.exceptions import ValidationException
 
 from tracelens.report.diff import build_diff
 from web.api_schema import RunView
+from web.catalog import RunKind
 from web.run_lookup import load_ready_run, ready_report
 from web.services import Services
 
@@ -33,6 +34,12 @@ def compare_runs(
     """The diff of two ready runs, with both runs (404 unknown, 409 not ready)."""
     run_a = load_ready_run(svc, base)
     run_b = load_ready_run(svc, cand)
+    for run in (run_a, run_b):
+        if run.kind == RunKind.JOB:
+            raise ValidationException(
+                f"run {run.id} is a job of several ranks: comparing jobs is not available "
+                "yet (compare single traces)"
+            )
     report_a = ready_report(svc, run_a)
     report_b = ready_report(svc, run_b)
     d = build_diff(report_a, report_b, _check_pct(max_regression))

@@ -15,7 +15,7 @@ from ingest import TraceInputError
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact_text
 from tracelens.llm.slo import parse_slo
-from web.catalog import Run
+from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
 from web.run_lookup import load_run
@@ -24,10 +24,10 @@ from web.storage import RunFiles
 from web.uploads import ReceivedUpload
 
 NAME_MAX = 200
-_NAME_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite")
+_NAME_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace", ".sqlite", ".zip", ".tar", ".tgz")
 
 
-def _default_name(filename: str) -> str:
+def default_name(filename: str) -> str:
     name = filename
     changed = True
     while changed:
@@ -52,20 +52,30 @@ def canonical_slo(text: str | None, field: str = "slo") -> str | None:
         raise ClientException(f"{field}: {exc}") from None
 
 
+def upload_fields(up: ReceivedUpload) -> str | None:
+    """The upload's objectives, once its form fields are checked (400 for a bad one)."""
+    for key in ("name", "tags", "slo"):
+        if "\x00" in up.fields.get(key, ""):
+            up.discard()
+            raise ClientException(f"form field {key!r} holds a NUL byte")
+    try:
+        return canonical_slo(up.fields.get("slo"), field="form field 'slo'")
+    except ClientException:
+        up.discard()
+        raise
+
+
 def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     """Keep the received file as a new run, or recognise it as one we already have.
 
-    A duplicate keeps the existing run's objectives: :func:`change_slo` changes them.
+    Several files, or an archive, are a job of ranks (:mod:`web.job_upload`). A duplicate
+    keeps the existing run's objectives: :func:`change_slo` changes them.
     """
-    for key in ("name", "tags", "slo"):
-        if "\x00" in up.fields.get(key, ""):
-            up.path.unlink(missing_ok=True)
-            raise ClientException(f"form field {key!r} holds a NUL byte")
-    try:
-        slo = canonical_slo(up.fields.get("slo"), field="form field 'slo'")
-    except ClientException:
-        up.path.unlink(missing_ok=True)
-        raise
+    if len(up.files) > 1 or up.format == "archive":
+        from web.job_upload import register_job_upload
+
+        return register_job_upload(svc, up)
+    slo = upload_fields(up)
     with svc.catalog.session() as s:
         existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
     if existing is not None:
@@ -87,7 +97,7 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     source_file = f"source{up.extension}"
     # In place before the row exists: a queued run always has its original.
     os.replace(up.path, files.source(source_file))
-    name = (up.fields.get("name") or "").strip()[:NAME_MAX] or _default_name(up.filename)
+    name = (up.fields.get("name") or "").strip()[:NAME_MAX] or default_name(up.filename)
     new = catalog_runs.NewRun(
         id=run_id,
         sha256=up.sha256,
@@ -122,7 +132,11 @@ def change_slo(svc: Services, run_id: str, text: str | None) -> Run:
     """Set (or, with none, remove) a run's objectives and queue it to be analyzed again:
     re-ingestion is the one path that rebuilds the report and the catalog's findings
     together, the SLO finding among them."""
-    load_run(svc, run_id)
+    if load_run(svc, run_id).kind == RunKind.JOB:
+        raise ClientException(
+            f"run {run_id} is a job of several ranks: serving objectives are judged on one "
+            "trace (upload the serving rank alone)"
+        )
     slo = canonical_slo(text)
     with svc.catalog.session() as s:
         if not catalog_runs.set_slo(s, run_id, slo):

@@ -40,10 +40,12 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.profiler_steps import PROFILER_STEPS
 from tracelens.llm.slo import parse_slo
+from tracelens.ranks.grouping import finding_scope as scope_of
 from tracelens.report import ReportInputs, build_report_from_db
 from tracelens.report.model import Finding
-from web.catalog import Run
+from web.catalog import Run, RunKind
 from web.ingest_worker import stored_ingest_notes
+from web.run_data import finding_without_rank
 from web.run_lookup import load_ready_run, open_run_database, ready_report
 from web.services import Services
 
@@ -103,6 +105,11 @@ class RestrictedAnalysis:
 
 def analysis_of(svc: Services, run: Run, restriction: Restriction) -> RestrictedAnalysis:
     """The restricted analysis of a ready run, computed once per generation and restriction."""
+    if run.kind == RunKind.JOB:
+        raise BadRestrictionError(
+            f"run {run.id} is a job of several ranks, analyzed whole: window, steps and "
+            "range take one trace"
+        )
     return cached(svc, run, restriction, ("analysis",), lambda: _analyse(svc, run, restriction))
 
 
@@ -122,9 +129,46 @@ def find_finding(
     for f in report_of(svc, run, restriction)["findings"]:
         if f["id"] == finding_id:
             # every report was checked against the model when it was loaded or built
-            return run, msgspec.convert(f, Finding)
+            return run, msgspec.convert(finding_without_rank(f), Finding)
     where = f" in {restriction.kind} {restriction.spec}" if restriction is not None else ""
     raise NotFoundException(f"run {run_id} has no finding {finding_id!r}{where}")
+
+
+def finding_rank(svc: Services, run: Run, finding_id: str) -> int | None:
+    """The rank a job's finding is of (None for a single trace's, or a job-wide one)."""
+    if run.kind != RunKind.JOB:
+        return None
+    for f in ready_report(svc, run)["findings"]:
+        if f["id"] == finding_id:
+            rank = f.get("rank")
+            return int(rank) if rank is not None else None
+    return None
+
+
+def finding_ranks_label(svc: Services, run: Run, finding_id: str) -> str | None:
+    """Which ranks a job's finding is of ("rank 2", "ranks 0-3 (rank 0 shown)"); None for
+    a single trace's finding or one across the job."""
+    if run.kind != RunKind.JOB:
+        return None
+    f = next((f for f in ready_report(svc, run)["findings"] if f["id"] == finding_id), None)
+    if f is None or f.get("rank") is None:
+        return None
+    label = scope_of(f)
+    return None if label == "job" else label
+
+
+def finding_scope(svc: Services, run: Run, finding_id: str, note: str | None) -> str | None:
+    """What a finding's Markdown says it is of: the part analysed, or the job's rank."""
+    ranks = len(run.members or [])
+    label = finding_ranks_label(svc, run, finding_id)
+    if label is None:
+        rank = finding_rank(svc, run, finding_id)
+        if rank is None:
+            return note
+        label = f"across a job of {ranks} ranks, naming rank {rank}"
+    else:
+        label = f"{label} of a job of {ranks} ranks"
+    return label + (f"; {note}" if note else "")
 
 
 def cached(

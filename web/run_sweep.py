@@ -14,7 +14,7 @@ from litestar.exceptions import ValidationException
 
 from tracelens.llm.slo import Objectives, parse_slo
 from tracelens.report.sweep import SweepInputError, build_sweep
-from web.catalog import Run, RunStatus
+from web.catalog import Run, RunKind, RunStatus
 from web.catalog import runs as catalog_runs
 from web.run_lookup import ready_report
 from web.services import Services
@@ -40,6 +40,8 @@ def sweep_of_tag(svc: Services, tag: str, slo: str | None) -> tuple[dict[str, An
             raise ValidationException(f"slo: {exc}") from None
     with svc.catalog.session() as s:
         runs, _ = catalog_runs.list_runs(s, tag=tag, status=RunStatus.READY, limit=200)
+    # a job's report is not one trace's: a sweep reads single traces (jobs are left out)
+    runs = [r for r in runs if r.kind != RunKind.JOB]
     # Labels must be unique: the run's name, with its id where two runs share a name.
     names = [r.name for r in runs]
     labels = [

@@ -1,7 +1,10 @@
 """Where a run's files live under the data directory.
 
 ``runs/<run id>/source<ext>`` is the original upload, byte for byte; ``trace.<gen>.duckdb``
-and ``report.<gen>.json`` are what ingest generation ``gen`` produced. Names come only from
+and ``report.<gen>.json`` are what ingest generation ``gen`` produced. A job of several
+ranks keeps each rank's original as ``ranks/rank-<r><ext>`` and each rank's database as
+``trace.<gen>.rank-<r>.duckdb``, but for its reference rank's, which is
+``trace.<gen>.duckdb`` (the run's timeline). Names come only from
 the run id (random hex) and the detected format, never from the uploaded file name.
 """
 
@@ -29,12 +32,19 @@ class RunFiles:
     def database(self, generation: int) -> Path:
         return self.dir / f"trace.{generation}.duckdb"
 
+    def rank_database(self, generation: int, rank: int) -> Path:
+        return self.dir / f"trace.{generation}.rank-{rank}.duckdb"
+
+    def databases(self, generation: int) -> list[Path]:
+        """Every trace database of ``generation``: the run's, and a job's ranks'."""
+        return sorted(self.dir.glob(f"trace.{generation}.*duckdb"))
+
     def report(self, generation: int) -> Path:
         return self.dir / f"report.{generation}.json"
 
     def remove_partials(self, generation: int | None = None) -> None:
         """Leftovers of an ingest that did not finish (of one generation, or all)."""
-        pattern = ".*.partial*" if generation is None else f".trace.{generation}.duckdb.*.partial*"
+        pattern = ".*.partial*" if generation is None else f".trace.{generation}.*duckdb.*.partial*"
         for p in self.dir.glob(pattern):
             p.unlink(missing_ok=True)
 

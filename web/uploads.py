@@ -4,7 +4,8 @@ While the bytes arrive they are hashed (sha256, to recognise a file uploaded twi
 counted against the size cap and, for gzip, inflated and counted against the decompressed
 cap (:mod:`ingest.gunzip`, the guard ingest reads with), so a too-big file or a gzip bomb
 is refused mid-stream. The client's file name is kept as a label only; the file on disk
-is named by a random token.
+is named by a random token. Several ``file`` fields (a job's ranks, dropped at once) are
+received one after another, the size cap counting them all.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ import anyio.to_thread
 from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
 
 from ingest import TraceInputError, detect_format
+from ingest.archive import archive_kind
 from ingest.gunzip import GZIP_MAGIC, BoundedGunzip, GzipProblem, GzipTooLarge
 from ingest.loader import NSYS_REPORT_SUFFIXES
 from ingest.redaction import redact_text
 
 FIELD_LIMIT = 4096
+# Files in one upload: a job's ranks (larger jobs come as one archive).
+MAX_FILES = 1024
 # Written to disk in blocks this size, off the event loop.
 FLUSH_BYTES = 1024 * 1024
 _INFLATE_STEP = 16 * 1024 * 1024
@@ -44,14 +48,51 @@ class UploadError(Exception):
 
 
 @dataclass
-class ReceivedUpload:
+class ReceivedFile:
     path: Path
     filename: str
     sha256: str
     size_bytes: int
     extension: str
+    # torch_chrome, nsys_sqlite, or archive (a .zip/.tar/.tar.gz of traces)
     format: str
+
+
+@dataclass
+class ReceivedUpload:
+    """The files of an upload (one, or a job's several) and its other form fields."""
+
+    files: list[ReceivedFile]
     fields: dict[str, str] = field(default_factory=dict)
+
+    # A single-file upload's file, as the code for one trace reads it.
+    @property
+    def path(self) -> Path:
+        return self.files[0].path
+
+    @property
+    def filename(self) -> str:
+        return self.files[0].filename
+
+    @property
+    def sha256(self) -> str:
+        return self.files[0].sha256
+
+    @property
+    def size_bytes(self) -> int:
+        return self.files[0].size_bytes
+
+    @property
+    def extension(self) -> str:
+        return self.files[0].extension
+
+    @property
+    def format(self) -> str:
+        return self.files[0].format
+
+    def discard(self) -> None:
+        for f in self.files:
+            f.path.unlink(missing_ok=True)
 
 
 def clean_filename(raw: str | None) -> str:
@@ -92,12 +133,22 @@ class _GzipMeter:
             raise UploadError(400, f"{label}: {exc.problem}") from None
 
 
+class _Total:
+    """Bytes received over all of an upload's files."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+
 class _FileSink:
-    def __init__(self, path: Path, filename: str, max_bytes: int, max_inflated: int) -> None:
+    def __init__(
+        self, path: Path, filename: str, max_bytes: int, max_inflated: int, total: _Total
+    ) -> None:
         self.path = path
         self.filename = filename
         self.max_bytes = max_bytes
         self.max_inflated = max_inflated
+        self.total = total
         self.digest = hashlib.sha256()
         self.size = 0
         self.head = b""
@@ -107,9 +158,16 @@ class _FileSink:
 
     async def write(self, data: bytes) -> None:
         self.size += len(data)
+        self.total.size += len(data)
         if self.size > self.max_bytes:
             raise UploadError(
                 413, f"{self.filename}: larger than the upload limit of {self.max_bytes:,} bytes"
+            )
+        if self.total.size > self.max_bytes:
+            raise UploadError(
+                413,
+                f"the upload's files together are larger than the limit of "
+                f"{self.max_bytes:,} bytes (at {self.filename})",
             )
         if len(self.head) < 2:
             self.head += data[: 2 - len(self.head)]
@@ -168,16 +226,19 @@ async def receive_upload(
     max_bytes: int,
     max_inflated: int,
 ) -> ReceivedUpload:
-    """Stream the ``file`` field of a multipart body into ``tmp_dir``; other fields as text."""
+    """Stream the ``file`` fields of a multipart body into ``tmp_dir``; other fields as text."""
     boundary = _boundary(content_type)
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    tmp_path = tmp_dir / f"{secrets.token_hex(16)}.part"
-    sink: _FileSink | None = None
+    sinks: list[_FileSink] = []
+    total = _Total()
     fields: dict[str, str] = {}
     text: bytearray | None = None
     segment: MultipartSegment | None = None
+    sink: _FileSink | None = None
     try:
-        with PushMultipartParser(boundary, max_header_count=8, max_segment_count=16) as parser:
+        with PushMultipartParser(
+            boundary, max_header_count=8, max_segment_count=MAX_FILES + 16
+        ) as parser:
             async for chunk in stream:
                 for part in parser.parse(chunk):
                     if isinstance(part, MultipartSegment):
@@ -189,11 +250,19 @@ async def receive_upload(
                                 "(curl -F file=@trace.json.gz)",
                             )
                         if part.name == "file" and part.filename is not None:
+                            if len(sinks) >= MAX_FILES:
+                                raise UploadError(
+                                    400,
+                                    f"more than {MAX_FILES} files in one upload: send a job "
+                                    "this large as one .zip or .tar.gz",
+                                )
                             if sink is not None:
-                                raise UploadError(400, "only one 'file' per upload")
+                                await sink.close()
                             label = clean_filename(part.filename)
                             _refuse_nsys_report(label)
-                            sink = _FileSink(tmp_path, label, max_bytes, max_inflated)
+                            tmp_path = tmp_dir / f"{secrets.token_hex(16)}.part"
+                            sink = _FileSink(tmp_path, label, max_bytes, max_inflated, total)
+                            sinks.append(sink)
                             text = None
                         else:
                             text = bytearray()
@@ -209,46 +278,63 @@ async def receive_upload(
                             fields[segment.name] = text.decode("utf-8", "replace")
                         text = None
                         segment = None
+                        if sink is not None:
+                            await sink.close()
+                            sink = None
                 if parser.closed:
                     break
             if not parser.closed:
                 parser.close()
+        if sink is not None:
+            await sink.close()
     except (ParserError, ParserLimitReached) as exc:
-        await _discard(sink, tmp_path)
+        await _discard(sinks)
         raise UploadError(400, f"malformed multipart/form-data body ({exc})") from None
     except BaseException:
-        await _discard(sink, tmp_path)
+        await _discard(sinks)
         raise
-    if sink is None:
+    if not sinks:
         raise UploadError(400, "no file in the upload: send the trace in a field named 'file'")
     try:
-        await sink.close()
+        received = [_received(s, several=len(sinks) > 1) for s in sinks]
     except BaseException:
-        await _discard(None, tmp_path)
+        await _discard(sinks)
         raise
+    return ReceivedUpload(files=received, fields=fields)
+
+
+def _received(sink: _FileSink, several: bool) -> ReceivedFile:
+    """What a received file is: a trace (its format) or an archive of traces."""
     if sink.size == 0:
-        tmp_path.unlink(missing_ok=True)
         raise UploadError(400, f"{sink.filename}: empty file")
-    try:
-        fmt = detect_format(tmp_path)
-    except TraceInputError as exc:
-        tmp_path.unlink(missing_ok=True)
-        raise UploadError(400, f"{sink.filename}: {exc.problem}") from None
-    extensions = {"nsys_sqlite": ".sqlite", "torch_chrome": ".json"}
-    ext = extensions.get(fmt, ".bin") + (".gz" if sink.gzip is not None else "")
-    return ReceivedUpload(
-        path=tmp_path,
+    kind = archive_kind(sink.path)
+    if kind is not None:
+        if several:
+            raise UploadError(
+                400, f"{sink.filename}: an archive is uploaded alone, not among other files"
+            )
+        fmt = "archive"
+        ext = ".zip" if kind == "zip" else ".tar" + (".gz" if sink.gzip is not None else "")
+    else:
+        try:
+            fmt = detect_format(sink.path)
+        except TraceInputError as exc:
+            raise UploadError(400, f"{sink.filename}: {exc.problem}") from None
+        extensions = {"nsys_sqlite": ".sqlite", "torch_chrome": ".json"}
+        ext = extensions.get(fmt, ".bin") + (".gz" if sink.gzip is not None else "")
+    return ReceivedFile(
+        path=sink.path,
         filename=sink.filename,
         sha256=sink.digest.hexdigest(),
         size_bytes=sink.size,
         extension=ext,
         format=fmt,
-        fields=fields,
     )
 
 
-async def _discard(sink: _FileSink | None, path: Path) -> None:
-    if sink is not None:
-        sink.fh.close()
-    if path.exists():
-        os.unlink(path)
+async def _discard(sinks: list[_FileSink]) -> None:
+    for sink in sinks:
+        if not sink.fh.closed:
+            sink.fh.close()
+        if sink.path.exists():
+            os.unlink(sink.path)

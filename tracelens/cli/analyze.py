@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -144,7 +145,8 @@ def analyze(
 ) -> None:
     """Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.
 
-    Several files, or a folder of several ranks' traces, are one job: every rank is
+    Several files, a folder of several ranks' traces, or a .zip/.tar/.tar.gz of them
+    (an archive of one trace is that trace) are one job: every rank is
     analysed, their clocks aligned, and stragglers and imbalance found across them
     (--rank picks one rank alone). --window, --steps or --range analyze only that part of
     a trace, as if it were the capture.
@@ -154,6 +156,7 @@ def analyze(
         paths = (sample_trace_path(),)
     if not paths:
         raise click.UsageError("give a trace PATH (or --sample)")
+    paths, labels = _open_archives(paths)
     job = _job_files(paths, rank)
     if job is not None:
         if db_path is not None or restriction is not None or slo or bench_path or capture_dir:
@@ -161,7 +164,7 @@ def analyze(
                 "--db, --window/--steps/--range, --slo, --bench and --capture-dir take one "
                 "trace; give --rank R to analyze one rank of this job"
             )
-        _analyze_job(job, thresholds, top, fmt, output, max_findings, fail_on)
+        _analyze_job(job, thresholds, top, fmt, output, max_findings, fail_on, labels)
         return
     path = paths[0]
     inputs = ReportInputs(slo=parse_slo_option(slo), bench=read_bench_option(bench_path))
@@ -175,14 +178,46 @@ def analyze(
         else:
             loaded = load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
     except TraceInputError as exc:
-        fail(str(exc))
+        fail(_relabelled(str(exc), labels))
     loaded = restrict_or_fail(loaded, restriction)
     try:
         report = build_report(loaded, thresholds, top, inputs=inputs)
     finally:
         loaded.close()
+    if str(loaded.path) in labels:
+        report["source"]["path"] = labels[str(loaded.path)]
     _emit(report, fmt, output, max_findings)
     _gate(report["findings"], fail_on)
+
+
+def _open_archives(paths: tuple[Path, ...]) -> tuple[tuple[Path, ...], dict[str, str]]:
+    """``paths`` with each archive replaced by the traces it holds, extracted to a
+    temporary folder that lives as long as the command; and each extracted file's label
+    (``job.zip:rank-0.json``) for the report."""
+    from ingest.archive import archive_kind, extract_traces
+    from ingest.limits import IngestLimits
+
+    if not any(p.is_file() and archive_kind(p) for p in paths):
+        return paths, {}
+    ctx = click.get_current_context()
+    tmp = Path(ctx.with_resource(tempfile.TemporaryDirectory(prefix="tracelens-archive-")))
+    limit = IngestLimits.from_env().max_decompressed
+    out: list[Path] = []
+    labels: dict[str, str] = {}
+    for i, p in enumerate(paths):
+        if not (p.is_file() and archive_kind(p)):
+            out.append(p)
+            continue
+        try:
+            members = extract_traces(p, tmp / str(i), limit)
+        except TraceInputError as exc:
+            fail(str(exc))
+        if not members:
+            fail(f"{p}: archive holds no trace files (*.json, *.json.gz, *.sqlite)")
+        for m in members:
+            out.append(m.path)
+            labels[str(m.path)] = f"{p}:{m.name}"
+    return tuple(out), labels
 
 
 def _job_files(paths: tuple[Path, ...], rank: int | None) -> list[tuple[int, Path]] | None:
@@ -217,6 +252,7 @@ def _analyze_job(
     output: Path | None,
     max_findings: int | None,
     fail_on: str | None,
+    labels: dict[str, str],
 ) -> None:
     from tracelens.ranks.job import analyze_job
 
@@ -226,7 +262,11 @@ def _analyze_job(
     try:
         job = analyze_job(files, thresholds, top)
     except TraceInputError as exc:
-        fail(str(exc))
+        fail(_relabelled(str(exc), labels))
+    for row in job["ranks"]:
+        row["file"] = labels.get(row["file"], row["file"])
+    for rep in job["rank_reports"].values():
+        rep["source"]["path"] = labels.get(rep["source"]["path"], rep["source"]["path"])
     if fmt == "json":
         _deliver(json.dumps(job, indent=2, default=str) + "\n", output)
     elif fmt == "markdown":
@@ -238,6 +278,14 @@ def _analyze_job(
 
         _deliver_rich(lambda console: render_job_text(job, console, max_findings), output)
     _gate(job["findings"], fail_on)
+
+
+def _relabelled(message: str, labels: dict[str, str]) -> str:
+    """An error about an extracted file, naming it as the archive's member."""
+    for path, label in labels.items():
+        if message.startswith(path + ":"):
+            return label + message[len(path) :]
+    return message
 
 
 def _load_with_progress(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_ns
+from tracelens.ranks.grouping import of_rank
 
 _FOR_STRAGGLER = (
     " In this job, {cut} of it is waiting for a straggler rank, which that rank's finding "
@@ -45,7 +46,7 @@ def reconcile(
     """``rank``'s own findings (each given its ``rank``) as the job counts them, and, when a
     peer-waiting finding was dropped, its (estimated, measured) waiting for the note.
     ``measured_wait_ns`` is None where waiting cannot be measured (see the module)."""
-    mine = [{**f, "rank": rank} for f in findings]
+    mine = [of_rank(f, rank) for f in findings]
     note = None
     released = 0
     if measured_wait_ns is not None:

@@ -43,8 +43,42 @@ def ranks_label(ranks: list[int]) -> str:
     return "ranks " + ", ".join(parts)
 
 
+# What a job adds to a finding: the rank it is of, the ranks a shared one is on, their
+# impacts. Without them a job's finding is a single trace's.
+JOB_KEYS = ("rank", "ranks", "impact_ns_by_rank")
+
+
+def as_trace_finding(f: dict[str, Any]) -> dict[str, Any]:
+    """A job's finding as a single trace's report has it (the job's keys set apart)."""
+    return {k: v for k, v in f.items() if k not in JOB_KEYS}
+
+
+def finding_scope(f: dict[str, Any]) -> str:
+    """Which ranks a job's finding is of: ``"rank 2"``, ``"ranks 0-3 (rank 0 shown)"``,
+    or ``"job"`` for a finding across ranks."""
+    if f.get("analyzer") == "ranks" and len(f.get("ranks") or []) <= 1:
+        return "job"
+    ranks = f.get("ranks") or ([f["rank"]] if f.get("rank") is not None else [])
+    if not ranks:
+        return "job"
+    shown = f" (rank {f['rank']} shown)" if len(ranks) > 1 and f.get("rank") is not None else ""
+    return ranks_label(ranks) + shown
+
+
+def of_rank(f: dict[str, Any], rank: int) -> dict[str, Any]:
+    """A rank's own finding in the job: its single-trace id and its rank make its id, as
+    every rank may have the same finding and a job's ids must each name one."""
+    return {
+        **f,
+        "id": f"{f['id']}-r{rank}",
+        "supersedes": [f"{s}-r{rank}" for s in f.get("supersedes") or []],
+        "rank": rank,
+    }
+
+
 def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[str, Any]]:
     """``findings`` (each with its ``rank``) with those of one id on several ranks merged."""
+    renamed: dict[str, str] = {}  # a rank's finding id -> its shared finding's
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in findings:
         by_key.setdefault(_problem(f), []).append(f)
@@ -62,10 +96,13 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
         scale = impact / rep["impact_ns"] if rep["impact_ns"] else 0.0
         lo, hi = min(by_rank.values()), max(by_rank.values())
         spread = "" if lo == hi else f" (from {fmt_ns(lo)} to {fmt_ns(hi)})"
+        shared_id = finding_id(key[0], "ranks", key[1])
+        renamed.update((f["id"], shared_id) for f in same)
         out.append(
             {
                 **rep,
-                "id": finding_id(key[0], "ranks", key[1]),
+                "id": shared_id,
+                "supersedes": sorted({x for f in same for x in f.get("supersedes") or []}),
                 "ranks": ranks,
                 "impact_ns": impact,
                 "impact_pct": round(float(rep["impact_pct"]) * scale, 3),
@@ -77,6 +114,10 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
                 "where it costs most.",
             }
         )
+    # what a finding supersedes may itself have become a shared finding
+    for f in out:
+        if f.get("supersedes"):
+            f["supersedes"] = sorted({renamed.get(x, x) for x in f["supersedes"]} - {f["id"]})
     return out
 
 

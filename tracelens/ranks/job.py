@@ -9,12 +9,14 @@ rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from ingest import load_trace
+from ingest import LoadedTrace, load_trace
+from ingest.limits import IngestLimits
 from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -34,17 +36,29 @@ def analyze_job(
     thresholds: Thresholds | None = None,
     top: int = 10,
     in_flight: int = 2,
+    db_path: Callable[[int], Path | None] | None = None,
+    limits: IngestLimits | None = None,
+    on_rank: Callable[[int, LoadedTrace], None] | None = None,
 ) -> dict[str, Any]:
-    """The job report of ``files`` ((rank, path) pairs)."""
+    """The job report of ``files`` ((rank, path) pairs).
+
+    ``db_path(rank)`` keeps a rank's trace database in that file (default: in memory);
+    ``on_rank(rank, loaded)`` is called with each rank's open database once it is analysed
+    (to add to what is kept of it), before it is closed.
+    """
     t = thresholds or Thresholds()
     from tracelens.report import build_report
 
     def one(item: tuple[int, Path]) -> RankExtract:
         rank, path = item
-        loaded = load_trace(path)
+        target = db_path(rank) if db_path is not None else None
+        loaded = load_trace(path, db_path=target, limits=limits)
         try:
             report = build_report(loaded, t, top)
-            return extract(TraceDB(loaded.con), rank, path, report, t)
+            found = extract(TraceDB(loaded.con), rank, path, report, t)
+            if on_rank is not None:
+                on_rank(rank, loaded)
+            return found
         finally:
             loaded.close()
 

@@ -5,7 +5,7 @@ tested). The schema is managed by the Alembic migrations in ``migrations/``.
 """
 
 from web.catalog.engine import Catalog, default_database_url, upgrade_schema
-from web.catalog.models import ApiToken, Base, FindingRow, Run, RunStatus
+from web.catalog.models import ApiToken, Base, FindingRow, Run, RunKind, RunStatus
 
 __all__ = [
     "ApiToken",
@@ -13,6 +13,7 @@ __all__ = [
     "Catalog",
     "FindingRow",
     "Run",
+    "RunKind",
     "RunStatus",
     "default_database_url",
     "upgrade_schema",

@@ -35,8 +35,16 @@ class Base(DeclarativeBase):
     pass
 
 
+class RunKind(StrEnum):
+    # one trace file
+    TRACE = "trace"
+    # a job of several ranks' traces, read together (``tracelens.ranks``)
+    JOB = "job"
+
+
 class Run(Base):
-    """One uploaded trace. Its files live in ``<data dir>/runs/<id>/``."""
+    """One uploaded trace, or one job of several ranks' traces. Its files live in
+    ``<data dir>/runs/<id>/``."""
 
     __tablename__ = "runs"
 
@@ -55,6 +63,10 @@ class Run(Base):
     # Serving objectives the report judges requests against, in their canonical text
     # (``ttft=200ms,tpot=50ms``); None for none.
     slo: Mapped[str | None] = mapped_column(String(200), default=None)
+    kind: Mapped[str] = mapped_column(String(16), default=RunKind.TRACE, server_default="trace")
+    # A job's ranks: [{"rank", "filename", "source_file", "sha256", "size_bytes"}] (the
+    # upload's name and bytes of each, and its kept original); None for a single trace.
+    members: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     progress: Mapped[float] = mapped_column(Float, default=0.0)

@@ -50,6 +50,8 @@ class NewRun:
     source_file: str
     source_redaction: int = 0
     slo: str | None = None
+    kind: str = "trace"
+    members: list[dict[str, Any]] | None = None
 
 
 def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
@@ -67,6 +69,8 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
         source_file=new.source_file,
         source_redaction=new.source_redaction,
         slo=new.slo,
+        kind=new.kind,
+        members=new.members,
         status=RunStatus.QUEUED,
         facts={},
     )

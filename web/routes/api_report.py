@@ -26,6 +26,8 @@ from web.run_restriction import (
     analysis_of,
     cached,
     find_finding,
+    finding_rank,
+    finding_scope,
     report_of,
     restriction_query,
 )
@@ -42,11 +44,11 @@ _NOT_MODIFIED = ResponseSpec(
 )
 
 
-def _scope(svc: Services, run: Run, restriction: Restriction | None) -> str | None:
-    """The restriction's note for a finding's Markdown (None for the whole trace)."""
-    if restriction is None:
-        return None
-    return analysis_of(svc, run, restriction).note
+def _scope(svc: Services, run: Run, finding_id: str, restriction: Restriction | None) -> str | None:
+    """The restriction's note for a finding's Markdown (None for the whole trace), and for
+    a job's finding the rank it is of."""
+    note = analysis_of(svc, run, restriction).note if restriction is not None else None
+    return finding_scope(svc, run, finding_id, note)
 
 
 class ReportController(Controller):
@@ -150,8 +152,11 @@ class ReportController(Controller):
         return FindingView(
             run_id=run_id,
             permalink=link,
-            markdown=finding_markdown(f, permalink=link, scope=_scope(svc, run, restriction)),
+            markdown=finding_markdown(
+                f, permalink=link, scope=_scope(svc, run, finding_id, restriction)
+            ),
             finding=f,
+            rank=finding_rank(svc, run, finding_id),
         )
 
     @blocking_get(
@@ -172,4 +177,4 @@ class ReportController(Controller):
         link = finding_permalink(
             svc.settings, request, run_id, finding_id, restriction_query(restriction)
         )
-        return finding_markdown(f, permalink=link, scope=_scope(svc, run, restriction))
+        return finding_markdown(f, permalink=link, scope=_scope(svc, run, finding_id, restriction))

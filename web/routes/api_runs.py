@@ -17,6 +17,7 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 from ingest.redacted_copy import REDACTION_VERSION
 from web import run_lifecycle
 from web.api_schema import RunList, RunView, SloChange, UploadedRun, error_responses
+from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
 from web.routes.blocking import blocking_delete, blocking_get, blocking_post, blocking_put
@@ -38,7 +39,9 @@ class RunsController(Controller):
         description=(
             "Body: multipart/form-data with the trace (.json, .json.gz, nsys .sqlite) in "
             "`file`, optionally `name`, `tags` (comma-separated) and `slo` (serving objectives "
-            "as `tracelens analyze --slo` takes them, e.g. `ttft=200ms,tpot=50ms`). Streams to "
+            "as `tracelens analyze --slo` takes them, e.g. `ttft=200ms,tpot=50ms`). Several "
+            "`file` fields (a job's ranks), or one .zip/.tar/.tar.gz of them, are one run of "
+            "kind `job`: its report is the job report (`tracelens.job/1`). Streams to "
             "disk. Answers "
             "201 with the new run (status `queued`), or 200 with `duplicate: true` and the "
             "existing run when the same bytes were uploaded before. 400/413/415 with "
@@ -164,13 +167,18 @@ class RunController(Controller):
         summary="The uploaded file as kept: secrets redacted, re-ingestable",
         description=(
             "The kept copy of the upload, with every secret-looking value rewritten to "
-            "`[REDACTED]` at upload time. Needs `Authorization: Bearer <token>` when the "
-            "service has API tokens."
+            "`[REDACTED]` at upload time. A job's run keeps one per rank: `?rank=R` names "
+            "it (400 without). Needs `Authorization: Bearer <token>` when the service has "
+            "API tokens."
         ),
         responses=error_responses(401, 404, 409),
     )
     def get_source(
-        self, request: Request[Any, Any, Any], svc: NamedDependency[Services], run_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        rank: FromQuery[int | None] = None,
     ) -> File:
         svc.access.check_read(request)
         run = load_run(svc, run_id)
@@ -178,8 +186,29 @@ class RunController(Controller):
             raise ConflictException(
                 f"the original of run {run_id} is being redacted; try again once it is ready"
             )
-        path = RunFiles(svc.settings.runs_dir, run.id).source(run.source_file)
+        source_file = _source_file(run, rank)
+        path = RunFiles(svc.settings.runs_dir, run.id).source(source_file)
         if not path.exists():
             raise NotFoundException(f"the original file of run {run_id} is gone")
-        ext = run.source_file.removeprefix("source")
-        return File(path=path, filename=f"{run.id}{ext}", media_type="application/octet-stream")
+        name = source_file.rsplit("/", 1)[-1]
+        ext = name[name.index(".") :] if "." in name else ""
+        label = f"{run.id}-{name.split('.')[0]}" if rank is not None else run.id
+        return File(path=path, filename=f"{label}{ext}", media_type="application/octet-stream")
+
+
+def _source_file(run: Run, rank: int | None) -> str:
+    """The kept file of the run, or of a job's ``rank``."""
+    if run.kind != RunKind.JOB:
+        if rank is not None:
+            raise ClientException(f"run {run.id} is one trace: it has no ?rank= originals")
+        return run.source_file
+    ranks = [int(m["rank"]) for m in run.members or []]
+    if rank is None:
+        raise ClientException(
+            f"run {run.id} is a job of {len(ranks)} ranks, each with its original: add "
+            f"?rank=R (ranks: {ranks})"
+        )
+    for m in run.members or []:
+        if int(m["rank"]) == rank:
+            return str(m["source_file"])
+    raise NotFoundException(f"run {run.id} has no rank {rank} (ranks: {ranks})")

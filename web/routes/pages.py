@@ -17,7 +17,7 @@ from litestar.utils.scope.state import ScopeState
 from tracelens.core.restriction import Restriction
 from tracelens.report.render.markdown import finding_markdown
 from web.api_schema import RunView
-from web.catalog import Run, RunStatus
+from web.catalog import Run, RunKind, RunStatus
 from web.catalog import runs as catalog_runs
 from web.conditional import entity_tag, stored_response
 from web.errors import ConflictException
@@ -36,6 +36,9 @@ from web.run_restriction import (
     analysis_of,
     cached,
     find_finding,
+    finding_rank,
+    finding_ranks_label,
+    finding_scope,
     parse_restriction,
     query_string,
     restriction_choices,
@@ -46,6 +49,15 @@ from web.services import Services
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
 CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
 _PLACEHOLDER = CSRF_PLACEHOLDER.encode()
+
+
+def _ranks_line(svc: Services, run: Run, finding_id: str) -> str | None:
+    """What the permalink page says a job's finding is of."""
+    label = finding_ranks_label(svc, run, finding_id)
+    if label is not None:
+        return f"{label}, in this job"
+    rank = finding_rank(svc, run, finding_id)
+    return None if rank is None else f"across this job, naming rank {rank}"
 
 
 @dataclass(frozen=True)
@@ -93,9 +105,37 @@ class RestrictionForm:
         return cls(fields, analysis)
 
 
+def _render_job_page(svc: Services, run: Run, tokens_required: bool) -> str:
+    """A ready job's page: its ranks, clocks, stragglers, findings, and rank 0's timeline
+    (the reference rank's database is the run's own)."""
+    from web.job_page import job_context
+
+    report = ready_report(svc, run)
+    cur, meta = open_run_database(svc, run)
+    cur.close()
+    job = job_context(report, meta["t0_ns"])
+    page_data = {
+        "run_id": run.id,
+        "status": run.status,
+        "t0_ns": meta["t0_ns"],
+        "span_ns": meta["span_ns"],
+        "highlights": job["highlights"],
+    }
+    return svc.templates.get_template("job_run.html").render(
+        run=RunView.of(run),
+        report=report,
+        job=job,
+        tokens_required=tokens_required,
+        page_data=page_data,
+        csrf_token=lambda: CSRF_PLACEHOLDER,
+    )
+
+
 def _render_run_page(
     svc: Services, run: Run, tokens_required: bool, form: RestrictionForm | None = None
 ) -> str:
+    if run.kind == RunKind.JOB and run.status == RunStatus.READY:
+        return _render_job_page(svc, run, tokens_required)
     form = form or RestrictionForm.showing(None)
     active = form.active
     context: dict[str, Any] = {
@@ -254,8 +294,12 @@ class RunPagesController(Controller):
             context={
                 "run": RunView.of(run),
                 "f": f,
+                "rank": finding_rank(svc, run, finding_id),
+                "ranks_label": _ranks_line(svc, run, finding_id),
                 "permalink": link,
-                "markdown": finding_markdown(f, permalink=link, scope=note),
+                "markdown": finding_markdown(
+                    f, permalink=link, scope=finding_scope(svc, run, finding_id, note)
+                ),
                 "restriction": restriction,
                 "restriction_note": note,
                 "query": query,

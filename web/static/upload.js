@@ -1,5 +1,6 @@
-// Upload page: drag-and-drop or pick a file, send it with a progress bar, then follow the
-// new run's ingestion until it is ready or failed.
+// Upload page: drag-and-drop or pick files, send them with a progress bar, then follow the
+// new run's ingestion until it is ready or failed. Several files (a job's ranks) or one
+// archive are sent in one request and become one run.
 "use strict";
 (function () {
   const form = document.getElementById("upload-form");
@@ -42,10 +43,13 @@
     });
   }
 
-  function send(file) {
-    if (!file) return;
-    if (maxBytes && file.size > maxBytes) {
-      say(file.name + ": larger than the upload limit of " + maxBytes.toLocaleString() + " bytes", true);
+  function send(fileList) {
+    const files = Array.from(fileList || []);
+    if (!files.length) return;
+    const total = files.reduce((n, f) => n + f.size, 0);
+    const what = files.length === 1 ? files[0].name : files.length + " files";
+    if (maxBytes && total > maxBytes) {
+      say(what + ": larger than the upload limit of " + maxBytes.toLocaleString() + " bytes", true);
       return;
     }
     const data = new FormData();
@@ -55,7 +59,7 @@
     if (tags) data.append("tags", tags);
     const slo = document.getElementById("run-slo").value.trim();
     if (slo) data.append("slo", slo);
-    data.append("file", file, file.name);
+    files.forEach((f) => data.append("file", f, f.name));
     const xhr = new XMLHttpRequest();
     xhr.open("POST", "/api/runs");
     xhr.setRequestHeader("Accept", "application/json");
@@ -67,7 +71,7 @@
     xhr.upload.onprogress = (e) => {
       if (e.lengthComputable) {
         bar.value = e.loaded / e.total;
-        say("Uploading " + file.name + "… " + Math.round((100 * e.loaded) / e.total) + "%");
+        say("Uploading " + what + "… " + Math.round((100 * e.loaded) / e.total) + "%");
       }
     };
     xhr.onload = () => {
@@ -82,12 +86,12 @@
       }
     };
     xhr.onerror = () => { bar.hidden = true; say("Upload failed: the connection was interrupted", true); };
-    say("Uploading " + file.name + "…");
+    say("Uploading " + what + "…");
     xhr.send(data);
   }
 
-  input.addEventListener("change", () => send(input.files[0]));
-  form.addEventListener("submit", (e) => { e.preventDefault(); send(input.files[0]); });
+  input.addEventListener("change", () => send(input.files));
+  form.addEventListener("submit", (e) => { e.preventDefault(); send(input.files); });
   ["dragenter", "dragover"].forEach((t) => form.addEventListener(t, (e) => {
     e.preventDefault();
     form.classList.add("dragover");
@@ -97,6 +101,6 @@
     form.classList.remove("dragover");
   }));
   form.addEventListener("drop", (e) => {
-    if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files[0]);
+    if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files);
   });
 })();

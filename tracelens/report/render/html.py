@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from tracelens import __version__
 from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.ranks.grouping import finding_scope
 from tracelens.report.build import optional_sections
 from tracelens.report.model import Workload
 from tracelens.report.render.minor import MINOR_SEVERITY
@@ -96,6 +97,7 @@ def html_environment(*template_dirs: Path) -> Environment:
         lstrip_blocks=True,
     )
     env.filters["ns"] = fmt_ns
+    env.filters["ranks"] = finding_scope
     env.filters["bytes"] = fmt_bytes
     env.filters["md"] = markdown_blocks
     env.filters["mdi"] = markdown_inline
