@@ -1,16 +1,23 @@
-"""Ingest + analysis speed and memory on a large trace, against Holistic Trace Analysis.
+"""Ingest + analysis speed and memory, against Holistic Trace Analysis and AMD TraceLens.
 
-    python benchmarks/bench_ingest.py [--events 2000000] [--hta-python PATH | --skip-hta]
+    python benchmarks/bench_ingest.py [--events 600000] [--decimals 3|16] [--trace PATH ...]
+        [--peer-events 145000] [--hta-python PATH | --skip-hta]
+        [--amd-source SPEC | --amd-python PATH | --skip-amd] [--skip-peers]
     python benchmarks/bench_ingest.py --chunk-mb 32,16,8 [--trace PATH ...] [--events N]
 
-Writes (once, cached) a synthetic Kineto trace of at least ``--events`` events, then in
-fresh processes: tracelens ingests it into DuckDB and runs every analyzer; HTA 0.5 loads
-the same file (``TraceAnalysis``) and computes its idle-time breakdown. Prints seconds,
-MB/s and peak RSS for each and the ratios. HTA runs from a throwaway virtual environment
-(``--hta-python``, or one created under the cache directory with ``pip install
-holistictraceanalysis``); it is never a tracelens dependency.
+Writes (once, cached) a synthetic Kineto trace of at least ``--events`` events whose times
+carry ``--decimals`` digits after the point (or takes ``--trace`` files), and in fresh
+processes has tracelens ingest it (in memory and into a file) and run every analyzer.
+Then, on a smaller synthetic trace (``--peer-events``, about 50 MB: the peers take minutes
+per 50 MB), tracelens, HTA 0.5 (``TraceAnalysis`` load plus its idle-time breakdown) and
+AMD TraceLens (its operator tree; its perf report where the trace has ``ac2g`` flows) each
+run in a fresh process. Prints seconds, MB/s and peak RSS for each and the ratios. The
+peers run from throwaway virtual environments (``--hta-python`` / ``--amd-python``, or
+ones created under the cache directory with pip: ``holistictraceanalysis`` from PyPI,
+AMD TraceLens from ``--amd-source``); a peer that cannot be installed or fails is skipped
+with a message. They are never tracelens dependencies.
 
-``--chunk-mb`` compares read chunk sizes instead (in memory, no HTA): for each trace
+``--chunk-mb`` compares read chunk sizes instead (in memory, no peers): for each trace
 (``--trace``, repeatable, else the synthetic one) and size, ingest + analysis time, peak
 RSS and the sha256 of the ``--format json`` report, which must be the same at every size.
 """
@@ -22,6 +29,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,28 +81,48 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
     )
 
 
-def _ensure_trace(cache: Path, events: int) -> Path:
-    path = cache / f"synthetic_{events}.pt.trace.json"
+def _ensure_trace(cache: Path, events: int, decimals: int = 3) -> Path:
+    suffix = "" if decimals == 3 else f"_{decimals}dec"
+    path = cache / f"synthetic_{events}{suffix}.pt.trace.json"
     if not path.exists():
         from tracelens.testing.large_trace import write_large_trace
 
-        print(f"writing {path} ({events:,} events)...", flush=True)
+        print(f"writing {path} ({events:,} events, {decimals}-decimal times)...", flush=True)
         tmp = path.with_suffix(".partial")
-        write_large_trace(tmp, events)
+        write_large_trace(tmp, events, decimals=decimals)
         tmp.rename(path)
     return path
 
 
-def _hta_python(cache: Path, given: str | None) -> str:
+def _peer_python(venv: Path, given: str | None, what: str, spec: str) -> str | None:
+    """The interpreter of a throwaway venv holding a peer tool; None (said why) if none."""
     if given:
         return given
-    venv = cache / "hta-venv"
     py = venv / "bin" / "python"
     if not py.exists():
-        print("creating a throwaway venv with holistictraceanalysis...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "holistictraceanalysis"], check=True)
+        print(f"creating a throwaway venv with {what} ({spec})...", flush=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], check=False)
+        if made.returncode == 0:
+            made = subprocess.run(
+                [str(py), "-m", "pip", "install", "-q", spec], capture_output=True, text=True
+            )
+        if made.returncode != 0:
+            err = (made.stderr or "").strip().splitlines()[-1:] if made.stderr else []
+            print(f"{what}: skipped, it could not be installed ({' '.join(err) or 'pip failed'})")
+            shutil.rmtree(venv, ignore_errors=True)
+            return None
     return str(py)
+
+
+def _run_peer(py: str | None, script: str, trace: Path, what: str) -> dict | None:
+    if py is None:
+        return None
+    proc = subprocess.run([py, str(HERE / script), str(trace)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+        print(f"{what}: skipped, it failed on this trace ({last[0][:200]})")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _run_json(cmd: list[str]) -> dict:
@@ -121,12 +149,89 @@ def _compare_chunks(traces: list[Path], sizes: list[int]) -> None:
         print(f"  reports {'identical' if len(digests) == 1 else 'DIFFER'}")
 
 
+def _tracelens(trace: Path, mode: str) -> dict:
+    return _run_json([sys.executable, __file__, "--child", str(trace), mode, "-"])
+
+
+def _say_tracelens(r: dict, size_mb: float, mode: str) -> None:
+    print(
+        f"  tracelens ({mode} db): ingest {r['ingest_s']:.2f} s = "
+        f"{size_mb / r['ingest_s']:.1f} MB/s, ingest + every analyzer "
+        f"{r['ingest_s'] + r['analyze_s']:.2f} s = "
+        f"{size_mb / (r['ingest_s'] + r['analyze_s']):.1f} MB/s, peak RSS "
+        f"{r['peak_rss_mb']:,.0f} MB = {r['peak_rss_mb'] / size_mb:.2f}x the JSON, "
+        f"{r['findings']} findings",
+        flush=True,
+    )
+
+
+def _peers(args: argparse.Namespace) -> None:
+    """tracelens, HTA and AMD TraceLens on one (smaller) synthetic trace, in this order."""
+    trace = _ensure_trace(args.cache, args.peer_events, args.decimals)
+    size_mb = trace.stat().st_size / 1e6
+    print(f"peers: {trace.name} ({size_mb:,.1f} MB)")
+    ours = _tracelens(trace, "memory")
+    _say_tracelens(ours, size_mb, "memory")
+    rows = [("tracelens", ours["ingest_s"], ours["ingest_s"] + ours["analyze_s"], ours)]
+    if not args.skip_hta:
+        py = _peer_python(
+            args.cache / "hta-venv",
+            args.hta_python,
+            "Holistic Trace Analysis",
+            "holistictraceanalysis",
+        )
+        hta = _run_peer(py, "hta_load.py", trace, "Holistic Trace Analysis")
+        if hta is not None:
+            full = hta["load_s"] + hta["idle_breakdown_s"]
+            print(
+                f"  HTA: load {hta['load_s']:.1f} s = {size_mb / hta['load_s']:.1f} MB/s, "
+                f"+ idle breakdown {full:.1f} s, peak RSS {hta['peak_rss_mb']:,.0f} MB",
+                flush=True,
+            )
+            rows.append(("HTA", hta["load_s"], full, hta))
+    if not args.skip_amd:
+        py = _peer_python(
+            args.cache / "amd-tracelens-venv", args.amd_python, "AMD TraceLens", args.amd_source
+        )
+        amd = _run_peer(py, "amd_tracelens_load.py", trace, "AMD TraceLens")
+        if amd is not None:
+            full = amd["load_s"] + (amd["report_s"] or 0.0)
+            report = (
+                f"+ perf report {full:.1f} s"
+                if amd["report_s"] is not None
+                else "no perf report (the trace has no ac2g flows: load only)"
+            )
+            print(
+                f"  AMD TraceLens: tree load {amd['load_s']:.1f} s = "
+                f"{size_mb / amd['load_s']:.1f} MB/s, {report}, peak RSS "
+                f"{amd['peak_rss_mb']:,.0f} MB",
+                flush=True,
+            )
+            rows.append(("AMD TraceLens", amd["load_s"], full, amd))
+    for name, load_s, full_s, r in rows[1:]:
+        print(
+            f"  ratio vs {name}: tracelens ingest {load_s / ours['ingest_s']:.1f}x faster than "
+            f"its load, ingest + analysis {full_s / rows[0][2]:.1f}x; peak RSS "
+            f"{ours['peak_rss_mb'] / r['peak_rss_mb']:.2f}x its"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--decimals", type=int, default=3, help="digits after the point in times")
+    ap.add_argument("--peer-events", type=int, default=145_000, help="the peers' trace (~50 MB)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tracelens-bench")
     ap.add_argument("--hta-python", default=None)
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--amd-python", default=None)
+    ap.add_argument(
+        "--amd-source",
+        default="git+https://github.com/AMD-AGI/TraceLens.git",
+        help="what pip installs AMD TraceLens from (its source archive or git URL)",
+    )
+    ap.add_argument("--skip-amd", action="store_true")
+    ap.add_argument("--skip-peers", action="store_true", help="tracelens on the big trace only")
     ap.add_argument("--chunk-mb", default=None, help="compare these chunk sizes, e.g. 32,16,8")
     ap.add_argument("--trace", type=Path, action="append", default=[])
     ap.add_argument("--child", nargs=3, metavar=("PATH", "MODE", "CHUNK"), help=argparse.SUPPRESS)
@@ -140,35 +245,13 @@ def main() -> None:
         sizes = [int(s) for s in args.chunk_mb.split(",")]
         _compare_chunks(args.trace or [_ensure_trace(args.cache, args.events)], sizes)
         return
-    trace = _ensure_trace(args.cache, args.events)
-    size_mb = trace.stat().st_size / 1e6
-    print(f"trace: {trace} ({size_mb:,.0f} MB, >= {args.events:,} events)")
-    results = {}
-    for mode in ("memory", "file"):
-        r = _run_json([sys.executable, __file__, "--child", str(trace), mode, "-"])
-        results[mode] = r
-        print(
-            f"tracelens ({mode} db): ingest {r['ingest_s']:.1f} s = "
-            f"{size_mb / r['ingest_s']:.1f} MB/s, analyze {r['analyze_s']:.1f} s "
-            f"({100 * r['analyze_s'] / r['ingest_s']:.0f}% of ingest), peak RSS "
-            f"{r['peak_rss_mb']:,.0f} MB = {r['peak_rss_mb'] / size_mb:.2f}x the JSON, "
-            f"{r['findings']} findings"
-        )
-    if args.skip_hta:
-        return
-    hta = _run_json(
-        [_hta_python(args.cache, args.hta_python), str(HERE / "hta_load.py"), str(trace)]
-    )
-    best = min(results.values(), key=lambda r: r["ingest_s"])
-    print(
-        f"HTA 0.5: load {hta['load_s']:.1f} s = {size_mb / hta['load_s']:.1f} MB/s, idle "
-        f"breakdown {hta['idle_breakdown_s']:.1f} s, peak RSS {hta['peak_rss_mb']:,.0f} MB"
-    )
-    print(
-        f"ratio: tracelens ingest is {hta['load_s'] / best['ingest_s']:.1f}x HTA's load "
-        f"throughput; ingest+analysis {hta['load_s'] / (best['ingest_s'] + best['analyze_s']):.1f}x"
-        f"; peak RSS {best['peak_rss_mb'] / hta['peak_rss_mb']:.2f}x HTA's"
-    )
+    for trace in args.trace or [_ensure_trace(args.cache, args.events, args.decimals)]:
+        size_mb = trace.stat().st_size / 1e6
+        print(f"trace: {trace} ({size_mb:,.1f} MB)")
+        for mode in ("memory", "file"):
+            _say_tracelens(_tracelens(trace, mode), size_mb, mode)
+    if not args.skip_peers:
+        _peers(args)
 
 
 if __name__ == "__main__":

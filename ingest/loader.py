@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
 from ingest.graph_captures import find_capture_dir, load_captures
 from ingest.limits import IngestLimits
+from ingest.prefetch import prefetched
 from ingest.redact_tables import redact_tables
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
 
@@ -237,17 +238,11 @@ def load_trace(
         limits.configure(con, target)
         create_schema(con, describe=target is not None)
         if fmt == "torch_chrome":
-            seen = 0
-
-            def on_raw(block: bytes) -> None:
-                nonlocal seen
-                digest.update(block)
-                seen += len(block)
-                if on_progress is not None:
-                    on_progress(seen, size)
-
-            chunks = iter_bytes(src, on_raw=on_raw, max_decompressed=limits.max_decompressed)
-            stats = read_chrome_trace(con, src, chunks, max_events=limits.max_events)
+            chunks = _read_ahead(src, digest, size, limits, on_progress)
+            try:
+                stats = read_chrome_trace(con, src, chunks, max_events=limits.max_events)
+            finally:
+                chunks.close()  # stops the reading thread now when the parse failed
             notes.extend(stats.warnings)
         else:
             from ingest.nsys.reader import read_nsys_sqlite
@@ -299,6 +294,30 @@ def load_trace(
     return LoadedTrace(
         con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
     )
+
+
+def _read_ahead(
+    src: Path,
+    digest: hashlib._Hash,
+    size: int,
+    limits: IngestLimits,
+    on_progress: ProgressFn | None,
+) -> Generator[bytes, None, None]:
+    """The decompressed chunks of ``src``, read, hashed and gunzipped on a thread ahead of
+    the parser. Progress is reported from the caller's thread (callbacks may not be
+    thread-safe): the raw bytes read by the time each chunk is handed over."""
+    seen = 0
+
+    def on_raw(block: bytes) -> None:
+        nonlocal seen
+        digest.update(block)
+        seen += len(block)
+
+    raw = iter_bytes(src, on_raw=on_raw, max_decompressed=limits.max_decompressed)
+    for chunk, done in prefetched((chunk, seen) for chunk in raw):
+        if on_progress is not None:
+            on_progress(done, size)
+        yield chunk
 
 
 def is_tracelens_database(path: Path) -> bool:

@@ -3,8 +3,9 @@
 The file is streamed: :mod:`ingest.chrome.event_splitter` cuts the event array into blobs
 of whole events, DuckDB's JSON reader parses each blob with an explicit column list (so
 unknown keys cost nothing and ``args`` is touched once), and SQL routes each event to its
-table. Timestamps are read as DECIMAL so ``round(ts * 1000)`` is exact for the
-nanosecond decimals newer profilers write.
+table. Timestamps are read as DECIMAL(38,6) and cast to integer nanoseconds (the cast
+rounds half away from zero), exact for the nanosecond decimals newer profilers write. Times
+written with more than six decimals take a faster exact route (:func:`_stage_sql`).
 
 Understood categories: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``,
 ``cuda_driver``, ``cuda_sync``, ``cpu_op``, ``python_function``, ``user_annotation``,
@@ -71,15 +72,21 @@ _ARG_KEYS = [key for key, _, _ in _ARGS]
 _MAX_OBJECT = DEFAULT_MAX_EVENT_BYTES + 1024
 
 
-def _columns(args_type: str) -> dict[str, str]:
+# What a time is read as: six decimals (the stored meaning: the text rounded half away
+# from zero to 1e-6 µs, then to whole nanoseconds), or sixteen, for text with more digits.
+_TIME_6 = "DECIMAL(38,6)"
+_TIME_16 = "DECIMAL(38,16)"
+
+
+def _columns(args_type: str, time_type: str = _TIME_6) -> dict[str, str]:
     return {
         "ph": "VARCHAR",
         "cat": "VARCHAR",
         "name": "VARCHAR",
         "pid": "VARCHAR",
         "tid": "VARCHAR",
-        "ts": "DECIMAL(38,6)",
-        "dur": "DECIMAL(38,6)",
+        "ts": time_type,
+        "dur": time_type,
         "args": args_type,
     }
 
@@ -88,7 +95,7 @@ def _struct(keys: list[str]) -> str:
     return "STRUCT(" + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")"
 
 
-def _stage_sql(variant: str) -> str:
+def _stage_sql(variant: str, precise: bool = False) -> str:
     """Staging query for one blob.
 
     DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
@@ -96,6 +103,12 @@ def _stage_sql(variant: str) -> str:
     extracting paths. A STRUCT cannot declare two keys that differ only in case, so the
     modern and the 2021 spelling of the external id each get their variant; a blob holding
     both falls back to JSON paths.
+
+    Text with more digits than a DECIMAL's scale is rounded by a slow path of DuckDB's
+    parser (4x slower for 16 decimals). ``precise`` reads times with 16 decimals instead
+    (exact for up to 16) and rounds to 6 in SQL, which is the same value except where
+    rounding a 17th or later digit landed exactly on a 6-decimal half: ``tie6`` marks those
+    rows so the blob can be read again the standard way (:func:`_needs_standard_read`).
     """
     if variant == "json":
         paths = [f'$."{k}"' for k in _ARG_KEYS]
@@ -117,20 +130,38 @@ def _stage_sql(variant: str) -> str:
         "coalesce(TRY_CAST({c} AS BIGINT),"
         " TRY_CAST(regexp_extract({c}, '(-?[0-9]+)\\s*$', 1) AS BIGINT))"
     )
+    if precise:
+        ts, dur = "round(ts, 6)", "round(dur, 6)"
+        tie = "abs(ts - round(ts, 6)) = 0.0000005 OR abs(dur - round(dur, 6)) = 0.0000005"
+    else:
+        ts, dur, tie = "ts", "dur", "false"
+    columns = _columns(args_type, _TIME_16 if precise else _TIME_6)
+    # Casting a DECIMAL to BIGINT rounds half away from zero, as round() would.
     return f"""
         CREATE OR REPLACE TEMP TABLE blob AS
         SELECT ph, lower(cat) AS cat, name,
                {int_of.format(c="pid")} AS pid, {int_of.format(c="tid")} AS tid,
-               CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
-               CAST(round(dur * 1000) AS BIGINT) AS dur_ns,
-               {typed}
+               CAST({ts} * 1000 AS BIGINT) AS ts_ns,
+               CAST({dur} * 1000 AS BIGINT) AS dur_ns,
+               {typed},
+               {tie} AS tie6
         FROM (SELECT *, {source} AS a
-              FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(args_type)!r},
+              FROM read_json(?::VARCHAR[], format = 'array', columns = {columns!r},
                              maximum_object_size = {_MAX_OBJECT}))
     """
 
 
-_STAGE_SQL = {v: _stage_sql(v) for v in ("modern", "legacy", "json")}
+_STAGE_SQL = {
+    (v, precise): _stage_sql(v, precise)
+    for v in ("modern", "legacy", "json")
+    for precise in (False, True)
+}
+# A time with more than six decimals near the start of a blob: read its times the precise
+# way. Only speed depends on this guess; both ways store the same values.
+_LONG_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*-?[0-9]+\.[0-9]{7}')
+_SAMPLE = 64 * 1024
+# A number with 17 or more decimals anywhere (in times or not: being wrong only costs time).
+_OVERLONG_DECIMALS = re.compile(rb"\.[0-9]{17}")
 
 # The profiler's allocator events ("[memory]" instants) carry "Bytes", which a STRUCT
 # cannot hold beside the copies' "bytes": they get their own pass, only in blobs that
@@ -141,7 +172,7 @@ _MEMORY_SQL = f"""
     SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
            CASE WHEN TRY_CAST(args."Device Type" AS INTEGER) = 1
                 THEN TRY_CAST(args."Device Id" AS INTEGER) ELSE -1 END,
-           CAST(round(ts * 1000) AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
+           CAST(ts * 1000 AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
            TRY_CAST(args."Total Allocated" AS BIGINT), TRY_CAST(args."Total Reserved" AS BIGINT),
            TRY_CAST(args."Addr" AS BIGINT)
     FROM read_json(?::VARCHAR[], format = 'array', columns = {_columns(_struct(_MEMORY_KEYS))!r},
@@ -236,7 +267,8 @@ _ROUTE_SQL = [
 _CENSUS = """
 SELECT coalesce(cat, 'ph:' || ph), count(*),
        count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
-       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0)
+       count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0),
+       count(*) FILTER (WHERE tie6)
 FROM blob GROUP BY ALL
 """
 
@@ -311,13 +343,12 @@ def _variant(blobs: list[EventBlob]) -> str:
     return "legacy" if legacy else "modern"
 
 
-def _stage(
-    con: duckdb.DuckDBPyConnection,
-    blobs: list[EventBlob],
-    tmp: str,
-    variant: str,
-    repair_utf8: bool = False,
-) -> list[str]:
+def _precise(blobs: list[EventBlob]) -> bool:
+    """Whether the blobs' times look longer than six decimals (judged from their start)."""
+    return any(_LONG_TIME.search(b.buf, b.start, min(b.end, b.start + _SAMPLE)) for b in blobs)
+
+
+def _write_files(blobs: list[EventBlob], tmp: str, repair_utf8: bool) -> list[str]:
     files = []
     for i, blob in enumerate(blobs):
         name = os.path.join(tmp, f"events-{i}.json")
@@ -327,9 +358,43 @@ def _stage(
             else:
                 blob.write(f)
         files.append(name)
-    # Several files in one scan: DuckDB parses them on parallel threads.
-    con.execute(_STAGE_SQL[variant], [files])
     return files
+
+
+def _stage(
+    con: duckdb.DuckDBPyConnection,
+    blobs: list[EventBlob],
+    tmp: str,
+    variant: str,
+    repair_utf8: bool = False,
+) -> tuple[list[str], bool]:
+    """Write the blobs to files and stage them; the files and whether read precisely."""
+    files = _write_files(blobs, tmp, repair_utf8)
+    # Several files in one scan: DuckDB parses them on parallel threads.
+    if _precise(blobs):
+        try:
+            con.execute(_STAGE_SQL[variant, True], [files])
+            return files, True
+        except duckdb.Error:
+            pass  # e.g. an integer part too long for 16 decimals: the standard read decides
+    con.execute(_STAGE_SQL[variant, False], [files])
+    return files, False
+
+
+def _needs_standard_read(blobs: list[EventBlob], ties: int) -> bool:
+    """Whether a precise read may differ from the standard one.
+
+    Only where rounding to 16 decimals carried into a 6-decimal half (``ties`` rows) and the
+    text had more than 16 decimals to round.
+    """
+    return ties > 0 and any(
+        _OVERLONG_DECIMALS.search(b.buf, b.start, b.end) is not None for b in blobs
+    )
+
+
+def _census(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple], int]:
+    rows = con.execute(_CENSUS).fetchall()
+    return rows, sum(r[4] for r in rows)
 
 
 def _load_blobs(
@@ -338,20 +403,24 @@ def _load_blobs(
     """Parse blobs and route their events; BlobParseError when one is not valid JSON."""
     variant = _variant(blobs)
     try:
-        files = _stage(con, blobs, tmp, variant)
+        files, precise = _stage(con, blobs, tmp, variant)
     except duckdb.Error as exc:
         if "utf-8" not in str(exc).lower() and "unicode" not in str(exc).lower():
             raise BlobParseError(_describe_json_error(exc, blobs)) from None
         # Tolerant reading: undecodable bytes become U+FFFD, as a browser would show them.
         try:
-            files = _stage(con, blobs, tmp, variant, repair_utf8=True)
+            files, precise = _stage(con, blobs, tmp, variant, repair_utf8=True)
         except duckdb.Error as exc2:
             raise BlobParseError(_describe_json_error(exc2, blobs)) from None
         note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
         if note not in stats.warnings:
             stats.warnings.append(note)
+    census, ties = _census(con)
+    if precise and _needs_standard_read(blobs, ties):
+        con.execute(_STAGE_SQL[variant, False], [files])
+        census, _ = _census(con)
     present = set()
-    for cat, total, missing, negative in con.execute(_CENSUS).fetchall():
+    for cat, total, missing, negative, _ in census:
         present.add(cat)
         stats.events += total
         stats.dropped_missing += missing

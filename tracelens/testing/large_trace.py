@@ -65,21 +65,40 @@ _KERNELS = [
 ]
 
 
-def _us(ns: int) -> str:
-    whole, frac = divmod(ns, 1000)
-    return f"{whole}.{frac:03d}"
+class _Micros:
+    """Microsecond text with ``decimals`` digits after the point, as profilers write them.
+
+    Kineto writes 3 (whole nanoseconds); some writers print 16 (a float's digits). Digits
+    past the third are drawn from their own generator, so the 3-decimal trace does not
+    change with this option and the longer ones hold sub-nanosecond digits that round
+    either way.
+    """
+
+    def __init__(self, decimals: int, seed: int) -> None:
+        self.extra = max(0, decimals - 3)
+        self.rng = random.Random(seed ^ 0x5EED)
+
+    def __call__(self, ns: int) -> str:
+        whole, frac = divmod(ns, 1000)
+        if not self.extra:
+            return f"{whole}.{frac:03d}"
+        tail = self.rng.randrange(10**self.extra)
+        return f"{whole}.{frac:03d}{tail:0{self.extra}d}"
 
 
-def _x(cat: str, name: str, pid: int | str, tid: int | str, ts: int, dur: int, args: dict) -> str:
+def _x(
+    us: _Micros, cat: str, name: str, pid: int | str, tid: int | str, ts: int, dur: int, args: dict
+) -> str:
     return (
         f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {json.dumps(pid)}, '
-        f'"tid": {json.dumps(tid)}, "ts": {_us(ts)}, "dur": {_us(dur)}, '
+        f'"tid": {json.dumps(tid)}, "ts": {us(ts)}, "dur": {us(dur)}, '
         f'"args": {json.dumps(args)}}}'
     )
 
 
-def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
+def iter_large_events(target_events: int, seed: int = 7, decimals: int = 3) -> Iterator[str]:
     rng = random.Random(seed)
+    us = _Micros(decimals, seed)
     pid, tid, dev, stream = 31337, 31337, 0, 7
     t = 1_712_000_000_000_000_000  # ns
     ext = corr = 1
@@ -91,6 +110,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         step_events: list[str] = []
         step_events.append(
             _x(
+                us,
                 "user_annotation",
                 "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                 pid,
@@ -106,6 +126,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         nbytes = 8 * 1024 * 1024
         step_events.append(
             _x(
+                us,
                 "cpu_op",
                 "aten::copy_",
                 pid,
@@ -117,6 +138,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         )
         step_events.append(
             _x(
+                us,
                 "cuda_runtime",
                 "cudaMemcpyAsync",
                 pid,
@@ -128,6 +150,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         )
         step_events.append(
             _x(
+                us,
                 "gpu_memcpy",
                 "Memcpy HtoD (Pageable -> Device)",
                 dev,
@@ -155,6 +178,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
             k_dur = max(1_000, int(base * rng.uniform(0.8, 1.25)))
             step_events.append(
                 _x(
+                    us,
                     "cpu_op",
                     op,
                     pid,
@@ -174,6 +198,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
             launch_t = t + op_dur // 3
             step_events.append(
                 _x(
+                    us,
                     "cuda_runtime",
                     "cudaLaunchKernel",
                     pid,
@@ -186,6 +211,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
             k_start = max(gpu_t, launch_t + 9_000)
             step_events.append(
                 _x(
+                    us,
                     "kernel",
                     kname,
                     dev,
@@ -215,10 +241,11 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
             t += op_dur + rng.randint(1_000, 5_000)
         sync_end = max(t, gpu_t) + 10_000
         step_events.append(
-            _x("cpu_op", "aten::item", pid, tid, t, sync_end - t + 5_000, {"External id": ext})
+            _x(us, "cpu_op", "aten::item", pid, tid, t, sync_end - t + 5_000, {"External id": ext})
         )
         step_events.append(
             _x(
+                us,
                 "cuda_runtime",
                 "cudaStreamSynchronize",
                 pid,
@@ -233,6 +260,7 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         t = sync_end + 20_000
         step_events.append(
             _x(
+                us,
                 "user_annotation",
                 f"ProfilerStep#{step}",
                 pid,
@@ -248,8 +276,9 @@ def iter_large_events(target_events: int, seed: int = 7) -> Iterator[str]:
         yield from step_events
 
 
-def write_large_trace(path: str | Path, target_events: int = 2_000_000) -> Path:
-    """Write about ``target_events`` events (gzip when the name ends in ``.gz``)."""
+def write_large_trace(path: str | Path, target_events: int = 2_000_000, decimals: int = 3) -> Path:
+    """Write about ``target_events`` events (gzip when the name ends in ``.gz``), their
+    times in microseconds with ``decimals`` digits after the point (at least 3)."""
     p = Path(path)
     header = {
         "schemaVersion": 1,
@@ -267,5 +296,5 @@ def write_large_trace(path: str | Path, target_events: int = 2_000_000) -> Path:
     }
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "wt", encoding="utf-8") as out:
-        write_events(out, iter_large_events(target_events), header)
+        write_events(out, iter_large_events(target_events, decimals=decimals), header)
     return p
