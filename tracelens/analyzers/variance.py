@@ -81,6 +81,15 @@ _GROUPS = {
 }
 
 
+# The kernel table when no operator records input shapes (every Nsight export, traces
+# recorded without record_shapes): the shapes would all be NULL, so the two lookups that
+# fetch them (per correlation id, then per external id) are left out.
+_KERNELS_NO_SHAPES = f"""(SELECT name, start_ns, end_ns, grid_x, grid_y, grid_z, block_x,
+                                 block_y, block_z, NULL::VARCHAR AS input_shapes,
+                                 end_ns - start_ns AS self_ns, false AS no_shapes
+                          FROM kernels WHERE NOT {COLLECTIVE_SQL})"""
+
+
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
     w_start, w_end = db.window
@@ -88,7 +97,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # operator's host duration swings freely behind a full launch queue.
     windows = sum(d.window_ns for d in db.devices)
     host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
+    has_shapes = bool(
+        db.scalar(
+            "SELECT count(*) > 0 FROM cpu_ops "
+            "WHERE external_id IS NOT NULL AND input_shapes IS NOT NULL"
+        )
+    )
     for kind, (table, key, cols, id_key) in _GROUPS.items():
+        if kind == "kernel" and not has_shapes:
+            table = _KERNELS_NO_SHAPES
         # Rows are grouped by a hash of the grouping columns; the readable key is built
         # only for the groups, not for millions of rows.
         firsts = ", ".join(f"min({c}) AS {c}" for c in cols.split(", "))
