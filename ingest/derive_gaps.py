@@ -353,14 +353,16 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _blk_end AS
-            SELECT g.gap_id, g.pid, g.tid, g.start_ns, e.start_ns AS island_start,
-                   {blocked_at.format(i="e", t="g.block_end")} AS blocked_end,
-                   {blocked_at.format(i="e", t="g.start_ns")} AS blocked_start,
-                   e.name AS sync_name
-            FROM (SELECT gap_id, pid, tid, start_ns, block_end FROM _gap1
-                  WHERE pid IS NOT NULL) g
-            ASOF JOIN _sync e
-              ON e.pid = g.pid AND e.tid = g.tid AND e.start_ns <= g.block_end;
+            SELECT * FROM (
+                SELECT g.gap_id, g.pid, g.tid, g.start_ns, e.start_ns AS island_start,
+                       {blocked_at.format(i="e", t="g.block_end")} AS blocked_end,
+                       {blocked_at.format(i="e", t="g.start_ns")} AS blocked_start,
+                       e.name AS sync_name
+                FROM (SELECT gap_id, pid, tid, start_ns, block_end FROM _gap1
+                      WHERE pid IS NOT NULL) g
+                ASOF JOIN _sync e
+                  ON e.pid = g.pid AND e.tid = g.tid AND e.start_ns <= g.block_end
+            ) WHERE island_start > start_ns OR blocked_end <> blocked_start;
 
             CREATE OR REPLACE TEMP TABLE _blk AS
             SELECT gap_id, blocked_end - blocked_start AS blocked_ns, sync_name
