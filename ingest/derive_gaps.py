@@ -219,8 +219,10 @@ def _rule(cause: str) -> str:
     return next(w for c, w, _ in _JUDGED if c == cause)
 
 
-def _has_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(con.execute(f"SELECT count(*) > 0 FROM {table}").fetchone()[0])  # type: ignore[index]
+def _have_rows(con: duckdb.DuckDBPyConnection, *tables: str) -> list[bool]:
+    """Whether each of ``tables`` has a row, in one query (tiny traces run many)."""
+    checks = ", ".join(f"(SELECT count(*) > 0 FROM {t})" for t in tables)
+    return [bool(v) for v in con.execute(f"SELECT {checks}").fetchone() or ()]
 
 
 def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
@@ -342,7 +344,8 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
     # Each lookup keeps only rows that can matter (blocked time, loader overlap above zero:
     # every gap lasts at least 1 ns, so zero decides nothing); an ASOF join costs a sort of
     # its gaps even when the other side is empty, so an empty side is not joined at all.
-    if _has_rows(con, "_sync"):
+    has_sync, has_loader, has_hostiv = _have_rows(con, "_sync", "_loader", "_hostiv")
+    if has_sync:
         # B(t) comes from the latest island started by t. One lookup at the end of the
         # blocking span serves both ends when that island started before the gap; only gaps
         # in which an island starts (at most one per island and device) need a second.
@@ -385,7 +388,7 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
             "(gap_id BIGINT, blocked_ns BIGINT, sync_name VARCHAR)"
         )
     queued = _rule("gpu_dependency")
-    if _has_rows(con, "_loader"):
+    if has_loader:
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _ldr AS
@@ -429,7 +432,8 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         WHERE launch_start > start_ns AND launch_start <= start_ns + {LAUNCH_ISSUE_SLACK_NS}
         """
     )
-    if _has_rows(con, "_open_launch"):
+    has_open, has_open_launch = _have_rows(con, "_open", "_open_launch")
+    if has_open_launch:
         # Calls that enqueued GPU work (their correlation id is on an activity).
         con.execute(
             """
@@ -449,7 +453,7 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         )
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _prev_enq (gap_id BIGINT, prev_enq_end BIGINT)")
-    if _has_rows(con, "_hostiv") and _has_rows(con, "_open"):
+    if has_hostiv and has_open:
         # The innermost host interval covering most of the host span. At each nesting depth
         # intervals are disjoint, so the ones running at the span's start and at its end
         # (an ASOF lookup each) are the candidates; of those covering at least
@@ -507,18 +511,6 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         ORDER BY device_id, start_ns
         """
     )
-    for t in (
-        "_gap1",
-        "_sync_raw",
-        "_sync",
-        "_loader",
-        "_hostiv",
-        "_blk",
-        "_ldr",
-        "_open",
-        "_open_launch",
-        "_enq",
-        "_prev_enq",
-        "_host",
-    ):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+    temps = ("_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk", "_ldr", "_open",
+             "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
+    con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in temps))
