@@ -20,12 +20,15 @@ import resource
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-import duckdb
+from typing import Any
 
 from ingest.derive_gaps import derive_gaps
+from ingest.duckdb_connect import connect
+from ingest.limits import IngestLimits
 from ingest.nsys.reader import read_nsys_sqlite
+from ingest.redact_tables import redact_tables
 from ingest.schema import create_schema
 from tracelens.core.tracedb import TraceDB
 from tracelens.report import build_report_from_db
@@ -148,11 +151,13 @@ def main() -> None:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     load = os.getloadavg()[0]
 
-    con = duckdb.connect(":memory:")
+    # The connection load_trace opens: bounded memory, spilling allowed.
+    con = connect()
+    IngestLimits.from_env().configure(con, None)
     create_schema(con)
     phases: dict[str, tuple[float, float, float]] = {}
 
-    def timed(name: str, fn, *args):  # type: ignore[no-untyped-def]
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         w, c = time.perf_counter(), time.process_time()
         out = fn(*args)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -161,9 +166,9 @@ def main() -> None:
 
     timed("read + route into DuckDB", read_nsys_sqlite, con, path)
     timed("derive gaps", derive_gaps, con)
-    report = timed(
-        "analyze (all analyzers)", build_report_from_db, TraceDB(con), {"path": str(path)}
-    )
+    timed("redact names", redact_tables, con)
+    source = {"path": str(path), "format": "nsys_sqlite", "sha256": "", "size_bytes": 0}
+    report = timed("analyze (all analyzers)", build_report_from_db, TraceDB(con), source)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     print(f"export: {size_mb:,.0f} MB, {rows:,} rows ({counts}); written in {write_s:.1f} s")

@@ -215,42 +215,72 @@ def _in_list(names: tuple[str, ...]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
 
+def _rule(cause: str) -> str:
+    return next(w for c, w, _ in _JUDGED if c == cause)
+
+
+def _have_rows(con: duckdb.DuckDBPyConnection, *tables: str) -> list[bool]:
+    """Whether each of ``tables`` has a row, in one query (tiny traces run many)."""
+    checks = ", ".join(f"(SELECT count(*) > 0 FROM {t})" for t in tables)
+    return [bool(v) for v in con.execute(f"SELECT {checks}").fetchone() or ()]
+
+
 def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill ``gaps`` from the canonical tables (see the module docstring for the causes).
+
+    Evidence is gathered only for the gaps it can decide: a cause is the first rule that
+    holds, so the data-loader lookup skips gaps whose next work was already queued, and
+    the host-interval and enqueue lookups skip gaps the first three rules decided. On a
+    GPU-bound trace (most gaps queued) that is most of the work; the joins stay on small
+    tables of gap ids and nothing holds a second copy of the activities.
+    """
     con.execute("DELETE FROM gaps")
+    # The gaps of each device, with the launch call of the work that ends each. A gap is
+    # where an activity starts after every earlier one (by start, then end) has ended. The
+    # sort carries which row ends the gap (source table and rowid), not its name: kernel
+    # names would double what the sort holds; the names are looked up for the gaps alone.
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE _act AS
-        SELECT device_id, start_ns, end_ns, correlation_id, name FROM kernels
-        UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 'Memcpy ' || kind
-        FROM memcpys
-        UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 'Memset' FROM memsets;
-
         CREATE OR REPLACE TEMP TABLE _gap0 AS
         WITH iv AS (
-            SELECT device_id, start_ns, end_ns, correlation_id, name,
+            SELECT device_id, start_ns, end_ns, correlation_id, src, rid,
                    max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM _act WHERE device_id IS NOT NULL AND end_ns >= start_ns
+            FROM (SELECT device_id, start_ns, end_ns, correlation_id, 0 AS src, rowid AS rid
+                  FROM kernels
+                  UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 1, rowid
+                  FROM memcpys
+                  UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 2, rowid
+                  FROM memsets)
+            WHERE device_id IS NOT NULL AND end_ns >= start_ns
         )
         SELECT row_number() OVER () AS gap_id, device_id, prev_end AS start_ns,
-               start_ns AS end_ns, correlation_id AS next_corr, name AS next_name
+               start_ns AS end_ns, correlation_id AS next_corr, src, rid
         FROM iv WHERE start_ns > prev_end
+        """
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _gap1 AS
+        WITH l AS (
+            SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+                   min(start_ns) AS start_ns, max(end_ns) AS end_ns
+            FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)
+            GROUP BY correlation_id
+        )
+        SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end,
+               -- the host span: from the gap's start to the launch call (or the gap's end)
+               greatest(g.start_ns, least(coalesce(l.start_ns, g.end_ns), g.end_ns)) AS host_end,
+               -- blocking counts until the next work was issued (a synchronous copy's call
+               -- ends after its copy): once it is queued, a wait is the GPU's, not the host's
+               greatest(g.start_ns, least(coalesce(l.end_ns, g.end_ns), g.end_ns)) AS block_end
+        FROM _gap0 g LEFT JOIN l ON l.correlation_id = g.next_corr;
+        DROP TABLE _gap0
         """
     )
     waits = _in_list(STREAM_WAIT_CALLS)
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE _launch AS
-        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
-               min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)
-        GROUP BY correlation_id;
-
-        -- Calls that enqueued GPU work (their correlation id is on an activity).
-        CREATE OR REPLACE TEMP TABLE _enq AS
-        SELECT pid, tid, start_ns, end_ns FROM api_calls
-        WHERE correlation_id IN (SELECT correlation_id FROM _act WHERE correlation_id <> 0);
-
         CREATE OR REPLACE TEMP TABLE _sync_raw AS
         SELECT pid, tid, name, start_ns, end_ns FROM api_calls
         WHERE name IN ({_in_list(SYNC_CALLS)})
@@ -309,77 +339,121 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         SELECT 1, pid, tid, depth, name, start_ns, end_ns FROM ranges
         WHERE device_id IS NULL AND depth IS NOT NULL
           AND NOT regexp_matches(name, '{WRAPPER_PATTERN}');
-
-        CREATE OR REPLACE TEMP TABLE _gap1 AS
-        SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end,
-               -- the host span: from the gap's start to the launch call (or the gap's end)
-               greatest(g.start_ns, least(coalesce(l.start_ns, g.end_ns), g.end_ns)) AS host_end,
-               -- blocking counts until the next work was issued (a synchronous copy's call
-               -- ends after its copy): once it is queued, a wait is the GPU's, not the host's
-               greatest(g.start_ns, least(coalesce(l.end_ns, g.end_ns), g.end_ns)) AS block_end
-        FROM _gap0 g LEFT JOIN _launch l ON l.correlation_id = g.next_corr;
         """
     )
-    has = {
-        t: bool(con.execute(f"SELECT count(*) > 0 FROM {t}").fetchone()[0])  # type: ignore[index]
-        for t in ("_sync", "_loader", "_enq", "_hostiv")
-    }
-    # An ASOF join costs a sort of every gap even when its other side is empty (no data
-    # loader, no operators in an nsys export): join only what has rows.
-    parts = []
-    if has["_sync"]:
-        parts.append(
-            """
-            , blk AS (
-                SELECT g.gap_id,
-                       coalesce(e.before_ns + least(greatest(g.block_end - e.start_ns, 0),
-                                                    e.end_ns - e.start_ns), 0)
-                       - coalesce(b.before_ns + least(greatest(g.start_ns - b.start_ns, 0),
-                                                      b.end_ns - b.start_ns), 0) AS blocked_ns,
+    # Each lookup keeps only rows that can matter (blocked time, loader overlap above zero:
+    # every gap lasts at least 1 ns, so zero decides nothing); an ASOF join costs a sort of
+    # its gaps even when the other side is empty, so an empty side is not joined at all.
+    has_sync, has_loader, has_hostiv = _have_rows(con, "_sync", "_loader", "_hostiv")
+    if has_sync:
+        # B(t) comes from the latest island started by t. One lookup at the end of the
+        # blocking span serves both ends when that island started before the gap; only gaps
+        # in which an island starts (at most one per island and device) need a second.
+        blocked_at = (
+            "coalesce({i}.before_ns + least(greatest({t} - {i}.start_ns, 0), "
+            "{i}.end_ns - {i}.start_ns), 0)"
+        )
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _blk_end AS
+            SELECT * FROM (
+                SELECT g.gap_id, g.pid, g.tid, g.start_ns, e.start_ns AS island_start,
+                       {blocked_at.format(i="e", t="g.block_end")} AS blocked_end,
+                       {blocked_at.format(i="e", t="g.start_ns")} AS blocked_start,
                        e.name AS sync_name
-                FROM _gap1 g
-                ASOF LEFT JOIN _sync e
+                FROM (SELECT gap_id, pid, tid, start_ns, block_end FROM _gap1
+                      WHERE pid IS NOT NULL) g
+                ASOF JOIN _sync e
                   ON e.pid = g.pid AND e.tid = g.tid AND e.start_ns <= g.block_end
+            ) WHERE island_start > start_ns OR blocked_end <> blocked_start;
+
+            CREATE OR REPLACE TEMP TABLE _blk AS
+            SELECT gap_id, blocked_end - blocked_start AS blocked_ns, sync_name
+            FROM _blk_end WHERE island_start <= start_ns AND blocked_end <> blocked_start
+            UNION ALL
+            SELECT * FROM (
+                SELECT g.gap_id,
+                       g.blocked_end - {blocked_at.format(i="b", t="g.start_ns")} AS blocked_ns,
+                       g.sync_name
+                FROM (SELECT * FROM _blk_end WHERE island_start > start_ns) g
                 ASOF LEFT JOIN _sync b
                   ON b.pid = g.pid AND b.tid = g.tid AND b.start_ns <= g.start_ns
-                WHERE g.pid IS NOT NULL
-            )"""
+            ) WHERE blocked_ns <> 0;
+            DROP TABLE _blk_end
+            """
         )
     else:
-        parts.append(
-            ", blk AS (SELECT NULL::BIGINT AS gap_id, 0::BIGINT AS blocked_ns, "
-            "NULL::VARCHAR AS sync_name WHERE false)"
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _blk "
+            "(gap_id BIGINT, blocked_ns BIGINT, sync_name VARCHAR)"
         )
-    if has["_loader"]:
-        parts.append(
-            """
-            , ldr AS (
+    queued = _rule("gpu_dependency")
+    if has_loader:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _ldr AS
+            SELECT * FROM (
                 SELECT g.gap_id, d.name AS loader_name,
                        greatest(0, least(d.end_ns, g.end_ns) - greatest(d.start_ns, g.start_ns))
                            AS loader_overlap
-                FROM _gap1 g ASOF JOIN _loader d ON d.start_ns <= g.end_ns
-            )"""
-        )
-    else:
-        parts.append(
-            ", ldr AS (SELECT NULL::BIGINT AS gap_id, NULL::VARCHAR AS loader_name, "
-            "0::BIGINT AS loader_overlap WHERE false)"
-        )
-    if has["_enq"]:
-        parts.append(
+                FROM (SELECT gap_id, start_ns, end_ns FROM _gap1
+                      WHERE ({queued}) IS NOT TRUE) g
+                ASOF JOIN _loader d ON d.start_ns <= g.end_ns
+            ) WHERE loader_overlap > 0
             """
-            , enq AS (
-                SELECT g.gap_id, q.end_ns AS prev_enq_end
-                FROM _gap1 g ASOF JOIN _enq q
-                  ON q.pid = g.pid AND q.tid = g.tid AND q.end_ns <= g.launch_start
-                WHERE g.pid IS NOT NULL
-            )"""
         )
     else:
-        parts.append(
-            ", enq AS (SELECT NULL::BIGINT AS gap_id, NULL::BIGINT AS prev_enq_end WHERE false)"
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _ldr "
+            "(gap_id BIGINT, loader_name VARCHAR, loader_overlap BIGINT)"
         )
-    if has["_hostiv"]:
+    # The gaps that neither queued work, a data loader nor blocking explains: only these
+    # need the launching thread's host intervals and enqueue calls.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _open AS
+        SELECT gap_id, pid, tid, start_ns, host_end, launch_start FROM (
+            SELECT g.gap_id, g.pid, g.tid, g.start_ns, g.end_ns, g.host_end, g.launch_start,
+                   g.launch_end, coalesce(b.blocked_ns, 0) AS blocked_ns,
+                   coalesce(l.loader_overlap, 0) AS loader_overlap
+            FROM _gap1 g LEFT JOIN _blk b USING (gap_id) LEFT JOIN _ldr l USING (gap_id)
+            WHERE g.pid IS NOT NULL
+        )
+        WHERE ({queued}) IS NOT TRUE AND ({_rule("data_loading")}) IS NOT TRUE
+          AND ({_rule("synchronization")}) IS NOT TRUE
+        """
+    )
+    # The previous enqueue call matters only when the next launch began after the gap did,
+    # within the slack.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _open_launch AS
+        SELECT gap_id, pid, tid, launch_start FROM _open
+        WHERE launch_start > start_ns AND launch_start <= start_ns + {LAUNCH_ISSUE_SLACK_NS}
+        """
+    )
+    has_open, has_open_launch = _have_rows(con, "_open", "_open_launch")
+    if has_open_launch:
+        # Calls that enqueued GPU work (their correlation id is on an activity).
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE _enq AS
+            SELECT pid, tid, end_ns FROM api_calls
+            WHERE correlation_id IN (
+                SELECT correlation_id FROM kernels WHERE correlation_id <> 0
+                UNION ALL SELECT correlation_id FROM memcpys WHERE correlation_id <> 0
+                UNION ALL SELECT correlation_id FROM memsets WHERE correlation_id <> 0)
+              AND (pid, tid) IN (SELECT DISTINCT pid, tid FROM _open_launch);
+
+            CREATE OR REPLACE TEMP TABLE _prev_enq AS
+            SELECT g.gap_id, q.end_ns AS prev_enq_end
+            FROM _open_launch g ASOF JOIN _enq q
+              ON q.pid = g.pid AND q.tid = g.tid AND q.end_ns <= g.launch_start
+            """
+        )
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _prev_enq (gap_id BIGINT, prev_enq_end BIGINT)")
+    if has_hostiv and has_open:
         # The innermost host interval covering most of the host span. At each nesting depth
         # intervals are disjoint, so the ones running at the span's start and at its end
         # (an ASOF lookup each) are the candidates; of those covering at least
@@ -388,38 +462,24 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
                 SELECT x.gap_id, x.a, x.b, h.name, h.start_ns, h.end_ns, h.depth
                 FROM (SELECT g.gap_id, g.pid, g.tid, g.start_ns AS a, g.host_end AS b,
                              g.{at} AS p, ds.src, ds.depth
-                      FROM _gap1 g, (SELECT DISTINCT src, depth FROM _hostiv) ds
-                      WHERE g.pid IS NOT NULL) x
+                      FROM _open g, (SELECT DISTINCT src, depth FROM _hostiv) ds) x
                 ASOF JOIN _hostiv h
                   ON h.pid = x.pid AND h.tid = x.tid AND h.src = x.src AND h.depth = x.depth
                  AND h.start_ns <= x.p
                 WHERE h.end_ns >= x.a"""
-        parts.append(
+        # Both lookups may find the same interval; arg_max picks the same name either way.
+        con.execute(
             f"""
-            , cand AS ({point.format(at="start_ns")} UNION {point.format(at="host_end")}),
-            host AS (
-                SELECT gap_id, arg_max(name, [start_ns, -end_ns, depth]) AS host_op
-                FROM cand
-                WHERE least(end_ns, b) - greatest(start_ns, a) >= {HOST_MIN_SPAN_FRACTION} * (b - a)
-                GROUP BY gap_id
-            )"""
+            CREATE OR REPLACE TEMP TABLE _host AS
+            WITH cand AS ({point.format(at="start_ns")} UNION ALL {point.format(at="host_end")})
+            SELECT gap_id, arg_max(name, [start_ns, -end_ns, depth]) AS host_op
+            FROM cand
+            WHERE least(end_ns, b) - greatest(start_ns, a) >= {HOST_MIN_SPAN_FRACTION} * (b - a)
+            GROUP BY gap_id
+            """
         )
     else:
-        parts.append(
-            ", host AS (SELECT NULL::BIGINT AS gap_id, NULL::VARCHAR AS host_op WHERE false)"
-        )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _gap2 AS
-        WITH _unused AS (SELECT 1) {"".join(parts)}
-        SELECT g.*, coalesce(blk.blocked_ns, 0) AS blocked_ns, blk.sync_name,
-               ldr.loader_name, coalesce(ldr.loader_overlap, 0) AS loader_overlap,
-               enq.prev_enq_end, host.host_op
-        FROM _gap1 g
-        LEFT JOIN blk USING (gap_id) LEFT JOIN ldr USING (gap_id)
-        LEFT JOIN enq USING (gap_id) LEFT JOIN host USING (gap_id)
-        """
-    )
+        con.execute("CREATE OR REPLACE TEMP TABLE _host (gap_id BIGINT, host_op VARCHAR)")
     cause = (
         "CASE "
         + " ".join(f"WHEN {w} THEN '{c}'" for c, w, _ in _JUDGED)
@@ -436,19 +496,21 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
                           launch_end_ns, blocked_ns)
         SELECT device_id, start_ns, end_ns, {cause}, {detail}, launch_start, launch_end,
                least(blocked_ns, end_ns - start_ns)
-        FROM _gap2 ORDER BY device_id, start_ns
+        FROM (
+            SELECT g.*, coalesce(b.blocked_ns, 0) AS blocked_ns, b.sync_name,
+                   l.loader_name, coalesce(l.loader_overlap, 0) AS loader_overlap,
+                   e.prev_enq_end, h.host_op,
+                   CASE g.src WHEN 0 THEN kn.name WHEN 1 THEN 'Memcpy ' || mn.kind
+                        ELSE 'Memset' END AS next_name
+            FROM _gap1 g
+            LEFT JOIN _blk b USING (gap_id) LEFT JOIN _ldr l USING (gap_id)
+            LEFT JOIN _prev_enq e USING (gap_id) LEFT JOIN _host h USING (gap_id)
+            LEFT JOIN (SELECT 0 AS src, rowid AS rid, name FROM kernels) kn USING (src, rid)
+            LEFT JOIN (SELECT 1 AS src, rowid AS rid, kind FROM memcpys) mn USING (src, rid)
+        )
+        ORDER BY device_id, start_ns
         """
     )
-    for t in (
-        "_act",
-        "_gap0",
-        "_gap1",
-        "_gap2",
-        "_launch",
-        "_enq",
-        "_sync_raw",
-        "_sync",
-        "_loader",
-        "_hostiv",
-    ):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+    temps = ("_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk", "_ldr", "_open",
+             "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
+    con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in temps))

@@ -67,11 +67,16 @@ WITH api AS (
     WHERE correlation_id IS NOT NULL AND name ILIKE '%launch%'
     GROUP BY correlation_id
 ),
+-- the earliest gap ending where each kernel starts (a device's gaps are disjoint, so
+-- there is at most one): a join on it is the EXISTS test without a per-kernel subquery
+ends AS (
+    SELECT end_ns, min(start_ns) AS gap_start FROM gaps WHERE device_id = ? GROUP BY end_ns
+),
 l AS (
     SELECT k.start_ns - a.api_start AS latency, a.api_ns,
-           EXISTS (SELECT 1 FROM gaps g WHERE g.device_id = k.device_id
-                   AND g.end_ns = k.start_ns AND a.api_start >= g.start_ns) AS on_idle
+           coalesce(a.api_start >= e.gap_start, false) AS on_idle
     FROM kernels k JOIN api a USING (correlation_id)
+    LEFT JOIN ends e ON e.end_ns = k.start_ns
     WHERE k.device_id = ?
 )
 SELECT count(*) FILTER (WHERE on_idle) AS n,
@@ -103,7 +108,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         many_tiny = n_short >= t.launch_min_short_kernels and 2 * n_short >= n
         if n == 0 or (gap_share < t.launch_min_gap_pct and not many_tiny):
             continue
-        lat = db.dicts(_LATENCY, [dev.device_id])[0]
+        lat = db.dicts(_LATENCY, [dev.device_id, dev.device_id])[0]
         require(db, KERNEL_OPS)
         top_ops = db.dicts(
             """SELECT op_name AS operator, count(*) AS tiny_kernels, sum(dur_ns) AS tiny_ns

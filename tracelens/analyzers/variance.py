@@ -81,6 +81,15 @@ _GROUPS = {
 }
 
 
+# The kernel table when no operator records input shapes (every Nsight export, traces
+# recorded without record_shapes): the shapes would all be NULL, so the two lookups that
+# fetch them (per correlation id, then per external id) are left out.
+_KERNELS_NO_SHAPES = f"""(SELECT name, start_ns, end_ns, grid_x, grid_y, grid_z, block_x,
+                                 block_y, block_z, NULL::VARCHAR AS input_shapes,
+                                 end_ns - start_ns AS self_ns, false AS no_shapes
+                          FROM kernels WHERE NOT {COLLECTIVE_SQL})"""
+
+
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     findings: list[Finding] = []
     w_start, w_end = db.window
@@ -88,24 +97,39 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # operator's host duration swings freely behind a full launch queue.
     windows = sum(d.window_ns for d in db.devices)
     host_share = (windows - db.gpu_busy_ns) / windows if windows else 1.0
+    has_shapes = bool(
+        db.scalar(
+            "SELECT count(*) > 0 FROM cpu_ops "
+            "WHERE external_id IS NOT NULL AND input_shapes IS NOT NULL"
+        )
+    )
     for kind, (table, key, cols, id_key) in _GROUPS.items():
+        if kind == "kernel" and not has_shapes:
+            table = _KERNELS_NO_SHAPES
         # Rows are grouped by a hash of the grouping columns; the readable key is built
         # only for the groups, not for millions of rows.
         firsts = ", ".join(f"min({c}) AS {c}" for c in cols.split(", "))
         # Only what ran inside the analysed window: start-up (context creation, autotuning
         # before the first kernel) is not the steady state the user is tuning.
         in_window = f"WHERE start_ns >= {w_start} AND end_ns <= {w_end}" if db.devices else ""
+        # The window that numbers each group's instances sorts only numbers; the names and
+        # launch configurations come from a separate grouping. Where the rows are a plain
+        # scan, reading them twice costs less than holding them; lookups are held once.
+        held = "NOT MATERIALIZED" if table is _KERNELS_NO_SHAPES else "MATERIALIZED"
         rows = db.dicts(
             f"""
-            WITH x AS (
-                SELECT hash({cols}) AS h, {cols}, start_ns, end_ns - start_ns AS d, self_ns,
-                       no_shapes,
-                       row_number() OVER (PARTITION BY hash({cols})
-                                          ORDER BY start_ns, end_ns) AS seq
+            WITH b AS {held} (
+                SELECT hash({cols}) AS h, {cols}, start_ns, end_ns, self_ns, no_shapes
                 FROM {table} {in_window}
             ),
+            x AS MATERIALIZED (
+                SELECT h, start_ns, end_ns - start_ns AS d, self_ns, no_shapes,
+                       row_number() OVER (PARTITION BY h ORDER BY start_ns, end_ns) AS seq
+                FROM b
+            ),
+            f AS (SELECT h, {firsts} FROM b GROUP BY h),
             s AS (
-                SELECT h, {firsts}, count(*) AS n, avg(d) AS mean,
+                SELECT h, count(*) AS n, avg(d) AS mean,
                        stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
                        quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
                        quantile_cont(self_ns, 0.5) AS self_p50,
@@ -120,9 +144,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                            AS slow_early
                 FROM x JOIN s USING (h) WHERE x.self_ns > s.self_p50 GROUP BY x.h
             )
-            SELECT {key} AS k, {id_key} AS id_k, s.*, coalesce(above.above, 0) AS above,
+            SELECT {key} AS k, {id_key} AS id_k, s.*, f.* EXCLUDE (h),
+                   coalesce(above.above, 0) AS above,
                    coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
-            FROM s LEFT JOIN above USING (h)
+            FROM s JOIN f USING (h) LEFT JOIN above USING (h)
             WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
             ORDER BY above DESC, k
             """,

@@ -41,7 +41,6 @@ _EXT_NONE = (
 )
 
 
-_GRAPH_LAUNCHES = "('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch')"
 # Operator ids of replayed kernels matched to a capture: one per (replay, captured operator
 # call), apart from real operator ids (positive) and unmatched replays (minus the
 # correlation id).
@@ -54,12 +53,12 @@ _REPLAY_OP_ID = "-(r.corr * 1048576 + cl.op_seq)"
 # differs from the captured launch at its position stays unmatched.
 _REPLAY_MATCH = f"""
         replay AS (
-            SELECT k.krow, k.kernel_name, a.correlation_id AS corr,
+            SELECT k.krow, kn.name AS kernel_name, a.correlation_id AS corr,
                    row_number() OVER (PARTITION BY a.correlation_id
                                       ORDER BY k.start_ns, k.krow) AS pos,
                    count(*) OVER (PARTITION BY a.correlation_id) AS n
-            FROM k JOIN api a USING (correlation_id)
-            WHERE a.api_name IN {_GRAPH_LAUNCHES}
+            FROM k JOIN api a USING (correlation_id) LEFT JOIN kn USING (name_rank)
+            WHERE a.graph > 0
         ),
         cap_size AS (
             SELECT capture_id, count(*) AS n FROM captured_launches GROUP BY capture_id
@@ -96,18 +95,36 @@ def _select(db: TraceDB) -> str:
     id_col = "op_id" if has_ops else "range_id"
     has_captures = bool(db.scalar("SELECT count(*) > 0 FROM captured_launches"))
     replay = _REPLAY_MATCH if has_captures else _REPLAY_NONE
+    # Names travel as their rank among the distinct names (the same order, NULLs last):
+    # a million kernels carry a few thousand names, and sorting, joining and grouping
+    # integers instead of the strings halves the work and the memory of this query.
     return f"""
-        WITH k AS (
-            SELECT row_number() OVER (ORDER BY device_id, start_ns, correlation_id, name)
-                       AS krow, device_id, name AS kernel_name, start_ns,
-                   end_ns - start_ns AS dur_ns, correlation_id
-            FROM kernels
+        WITH kn AS (
+            SELECT name, row_number() OVER (ORDER BY name) AS name_rank
+            FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL)
+        ),
+        k AS (
+            SELECT row_number() OVER (ORDER BY k.device_id, k.start_ns, k.correlation_id,
+                                               kn.name_rank) AS krow,
+                   k.device_id, kn.name_rank, k.start_ns, k.end_ns - k.start_ns AS dur_ns,
+                   k.correlation_id
+            FROM kernels k LEFT JOIN kn USING (name)
+        ),
+        an AS (
+            SELECT name, row_number() OVER (ORDER BY name) AS name_rank,
+                   CASE WHEN name IN ('cudaGraphLaunch', 'cuGraphLaunch') THEN 1
+                        WHEN name = 'hipGraphLaunch' THEN 2 ELSE 0 END AS graph
+            FROM (SELECT DISTINCT name FROM api_calls
+                  WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
         ),
         api AS (
-            SELECT correlation_id, min(pid) pid, min(tid) tid,
-                   min(start_ns) start_ns, max(end_ns) end_ns,
-                   min(external_id) external_id, min(name) AS api_name
-            FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+            SELECT g.*, an.graph FROM (
+                SELECT a.correlation_id, min(a.pid) pid, min(a.tid) tid,
+                       min(a.start_ns) start_ns, max(a.end_ns) end_ns,
+                       min(a.external_id) external_id, min(an.name_rank) AS api_rank
+                FROM api_calls a LEFT JOIN an USING (name)
+                WHERE a.correlation_id IS NOT NULL GROUP BY a.correlation_id
+            ) g LEFT JOIN an ON an.name_rank = g.api_rank
         ),
         ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),{replay}
         ka AS (
@@ -115,13 +132,12 @@ def _select(db: TraceDB) -> str:
                    -- a graph replay launches many kernels from one call: the operator
                    -- recorded at capture, else the replay, never the Python or pybind11
                    -- wrapper around it
-                   CASE WHEN a.api_name IN {_GRAPH_LAUNCHES}
+                   CASE WHEN a.graph > 0
                         THEN coalesce(ro.op_id, -a.correlation_id)
                         ELSE e.op_id END AS op_id,
                    CASE WHEN ro.op_name IS NOT NULL THEN ro.op_name
-                        WHEN a.api_name IN ('cudaGraphLaunch', 'cuGraphLaunch')
-                        THEN '{CUDA_GRAPH}'
-                        WHEN a.api_name = 'hipGraphLaunch' THEN '{HIP_GRAPH}'
+                        WHEN a.graph = 1 THEN '{CUDA_GRAPH}'
+                        WHEN a.graph = 2 THEN '{HIP_GRAPH}'
                         ELSE e.op_name END AS op_name
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
@@ -132,7 +148,7 @@ def _select(db: TraceDB) -> str:
         -- depth only the latest operator started before the call can contain it (the latest
         -- overall may be a finished sibling while its parent still encloses the call).
         candidates AS (
-            SELECT x.krow, o.oid, o.name, o.depth
+            SELECT x.krow, o.oid, o.depth
             FROM (SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, d.depth
                   FROM ka, (SELECT DISTINCT depth FROM src) d
                   WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL) x
@@ -141,17 +157,19 @@ def _select(db: TraceDB) -> str:
              AND o.start_ns <= x.api_start
             WHERE o.end_ns >= x.api_end
         ),
+        -- one candidate per depth, so the deepest is one row; its name comes by its id
         enclosing AS (
-            SELECT krow, arg_max(oid, depth) AS op_id, arg_max(name, depth) AS op_name
-            FROM candidates GROUP BY krow
+            SELECT c.op_id, src.name AS op_name, c.krow
+            FROM (SELECT krow, arg_max(oid, depth) AS op_id FROM candidates GROUP BY krow) c
+            JOIN src ON src.oid = c.op_id
         )
-        SELECT ka.krow, ka.device_id, ka.kernel_name, ka.start_ns, ka.dur_ns,
+        SELECT ka.krow, ka.device_id, kn.name AS kernel_name, ka.start_ns, ka.dur_ns,
                coalesce(ka.op_id, en.op_id) AS op_id,
                coalesce(ka.op_name, en.op_name,
                         CASE WHEN ka.pid IS NULL AND ka.correlation_id < (
                                   SELECT min(correlation_id) FROM api_calls)
                              THEN '{BEFORE_HOST_TRACE}' ELSE '{UNATTRIBUTED}' END) AS op_name
-        FROM ka LEFT JOIN enclosing en USING (krow)
+        FROM ka LEFT JOIN enclosing en USING (krow) LEFT JOIN kn USING (name_rank)
         """
 
 
