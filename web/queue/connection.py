@@ -1,0 +1,67 @@
+"""The SAQ queue for the service's settings, and the options every ingest job gets.
+
+Delivery guarantees come from SAQ (see docs/architecture.md, "Ingest on a queue"): a job
+is active on one worker, which touches it (its progress) at least every quarter of the
+visibility timeout; a job untouched for longer is swept by a live worker and queued
+again, so a worker killed mid-job loses nothing. Failed attempts are retried with
+exponential backoff until the attempts are spent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saq import Queue
+from saq.queue.redis import RedisQueue
+
+from web.queue.payload import JOB_FUNCTION, IngestJob
+from web.settings import Settings
+
+# Finished jobs stay readable (who ran them, how often, the last error) for a week.
+FINISHED_JOB_TTL_S = 7 * 24 * 3600
+# The longest wait between two retries, whatever the backoff doubles to.
+MAX_RETRY_DELAY_S = 300.0
+
+
+def make_queue(settings: Settings) -> RedisQueue:
+    if not settings.queue_url:
+        raise ValueError("no queue configured (TRACELENS_QUEUE_URL)")
+    return RedisQueue.from_url(
+        settings.queue_url,
+        name=settings.queue_name,
+        swept_error_message="the worker running it stopped answering (killed or out of memory)",
+    )
+
+
+def heartbeat_every_s(settings: Settings) -> float:
+    """How often a running job reports: four reports fit in the visibility timeout."""
+    return max(0.5, settings.queue_visibility_s / 4)
+
+
+def job_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "timeout": settings.queue_job_timeout_s,
+        "heartbeat": settings.queue_visibility_s,
+        "retries": settings.queue_attempts,
+        "retry_delay": settings.queue_retry_delay_s,
+        "retry_backoff": MAX_RETRY_DELAY_S,
+        "ttl": FINISHED_JOB_TTL_S,
+    }
+
+
+async def enqueue(queue: Queue, settings: Settings, job: IngestJob) -> bool:
+    """Queue ``job``; False when an unfinished job with its key is queued already."""
+    queued = await queue.enqueue(
+        JOB_FUNCTION,
+        key=job.key,
+        meta={"kind": job.kind.value, "run_id": job.run_id, "rank": job.rank},
+        **job_options(settings),
+        **job.to_kwargs(),
+    )
+    return queued is not None
+
+
+async def waiting_jobs(queue: Queue) -> int:
+    """Jobs not yet running: queued now or waiting out a retry's delay."""
+    # incomplete = queued + active + waiting to be retried
+    return await queue.count("incomplete") - await queue.count("active")
