@@ -9,6 +9,8 @@ exponential backoff until the attempts are spent.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from typing import Any
 
 from saq import Queue
@@ -23,10 +25,40 @@ FINISHED_JOB_TTL_S = 7 * 24 * 3600
 MAX_RETRY_DELAY_S = 300.0
 
 
+# How long a sweep waits for a silent job's worker to acknowledge its abort before
+# queueing the job again: a killed worker never does, a live one notices within a second.
+SWEEP_ABORT_WAIT_S = 1.0
+# A sweep starts up to this long after its timer fires.
+SWEEP_JITTER_S = 0.5
+
+
+class IngestQueue(RedisQueue):
+    """SAQ's Redis queue, its sweep off the scheduler's beat.
+
+    SAQ's sweep takes a job that is in the active list but not yet marked active for a
+    lost one: it may be one another worker dequeued a moment ago, which then spends an
+    extra attempt (harmless otherwise: the extra delivery finds its run claimed by a
+    newer generation, or finished). Two things make that rare: no sweep the moment a
+    worker starts (SAQ's first, which met every job the running workers were taking
+    when a second worker joined), and a random delay before each sweep, since a worker's
+    sweep and scheduler timers otherwise tick in step and the scheduler is what moves a
+    retried job to be dequeued.
+    """
+
+    _started_sweeping = False
+
+    async def sweep(self, lock: int = 60, abort: float = 5.0) -> list[str]:
+        if not self._started_sweeping:
+            self._started_sweeping = True
+            return []
+        await asyncio.sleep(random.uniform(0, SWEEP_JITTER_S))
+        return await super().sweep(lock=lock, abort=min(abort, SWEEP_ABORT_WAIT_S))
+
+
 def make_queue(settings: Settings) -> RedisQueue:
     if not settings.queue_url:
         raise ValueError("no queue configured (TRACELENS_QUEUE_URL)")
-    return RedisQueue.from_url(
+    return IngestQueue.from_url(
         settings.queue_url,
         name=settings.queue_name,
         swept_error_message="the worker running it stopped answering (killed or out of memory)",

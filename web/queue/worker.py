@@ -52,7 +52,7 @@ def build_worker(settings: Settings, concurrency: int, name: str | None = None) 
         name=name,
     )
     every = max(1, settings.queue_visibility_s // 3)
-    recovery: list[asyncio.Task[None]] = []
+    upkeep: list[asyncio.Task[None]] = []
 
     async def recover_periodically(queue: Any) -> None:
         while True:
@@ -66,10 +66,11 @@ def build_worker(settings: Settings, concurrency: int, name: str | None = None) 
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["tracelens"] = runtime
-        recovery.append(asyncio.create_task(recover_periodically(ctx["worker"].queue)))
+        queue = ctx["worker"].queue
+        upkeep.append(asyncio.create_task(recover_periodically(queue)))
 
     async def shutdown(ctx: dict[str, Any]) -> None:
-        for task in recovery:
+        for task in upkeep:
             task.cancel()
         catalog.dispose()
 
