@@ -36,6 +36,10 @@ from tracelens.cli import main as cli_main
 
 REDIS_URL = os.environ.get("TRACELENS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 UPLOADS = 20
+# Generous: on a loaded 2-core machine a process's start (imports, migrations) alone can
+# take tens of seconds; on an idle one nothing waits this long.
+START_TIMEOUT_S = 120.0
+WAIT_TIMEOUT_S = 150.0
 
 
 def _cli_findings(path: Path) -> list[dict[str, Any]]:
@@ -130,7 +134,7 @@ class Stack:
         cmd = [sys.executable, "-m", "tracelens.cli", "serve", "--port", str(port)]
         proc = self._start([*cmd, "--data-dir", str(self.data_dir)], "web", self.env(**extra))
         self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             with suppress(httpx.HTTPError):
                 if httpx.get(f"{self.base}/api/health", timeout=1).status_code == 200:
@@ -200,7 +204,7 @@ def test_twenty_concurrent_uploads_on_two_workers_match_the_cli(stack: Stack) ->
         ids = [a.json()["id"] for a in answers]
         # The CLI's answer for a sample of the traces, while the workers ingest them all.
         sampled = {i: _cli_findings(traces[i]) for i in (0, UPLOADS - 1)}
-        runs = wait_for("all runs finished", lambda: all_finished(c, ids), timeout=90)
+        runs = wait_for("all runs finished", lambda: all_finished(c, ids), timeout=300)
         assert [r["status"] for r in runs] == ["ready"] * UPLOADS, [r["error"] for r in runs]
         findings = [c.get(f"/api/runs/{i}/findings").json() for i in ids]
         for i, expected in sampled.items():
@@ -356,3 +360,27 @@ def test_failing_attempts_are_retried_then_fail_the_run_with_the_last_error(stac
     assert any(n.startswith("attempt 1 of 3 failed") for n in notes), notes
     record = _job_record(stack.queue, f"run:{run_id}")
     assert record["attempts"] == 3 and record["status"] == "failed"
+
+
+def test_a_job_whose_workers_keep_dying_fails_its_run_in_one_line(stack: Stack) -> None:
+    trace = write_planted(stack.tmp / "deadly.pt.trace.json.gz", host="deadly")
+    # One attempt: the first worker's death spends it.
+    stack.env_extra.update(TRACELENS_QUEUE_ATTEMPTS="1", TRACELENS_TEST_ONLY_JOB_DELAY_S="2")
+    workers = {name: stack.worker(name) for name in ("worker-a", "worker-b")}
+    stack.web()
+    with stack.client() as c:
+        run_id = upload(c, trace).json()["id"]
+
+        def running_on() -> str | None:
+            run = _job(c, run_id)
+            return (run["job"] or {}).get("worker") if run["status"] == "ingesting" else None
+
+        doomed = wait_for("the job running on a worker", running_on)
+        workers[doomed].send_signal(signal.SIGKILL)
+        workers[doomed].wait(timeout=10)
+        run = wait_for("the run failed", lambda: (r := _job(c, run_id))["status"] == "failed" and r)
+    assert run["error"] == (
+        "deadly.pt.trace.json.gz: the worker running it stopped answering (killed or out of "
+        "memory); gave up after 1 attempt"
+    )
+    assert _job_record(stack.queue, f"run:{run_id}")["status"] == "aborted"

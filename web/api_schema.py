@@ -94,8 +94,9 @@ class RunView(msgspec.Struct):
     updated_at: str | None
     ready_at: str | None
     links: RunLinks
-    # the scale-out mode: the run's ingest job on the queue (its progress is ``progress``)
-    job: JobState | None = None
+    # the scale-out mode: an unfinished run's ingest job on the queue (null otherwise);
+    # ``progress`` is then the job's
+    job: JobState | None
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -118,6 +119,7 @@ class RunView(msgspec.Struct):
             updated_at=_iso(run.updated_at),
             ready_at=_iso(run.ready_at),
             links=RunLinks.of(run.id),
+            job=None,
         )
 
 

@@ -9,4 +9,5 @@ and the catalog run the jobs (:mod:`web.queue.worker`, :mod:`web.queue.jobs`).
 - ``connection``: the SAQ queue for the settings, and the options every job gets.
 - ``recovery``: catalog runs checked against their jobs; lost ones enqueued again.
 - ``bridge``: the queue's event loop for the synchronous web code.
+- ``fanout``: a run of several ranks as rank jobs and one align job.
 """

@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 from saq import Queue
+from saq.job import Status
 from saq.queue.redis import RedisQueue
 
 from web.queue.payload import JOB_FUNCTION, IngestJob
@@ -30,19 +31,22 @@ MAX_RETRY_DELAY_S = 300.0
 SWEEP_ABORT_WAIT_S = 1.0
 # A sweep starts up to this long after its timer fires.
 SWEEP_JITTER_S = 0.5
+# How long a sweep lets a dequeued job's worker mark it active before judging it.
+UNMARKED_GRACE_S = 2.0
 
 
 class IngestQueue(RedisQueue):
-    """SAQ's Redis queue, its sweep off the scheduler's beat.
+    """SAQ's Redis queue, with a sweep that gives just-dequeued jobs a moment.
 
-    SAQ's sweep takes a job that is in the active list but not yet marked active for a
-    lost one: it may be one another worker dequeued a moment ago, which then spends an
-    extra attempt (harmless otherwise: the extra delivery finds its run claimed by a
-    newer generation, or finished). Two things make that rare: no sweep the moment a
-    worker starts (SAQ's first, which met every job the running workers were taking
-    when a second worker joined), and a random delay before each sweep, since a worker's
-    sweep and scheduler timers otherwise tick in step and the scheduler is what moves a
-    retried job to be dequeued.
+    SAQ's sweep takes a job that is in its active list but not yet marked active for a
+    lost one. Such a job is usually one a worker dequeued a moment ago (it marks it
+    active one round trip later, longer on a loaded machine), which the sweep would
+    deliver again, spending one of its attempts (harmless otherwise: the extra delivery
+    finds its run claimed by a newer generation, or finished). So a sweep that sees
+    one waits ``UNMARKED_GRACE_S`` first, and sweeps never run the moment a worker
+    starts (when a second worker joins, the first is taking jobs) nor in step with the
+    scheduler's tick (which is what hands a retried job to be dequeued). A worker that
+    died between dequeuing and marking is still swept, one grace later.
     """
 
     _started_sweeping = False
@@ -52,7 +56,16 @@ class IngestQueue(RedisQueue):
             self._started_sweeping = True
             return []
         await asyncio.sleep(random.uniform(0, SWEEP_JITTER_S))
+        if await self._has_unmarked_active():
+            await asyncio.sleep(UNMARKED_GRACE_S)
         return await super().sweep(lock=lock, abort=min(abort, SWEEP_ABORT_WAIT_S))
+
+    async def _has_unmarked_active(self) -> bool:
+        ids = await self.redis.lrange(self._active, 0, -1)
+        if not ids:
+            return False
+        jobs = [self.deserialize(raw) for raw in await self.redis.mget(ids)]
+        return any(job is not None and job.status != Status.ACTIVE for job in jobs)
 
 
 def make_queue(settings: Settings) -> RedisQueue:

@@ -54,6 +54,10 @@ def one_line(text: str | None) -> str:
     return lines[-1] if lines else "unknown error"
 
 
+def _attempts(n: int) -> str:
+    return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
 async def recover_lost_runs(queue: Queue, settings: Settings, catalog: Catalog) -> int:
     """Give every unfinished run without a live job one again; how many were enqueued."""
     runs = await asyncio.to_thread(_unfinished, catalog)
@@ -70,7 +74,7 @@ async def recover_lost_runs(queue: Queue, settings: Settings, catalog: Catalog) 
                     _fail,
                     catalog,
                     run,
-                    f"{run.label}: {one_line(job.error)} after {job.attempts} attempts; giving up",
+                    f"{run.label}: {one_line(job.error)}; gave up after {_attempts(job.attempts)}",
                 )
                 continue
             if not await asyncio.to_thread(_requeue, catalog, run, settings.queue_attempts):
