@@ -131,6 +131,11 @@ def _measure(traces: list[Path], workers: int, redis: str, catalog: str | None) 
             runs = [_get(f"{base}/api/runs/{i}") for i in ids]
             if all(r["status"] in ("ready", "failed") for r in runs):
                 break
+            dead = [p for p in procs if p.poll() is not None]
+            if dead:
+                log.flush()
+                tail = (root / "log.txt").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"a process of the benchmark exited:\n{tail}")
             time.sleep(0.2)
         wall = time.perf_counter() - t0
         failed = [r["error"] for r in runs if r["status"] != "ready"]
