@@ -49,6 +49,29 @@ def _iso(d: datetime | None) -> str | None:
     return d.isoformat() if d is not None else None
 
 
+class JobState(msgspec.Struct):
+    """A run's ingest job as the queue has it, whichever worker runs it."""
+
+    key: str
+    kind: str
+    status: str  # SAQ's: queued, active, complete, failed, aborted, ...
+    attempts: int
+    max_attempts: int
+    progress: float
+    worker: str | None
+    error: str | None
+
+
+class QueueHealth(msgspec.Struct):
+    """The ingest queue (scale-out mode): jobs waiting and running, live workers."""
+
+    status: str  # "ok", or why the queue does not answer
+    name: str
+    waiting: int = 0
+    active: int = 0
+    workers: int = 0
+
+
 class RunView(msgspec.Struct):
     """A run as the API and the pages show it: status, progress, facts, links."""
 
@@ -74,6 +97,9 @@ class RunView(msgspec.Struct):
     # "trace" (one file) or "job" (several ranks' traces, read together: its report is
     # ``tracelens.job/1`` and ``facts.job`` lists its ranks)
     kind: str
+    # the scale-out mode: an unfinished run's ingest job on the queue (null otherwise);
+    # ``progress`` is then the job's
+    ingest_job: JobState | None
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -97,6 +123,7 @@ class RunView(msgspec.Struct):
             ready_at=_iso(run.ready_at),
             links=RunLinks.of(run.id),
             kind=run.kind,
+            ingest_job=None,
         )
 
 
@@ -176,6 +203,8 @@ class Health(msgspec.Struct, omit_defaults=True):
     version: str
     # only when a Redis URL is configured: "ok", or why it does not answer
     redis: str | None = None
+    # only in the scale-out mode (TRACELENS_QUEUE_URL)
+    queue: QueueHealth | None = None
 
 
 _ERROR_MEANINGS = {
@@ -187,7 +216,8 @@ _ERROR_MEANINGS = {
     413: "The upload is larger than the service accepts",
     415: "The upload is not a trace format tracelens reads",
     429: "Too many uploads from this client; retry after the Retry-After seconds",
-    503: "The rate-limit store (Redis) does not answer; retry after the Retry-After seconds",
+    503: "Redis (rate-limit store or ingest queue) does not answer, or the ingest queue is "
+    "full; retry after the Retry-After seconds",
 }
 
 

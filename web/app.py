@@ -36,7 +36,7 @@ from web.security import (
     security_headers_hook,
     store_registry,
 )
-from web.services import Services
+from web.services import Ingestion, IngestQueue, Services
 from web.settings import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +63,14 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(settings.database_url)
     run_data = RunData(settings.runs_dir)
-    worker = IngestWorker(settings, catalog, on_published=run_data.forget)
+    queue: IngestQueue | None = None
+    worker: Ingestion
+    if settings.queue_url:
+        from web.queue.dispatcher import QueueDispatcher
+
+        worker = queue = QueueDispatcher(settings, catalog)
+    else:
+        worker = IngestWorker(settings, catalog, on_published=run_data.forget)
     templates = _template_engine()
     services = Services(
         settings=settings,
@@ -72,6 +79,7 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
         run_data=run_data,
         access=AccessControl(settings, catalog),
         templates=templates,
+        queue=queue,
     )
     for stale in settings.uploads_dir.glob("*.part"):  # uploads cut off by a restart
         stale.unlink(missing_ok=True)

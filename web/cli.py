@@ -126,6 +126,62 @@ def serve(
     )
 
 
+@click.command("worker")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The data directory the web process uses, shared with it (default: $TRACELENS_HOME).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Jobs this worker runs at once (default: $TRACELENS_INGEST_WORKERS or 2).",
+)
+@click.option("--name", default=None, help="This worker's name in job records (host-pid-…).")
+def worker(data_dir: Path | None, concurrency: int | None, name: str | None) -> None:
+    """Run ingest jobs from the queue at $TRACELENS_QUEUE_URL (the scale-out mode).
+
+    Start any number, on any machines that share the data directory (a network
+    filesystem) and the catalog ($TRACELENS_DATABASE_URL, PostgreSQL) with the web
+    process. SIGTERM lets running jobs finish for a while; a killed worker's jobs go to
+    another worker after the visibility timeout.
+    """
+    import asyncio
+    import logging
+
+    from web.settings import Settings
+
+    settings = Settings.from_env(data_dir)
+    if not settings.queue_url:
+        fail("TRACELENS_QUEUE_URL is not set: a worker needs the queue's Redis URL")
+    if importlib.util.find_spec("saq") is None:
+        fail("the queue needs SAQ: pip install 'tracelens[queue]'")
+    from web.redis_check import redis_status
+
+    status = redis_status(settings.queue_url)
+    if status != "ok":
+        fail(f"TRACELENS_QUEUE_URL: Redis is {status}")
+    from web.queue.worker import build_worker, run_worker
+
+    if name is not None and (":" in name or not name.strip()):
+        fail(f"--name {name!r}: a worker name cannot be empty or hold ':'")
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        built = build_worker(settings, concurrency or settings.ingest_workers, name)
+    except Exception as exc:  # the catalog database refuses: one line, not a traceback
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"cannot open the catalog database ({first})")
+    click.echo(
+        f"tracelens: worker {built.id} on queue {settings.queue_name!r}, data in "
+        f"{settings.data_dir}, {built.concurrency} at once"
+    )
+    asyncio.run(run_worker(built))
+
+
 @click.group("api-token")
 def api_token() -> None:
     """Manage the API tokens kept in the catalog (uploads and deletes then need one)."""

@@ -6,10 +6,15 @@ Never a traceback: an unexpected exception is logged and answered with a generic
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from litestar import Request, Response
-from litestar.exceptions import ClientException, HTTPException, ValidationException
+from litestar.exceptions import (
+    ClientException,
+    HTTPException,
+    ServiceUnavailableException,
+    ValidationException,
+)
 from litestar.response import Template
 
 from web.api_schema import ErrorBody
@@ -79,6 +84,29 @@ def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> R
 
 
 REDIS_RETRY_AFTER_S = 30
+
+
+class _HasBackpressure(Protocol):
+    def backpressure(self) -> Any: ...
+
+
+def refuse_when_queue_full(queue: _HasBackpressure) -> None:
+    """Backpressure before an upload is read: 503 and ``Retry-After`` when the ingest queue
+    holds its configured depth of waiting jobs, or does not answer."""
+    try:
+        full = queue.backpressure()
+    except Exception as exc:
+        log.warning("ingest queue unreachable: %s", exc)
+        raise ServiceUnavailableException(
+            "the ingest queue (Redis) is unreachable; try again shortly",
+            headers={"Retry-After": str(REDIS_RETRY_AFTER_S)},
+        ) from None
+    if full is not None:
+        raise ServiceUnavailableException(
+            f"the ingest queue is full ({full.waiting:,} traces waiting); try again later",
+            headers={"Retry-After": str(full.retry_after_s)},
+        )
+
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     HTTPException: http_exception_handler,

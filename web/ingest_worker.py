@@ -52,6 +52,25 @@ def stored_ingest_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [str(n) for n in json.loads(row[0])] if row else []
 
 
+def remove_orphan_dirs(runs_dir: Path, known: set[str]) -> None:
+    """Run directories no catalog row owns (an upload cut off between moving its file
+    in and inserting its row). Recent ones may belong to an upload in flight in
+    another server process, so only those older than ORPHAN_AGE_S go."""
+    if not runs_dir.is_dir():
+        return
+    now = time.time()
+    for d in runs_dir.iterdir():
+        if d.is_dir() and d.name not in known and now - d.stat().st_mtime > ORPHAN_AGE_S:
+            log.warning("removing run directory %s: no catalog row owns it", d.name)
+            RunFiles(runs_dir, d.name).remove()
+
+
+def internal_error_message(label: str, exc: BaseException) -> str:
+    """An unexpected failure as a run shows it: one line, never a traceback."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{label}: internal error ({type(exc).__name__}: {first})"
+
+
 class IngestWorker:
     def __init__(
         self,
@@ -79,22 +98,9 @@ class IngestWorker:
             catalog_runs.requeue_unredacted(s, REDACTION_VERSION)
             queued = catalog_runs.recover_interrupted(s)
             known = catalog_runs.all_run_ids(s)
-        self._remove_orphans(known)
+        remove_orphan_dirs(self.settings.runs_dir, known)
         for run_id in queued:
             self.submit(run_id)
-
-    def _remove_orphans(self, known: set[str]) -> None:
-        """Run directories no catalog row owns (an upload cut off between moving its file
-        in and inserting its row). Recent ones may belong to an upload in flight in
-        another server process, so only those older than ORPHAN_AGE_S go."""
-        runs_dir = self.settings.runs_dir
-        if not runs_dir.is_dir():
-            return
-        now = time.time()
-        for d in runs_dir.iterdir():
-            if d.is_dir() and d.name not in known and now - d.stat().st_mtime > ORPHAN_AGE_S:
-                log.warning("removing run directory %s: no catalog row owns it", d.name)
-                RunFiles(runs_dir, d.name).remove()
 
     def submit(self, run_id: str) -> None:
         with self._lock:
@@ -124,32 +130,44 @@ class IngestWorker:
             run = catalog_runs.get_run(s, run_id) if generation is not None else None
         if generation is None or run is None:
             return  # deleted, or another worker owns it
+        self.ingest_claimed(run, generation)
+
+    def ingest_claimed(
+        self,
+        run: Run,
+        generation: int,
+        on_progress: Callable[[float], None] | None = None,
+        retry_internal_errors: bool = False,
+    ) -> None:
+        """Build and publish ``generation`` of a run its caller has claimed.
+
+        Progress goes to the catalog unless ``on_progress`` takes it (a queue job reports
+        to its job state). A bad trace fails the run; an internal error does too, unless
+        ``retry_internal_errors``: then its partial files go and the error propagates, for
+        the caller to try again (``internal_error_message`` words the last one).
+        """
+        run_id = run.id
         files = RunFiles(self.settings.runs_dir, run_id)
         label = run.original_filename
+        progress = on_progress or (lambda f: self._progress(run_id, generation, f))
         try:
             files.remove_partials()
             if run.source_redaction < REDACTION_VERSION:
                 for source in kept_sources(files, run):
                     self._redact_original(source, run_id)
             if is_job(run):
-                report = build_job_run(
-                    files,
-                    generation,
-                    run,
-                    self.limits,
-                    lambda fraction: self._progress(run_id, generation, fraction),
-                )
+                report = build_job_run(files, generation, run, self.limits, progress)
             else:
-                report = self._build(files, generation, run, label)
+                report = self._build(files, generation, run, label, progress)
         except TraceInputError as exc:
             self._fail(run_id, generation, f"{label}: {exc.problem}")
             return
         except Exception as exc:
             log.exception("ingest of run %s failed", run_id)
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            self._fail(
-                run_id, generation, f"{label}: internal error ({type(exc).__name__}: {first})"
-            )
+            if retry_internal_errors:
+                files.remove_partials(generation)
+                raise
+            self._fail(run_id, generation, internal_error_message(label, exc))
             return
         fmt, facts = catalog_facts(run, report)
         with self.catalog.session() as s:
@@ -171,15 +189,21 @@ class IngestWorker:
         with self.catalog.session() as s:
             catalog_runs.set_source_redaction(s, run_id, REDACTION_VERSION)
 
-    def _build(self, files: RunFiles, generation: int, run: Run, label: str) -> dict[str, Any]:
-        run_id = run.id
+    def _build(
+        self,
+        files: RunFiles,
+        generation: int,
+        run: Run,
+        label: str,
+        report_progress: Callable[[float], None],
+    ) -> dict[str, Any]:
         last = [0.0]
 
         def progress(done: int, total: int) -> None:
             now = time.monotonic()
             if now - last[0] >= _PROGRESS_EVERY_S and total:
                 last[0] = now
-                self._progress(run_id, generation, _READ_SHARE * done / total)
+                report_progress(_READ_SHARE * done / total)
 
         loaded = load_trace(
             files.source(run.source_file),
@@ -188,14 +212,14 @@ class IngestWorker:
             limits=self.limits,
         )
         try:
-            self._progress(run_id, generation, _READ_SHARE)
+            report_progress(_READ_SHARE)
             report = build_report(
                 loaded,
                 label=label,
                 sha256=run.sha256,
                 inputs=ReportInputs(slo=parse_slo(run.slo) if run.slo else None),
             )
-            self._progress(run_id, generation, 0.95)
+            report_progress(0.95)
             # A restricted analysis (web.run_restriction) starts again from the database,
             # and its report, as the CLI's, opens with ingest's notes: keep them there.
             set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import duckdb
 from litestar.exceptions import NotFoundException
 
+from web.api_schema import RunView
 from web.catalog import Run, RunStatus
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
@@ -25,6 +26,17 @@ def load_run(svc: Services, run_id: str) -> Run:
     if run is None:
         raise NotFoundException(f"no run {run_id!r}")
     return run
+
+
+def live_view(svc: Services, run: Run) -> RunView:
+    """A run as the API shows it; an unfinished one in the scale-out mode with its job's
+    state on the queue, whose progress is the one the running worker reports."""
+    view = RunView.of(run)
+    if svc.queue is not None and run.status in (RunStatus.QUEUED, RunStatus.INGESTING):
+        view.ingest_job = svc.queue.job_state(run.id)
+        if view.ingest_job is not None and run.status == RunStatus.INGESTING:
+            view.progress = view.ingest_job.progress
+    return view
 
 
 def load_ready_run(svc: Services, run_id: str) -> Run:

@@ -16,6 +16,14 @@ Environment variables:
 - ``TRACELENS_ALLOWED_HOSTS``: comma-separated host names requests may address (others
   answer 400); ``tracelens serve`` defaults it to the bind address, ``localhost`` and the
   host of ``TRACELENS_PUBLIC_URL`` (any host when binding all interfaces without it).
+- ``TRACELENS_QUEUE_URL``: a Redis URL: ingest jobs go on this queue and ``tracelens worker``
+  processes (any machine sharing the data directory and the catalog) run them; without it
+  the web process ingests in its own thread pool. ``TRACELENS_QUEUE_NAME`` (``tracelens``)
+  names the queue; ``TRACELENS_QUEUE_MAX_DEPTH`` (1000): jobs waiting beyond which uploads
+  answer 503; ``TRACELENS_QUEUE_VISIBILITY_S`` (60): a job whose worker has not reported for
+  this long is given to another; ``TRACELENS_QUEUE_ATTEMPTS`` (3): tries before the run is
+  failed; ``TRACELENS_QUEUE_RETRY_DELAY_S`` (5): the first retry's delay, doubling after;
+  ``TRACELENS_QUEUE_JOB_TIMEOUT_S`` (14400): the longest one job may run.
 - ``TRACELENS_OPEN_ACCESS``: ``1`` accepts writes without a token even though catalog tokens
   exist or existed (``tracelens serve --open``); without it, revoking every token locks
   writes rather than opening them.
@@ -64,6 +72,14 @@ class Settings:
     # Host names requests may address (the Host header); None accepts any. The Origin check
     # compares against the Host header, so this is what makes it trustworthy.
     allowed_hosts: tuple[str, ...] | None = None
+    # The scale-out mode (web.queue): None ingests in this process.
+    queue_url: str | None = field(default=None, repr=False)
+    queue_name: str = "tracelens"
+    queue_max_depth: int = 1000
+    queue_visibility_s: int = 60
+    queue_attempts: int = 3
+    queue_retry_delay_s: float = 5.0
+    queue_job_timeout_s: int = 4 * 3600
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None, **overrides: object) -> Settings:
@@ -96,6 +112,13 @@ class Settings:
                 if h.strip()
             )
             or None,
+            "queue_url": os.environ.get("TRACELENS_QUEUE_URL") or None,
+            "queue_name": os.environ.get("TRACELENS_QUEUE_NAME") or "tracelens",
+            "queue_max_depth": max(1, _int_env("TRACELENS_QUEUE_MAX_DEPTH", 1000)),
+            "queue_visibility_s": max(2, _int_env("TRACELENS_QUEUE_VISIBILITY_S", 60)),
+            "queue_attempts": max(1, _int_env("TRACELENS_QUEUE_ATTEMPTS", 3)),
+            "queue_retry_delay_s": float(max(0, _int_env("TRACELENS_QUEUE_RETRY_DELAY_S", 5))),
+            "queue_job_timeout_s": max(60, _int_env("TRACELENS_QUEUE_JOB_TIMEOUT_S", 4 * 3600)),
         }
         values.update(overrides)
         return cls(**values)

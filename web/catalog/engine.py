@@ -8,10 +8,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = "web:catalog/migrations"
+# PostgreSQL advisory lock key held while the schema is upgraded (any fixed 64-bit number).
+_MIGRATION_LOCK = 0x7472616365  # "trace"
 
 
 def default_database_url(data_dir: Path) -> str:
@@ -55,6 +57,11 @@ def upgrade_schema(engine: Engine) -> None:
 
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as con:
+        if con.dialect.name == "postgresql":
+            # Processes starting together (a web process and its workers, --processes N)
+            # would otherwise race to create the same tables: one at a time, the later
+            # ones finding the schema current. Released when this transaction ends.
+            con.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
         cfg.attributes["connection"] = con
         command.upgrade(cfg, "head")
 

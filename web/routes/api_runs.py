@@ -19,9 +19,9 @@ from web import run_lifecycle
 from web.api_schema import RunList, RunView, SloChange, UploadedRun, error_responses
 from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
-from web.errors import ConflictException
+from web.errors import ConflictException, refuse_when_queue_full
 from web.routes.blocking import blocking_delete, blocking_get, blocking_post, blocking_put
-from web.run_lookup import load_run
+from web.run_lookup import live_view, load_run
 from web.services import Services
 from web.storage import RunFiles
 from web.uploads import receive_upload
@@ -46,7 +46,8 @@ class RunsController(Controller):
             "201 with the new run (status `queued`), or 200 with `duplicate: true` and the "
             "existing run when the same bytes were uploaded before. 400/413/415 with "
             '`{"error": ...}` for unusable uploads; 401 without a valid token when tokens are '
-            "configured; 429 when rate limited."
+            "configured; 429 when rate limited; 503 with `Retry-After` when the ingest queue "
+            "(scale-out mode) is full or unreachable."
         ),
         responses={
             HTTP_200_OK: ResponseSpec(
@@ -61,6 +62,8 @@ class RunsController(Controller):
         self, request: Request[Any, Any, Any], svc: NamedDependency[Services]
     ) -> Response[UploadedRun]:
         await anyio.to_thread.run_sync(svc.access.check, request)
+        if svc.queue is not None:
+            await anyio.to_thread.run_sync(refuse_when_queue_full, svc.queue)
         announced = request.headers.get("content-length")
         limit = svc.settings.max_upload_bytes
         if announced and announced.isdigit() and int(announced) > limit + 65536:
@@ -114,7 +117,7 @@ class RunController(Controller):
         responses=error_responses(404),
     )
     def get_run(self, svc: NamedDependency[Services], run_id: FromPath[str]) -> RunView:
-        return RunView.of(load_run(svc, run_id))
+        return live_view(svc, load_run(svc, run_id))
 
     @blocking_delete(
         "/",

@@ -12,7 +12,9 @@ from web.services import Services
 
 
 @blocking_get(
-    "/api/health", summary="Liveness, and whether the configured Redis answers", tags=["health"]
+    "/api/health",
+    summary="Liveness; whether the configured Redis answers; the ingest queue's depth and workers",
+    tags=["health"],
 )
 def health(svc: NamedDependency[Services]) -> Health:
     body = Health(status="ok", version=__version__)
@@ -20,5 +22,9 @@ def health(svc: NamedDependency[Services]) -> Health:
     if redis is not None:
         body.redis = redis
         if redis != "ok":
+            body.status = "degraded"
+    if svc.queue is not None:
+        body.queue = svc.queue.health()
+        if body.queue.status != "ok":
             body.status = "degraded"
     return body

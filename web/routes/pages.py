@@ -24,7 +24,7 @@ from web.errors import ConflictException
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
 from web.run_lifecycle import change_slo, remove_run
-from web.run_lookup import load_run, open_run_database, ready_report
+from web.run_lookup import live_view, load_run, open_run_database, ready_report
 from web.run_restriction import (
     RESTRICTION_DEPENDENCY,
     RESTRICTION_PARAMS,
@@ -139,7 +139,7 @@ def _render_run_page(
     form = form or RestrictionForm.showing(None)
     active = form.active
     context: dict[str, Any] = {
-        "run": RunView.of(run),
+        "run": live_view(svc, run),
         "report": None,
         "tokens_required": tokens_required,
         "page_data": {"run_id": run.id, "status": run.status, "highlights": {}},

@@ -1,0 +1,53 @@
+"""One run, many jobs: a job per rank, then one ``align`` job once every rank is done.
+
+For a run of several ranks (its ingestion lives with the multi-rank runs): whoever claims
+the run's generation calls :func:`fan_out`; each rank job, once its rank's database is
+complete, calls :func:`rank_finished`, and the call that completes the set enqueues the
+align job. The set of finished ranks is a Redis set per (run, generation): adding a rank
+is idempotent, so a rank job delivered twice counts once, and the align job's key is
+unique per generation, so two ranks finishing together enqueue it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from saq.queue.redis import RedisQueue
+
+from web.queue.connection import enqueue
+from web.queue.payload import IngestJob, JobKind
+from web.settings import Settings
+
+
+def _ranks_key(queue: RedisQueue, run_id: str, generation: int) -> str:
+    return queue.namespace(f"ranks:{run_id}:g{generation}")
+
+
+async def fan_out(
+    queue: RedisQueue, settings: Settings, run_id: str, generation: int, ranks: Sequence[int]
+) -> None:
+    """Enqueue one rank job per rank of ``generation`` of a run."""
+    key = _ranks_key(queue, run_id, generation)
+    # What the set must hold before the align job runs; kept as long as a job may run.
+    await queue.redis.delete(key)
+    await queue.redis.set(f"{key}:expected", len(ranks), ex=2 * settings.queue_job_timeout_s)
+    for rank in ranks:
+        job = IngestJob(kind=JobKind.RANK, run_id=run_id, rank=rank, generation=generation)
+        await enqueue(queue, settings, job)
+
+
+async def rank_finished(queue: RedisQueue, settings: Settings, job: IngestJob) -> bool:
+    """Count ``job``'s rank as done; True for the call that enqueued the align job."""
+    if job.kind != JobKind.RANK or job.rank is None or job.generation is None:
+        raise ValueError(f"not a rank job: {job}")
+    key = _ranks_key(queue, job.run_id, job.generation)
+    async with queue.redis.pipeline(transaction=True) as pipe:
+        pipe.sadd(key, job.rank)
+        pipe.expire(key, 2 * settings.queue_job_timeout_s)
+        pipe.scard(key)
+        pipe.get(f"{key}:expected")
+        _, _, done, expected = await pipe.execute()
+    if expected is None or int(done) < int(expected):
+        return False
+    align = IngestJob(kind=JobKind.ALIGN, run_id=job.run_id, generation=job.generation)
+    return await enqueue(queue, settings, align)
