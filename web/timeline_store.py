@@ -3,9 +3,13 @@
 Built once per trace (:func:`build_timeline_tables`, at ingest) into the trace's DuckDB
 file:
 
-- ``tl_lanes``: one row per lane — a GPU stream, a host thread (its top-level operators),
-  or one nesting depth of annotation ranges on a thread or device;
+- ``tl_lanes``: one row per lane — a GPU stream, one nesting depth of GPU annotations, or
+  one row of a host thread's flame chart: an annotation depth, an operator depth, its
+  runtime/driver calls, a Python frame depth. A thread's lanes share its ``thread`` key
+  and label, so the page draws them as one collapsible group;
 - ``tl_events``: every lane event no longer than ``long_ns``, times relative to ``t0_ns``,
+  with ``ref``, its rowid in the canonical table its ``kind`` names (:mod:`web.timeline_event`
+  looks one up for the details panel),
   inserted in start order so DuckDB's per-row-group min/max skip everything outside a
   window (the filter ``start_ns >= window_start - long_ns`` bounds the look-back);
 - ``tl_long``: the few longer events (steps, long ranges), always scanned whole;
@@ -34,11 +38,15 @@ import duckdb
 import numpy as np
 
 # Bumped whenever the tl_* tables change shape or meaning, or what they are built from
-# does (4: trace schema 2, gap causes from evidence): an older run is re-ingested when
+# does (4: trace schema 2, gap causes from evidence; 5: flame-chart rows per thread,
+# runtime calls, event refs): an older run is re-ingested when
 # opened, so its report and timeline follow the current rules.
-TIMELINE_VERSION = 4
+TIMELINE_VERSION = 5
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
+# Flame-chart rows kept per thread: operators, and Python frames (deeper ones are left out).
+OP_DEPTHS = 16
+PY_DEPTHS = 24
 AGG_BUCKETS = 16384
 # A window is answered from tl_agg when a pixel spans at least this many of its buckets,
 # so a pre-aggregated bucket straddling a pixel edge shifts at most 1/4 pixel.
@@ -48,53 +56,94 @@ AGG_MIN_BUCKETS_PER_PX = 4
 AGG_IN_MEMORY_MAX_ROWS = 500_000
 _TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_meta")
 
+# Each operator's row in its thread's flame chart: how many operators (or, for a Python
+# frame, how many Python frames) enclose it. Counted along parent_id rather than taken from
+# cpu_ops.depth, so operators under thirty Python frames still start at row 0 of theirs.
+_OP_ROWS = """
+CREATE OR REPLACE TEMP TABLE _tl_op_rows AS
+WITH RECURSIVE walk(op_id, n_op, n_py) AS (
+    SELECT o.op_id, CAST(o.category <> 'python_function' AS INTEGER),
+           CAST(o.category = 'python_function' AS INTEGER)
+    FROM cpu_ops o
+    WHERE o.parent_id IS NULL
+       OR NOT EXISTS (SELECT 1 FROM cpu_ops p WHERE p.op_id = o.parent_id)
+    UNION ALL
+    SELECT c.op_id, w.n_op + CAST(c.category <> 'python_function' AS INTEGER),
+           w.n_py + CAST(c.category = 'python_function' AS INTEGER)
+    FROM cpu_ops c JOIN walk w ON c.parent_id = w.op_id
+)
+SELECT o.rowid AS ref, o.pid, o.tid, o.name, o.start_ns, o.end_ns,
+       o.category = 'python_function' AS py,
+       CASE WHEN o.category = 'python_function' THEN w.n_py ELSE w.n_op END - 1 AS row
+FROM cpu_ops o JOIN walk w USING (op_id)
+"""
+
+# Lanes in display order (grp_order, a, b, c): GPU streams and GPU annotations, then per
+# host thread (a, b = pid, tid) its annotation ranges by depth, its operators by row, its
+# runtime/driver calls, then its Python frames (the page shows these on request).
+# ``thread`` names the thread a lane belongs to ('' for GPU lanes); ``row`` is the lane's
+# kind within it and ``depth`` its nesting level; ``ref`` is the event's rowid in its
+# source table (which ``kind`` names), so one event can be looked up for its details.
 _LANE_SOURCES = f"""
 CREATE OR REPLACE TEMP TABLE _tl_src AS
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1) AS key, 0 AS grp_order,
        device_id AS a, coalesce(stream_id, -1) AS b, 0 AS c,
        'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1) AS label, 'gpu' AS grp,
-       start_ns, end_ns, name, 'kernel' AS kind
+       '' AS thread, 'gpu' AS row_kind, 0 AS depth,
+       start_ns, end_ns, name, 'kernel' AS kind, rowid AS ref
 FROM kernels WHERE device_id IS NOT NULL
 UNION ALL
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
-       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
-       start_ns, end_ns, 'Memcpy ' || kind, 'memcpy'
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu', '', 'gpu', 0,
+       start_ns, end_ns, 'Memcpy ' || kind, 'memcpy', rowid
 FROM memcpys WHERE device_id IS NOT NULL  -- migrations too: they are busy time
 UNION ALL
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
-       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
-       start_ns, end_ns, 'Memset', 'memset'
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu', '', 'gpu', 0,
+       start_ns, end_ns, 'Memset', 'memset', rowid
 FROM memsets WHERE device_id IS NOT NULL
 UNION ALL
-SELECT 'range:' || coalesce(device_id, -1) || ':' || coalesce(pid, -1) || ':'
-           || coalesce(tid, -1) || ':' || depth, 1,
+SELECT 'range:' || device_id || ':' || depth, 1, device_id, 0, depth,
+       'GPU ' || device_id || ' annotations' || CASE WHEN depth > 0 THEN ' · ' || depth ELSE '' END,
+       'range', '', 'range', depth, start_ns, end_ns, name, 'range', rowid
+FROM ranges WHERE depth < {RANGE_DEPTHS} AND device_id IS NOT NULL
+UNION ALL
+SELECT 'range:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || depth, 2,
        coalesce(pid, -1), coalesce(tid, -1), depth,
-       CASE WHEN device_id IS NOT NULL THEN 'GPU ' || device_id || ' annotations'
-            ELSE 'annotations ' || coalesce(tid, -1) END
-           || CASE WHEN depth > 0 THEN ' · depth ' || depth ELSE '' END,
-       'range', start_ns, end_ns, name, 'range'
-FROM ranges WHERE depth < {RANGE_DEPTHS}
+       'annotations' || CASE WHEN depth > 0 THEN ' · ' || depth ELSE '' END, 'range',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'range', depth,
+       start_ns, end_ns, name, 'range', rowid
+FROM ranges WHERE depth < {RANGE_DEPTHS} AND device_id IS NULL
 UNION ALL
-SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
-       coalesce(pid, -1), coalesce(tid, -1), 0,
-       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'op'
-FROM cpu_ops WHERE depth = 0
+SELECT 'op:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || row, 2,
+       coalesce(pid, -1), coalesce(tid, -1), 100 + row,
+       'operators' || CASE WHEN row > 0 THEN ' · ' || row ELSE '' END, 'thread',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'op', row,
+       start_ns, end_ns, name, 'op', ref
+FROM _tl_op_rows WHERE NOT py AND row < {OP_DEPTHS}
 UNION ALL
--- Threads that only made CUDA API calls (no operators recorded) still get a lane.
-SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
-       coalesce(pid, -1), coalesce(tid, -1), 0,
-       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'api'
-FROM api_calls a
-WHERE NOT EXISTS (SELECT 1 FROM cpu_ops o WHERE o.pid IS NOT DISTINCT FROM a.pid
-                  AND o.tid IS NOT DISTINCT FROM a.tid)
+SELECT 'api:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
+       coalesce(pid, -1), coalesce(tid, -1), 1000, 'runtime/driver calls', 'api',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'api', 0,
+       start_ns, end_ns, name, 'api', rowid
+FROM api_calls
+UNION ALL
+SELECT 'py:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || row, 2,
+       coalesce(pid, -1), coalesce(tid, -1), 2000 + row,
+       'Python' || CASE WHEN row > 0 THEN ' · ' || row ELSE '' END, 'python',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'py', row,
+       start_ns, end_ns, name, 'py', ref
+FROM _tl_op_rows WHERE py AND row < {PY_DEPTHS}
 """
 
 
 def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
     """(Re)create the ``tl_*`` tables from the canonical tables in ``con``."""
+    con.execute(_OP_ROWS)
     con.execute(_LANE_SOURCES)
+    con.execute("DROP TABLE _tl_op_rows")
     t0, t1 = con.execute("SELECT min(start_ns), max(end_ns) FROM _tl_src").fetchone()  # type: ignore[misc]
     t0 = int(t0 or 0)
     span = max(1, int(t1 or 0) - t0)
@@ -106,26 +155,29 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE tl_lanes AS
         SELECT row_number() OVER (ORDER BY grp_order, a, b, c, key) - 1 AS lane_id,
-               key, label, grp, n AS event_count
+               key, label, grp, n AS event_count, thread,
+               CASE WHEN thread = '' THEN '' ELSE 'thread ' || b END AS thread_label,
+               row_kind, depth
         FROM (SELECT key, any_value(grp_order) grp_order, any_value(a) a, any_value(b) b,
                      any_value(c) c, any_value(label) label, any_value(grp) grp,
-                     count(*) n
+                     any_value(thread) thread, any_value(row_kind) row_kind,
+                     any_value(depth) depth, count(*) n
               FROM _tl_src GROUP BY key)
         """
     )
     # Name threads after what the profiler called them, where it did.
     con.execute(
         """
-        UPDATE tl_lanes SET label = CASE
-            WHEN t.thread_name LIKE '%' || split_part(key, ':', 3) || '%' THEN t.thread_name
-            ELSE 'thread ' || split_part(key, ':', 3) || ' (' || t.thread_name || ')' END
+        UPDATE tl_lanes SET thread_label = CASE
+            WHEN t.thread_name LIKE '%' || split_part(thread, ':', 2) || '%' THEN t.thread_name
+            ELSE 'thread ' || split_part(thread, ':', 2) || ' (' || t.thread_name || ')' END
         FROM threads t
-        WHERE tl_lanes.grp = 'thread' AND t.thread_name IS NOT NULL AND t.thread_name <> ''
-          AND key = 'thread:' || coalesce(t.pid, -1) || ':' || coalesce(t.tid, -1)
+        WHERE tl_lanes.thread <> '' AND t.thread_name IS NOT NULL AND t.thread_name <> ''
+          AND thread = coalesce(t.pid, -1) || ':' || coalesce(t.tid, -1)
         """
     )
     select = """SELECT l.lane_id, s.start_ns - $t0 AS start_ns, s.end_ns - $t0 AS end_ns,
-                       s.name, s.kind
+                       s.name, s.kind, s.ref
                 FROM _tl_src s JOIN tl_lanes l USING (key)"""
     params = {"t0": t0, "long": long_ns}
     con.execute(
@@ -176,9 +228,20 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "SELECT t0_ns, span_ns, long_ns, agg_ns FROM tl_meta"
     ).fetchone()
     lanes = [
-        {"id": r[0], "key": r[1], "label": r[2], "group": r[3], "event_count": r[4]}
+        {
+            "id": r[0],
+            "key": r[1],
+            "label": r[2],
+            "group": r[3],
+            "event_count": r[4],
+            "thread": r[5],
+            "thread_label": r[6],
+            "row": r[7],
+            "depth": r[8],
+        }
         for r in con.execute(
-            "SELECT lane_id, key, label, grp, event_count FROM tl_lanes ORDER BY lane_id"
+            "SELECT lane_id, key, label, grp, event_count, thread, thread_label, row_kind, "
+            "depth FROM tl_lanes ORDER BY lane_id"
         ).fetchall()
     ]
     return {
@@ -305,7 +368,7 @@ def timeline_window(
             con.execute(f"SELECT lane_id, count(*) {short_window} GROUP BY lane_id", p).fetchall()
         )
     long_rows = con.execute(
-        "SELECT lane_id, start_ns, end_ns, name, kind FROM tl_long "
+        "SELECT lane_id, start_ns, end_ns, name, kind, ref FROM tl_long "
         "WHERE start_ns < $e AND end_ns > $s ORDER BY lane_id, start_ns",
         {"s": start, "e": end},
     ).fetchall()
@@ -326,12 +389,12 @@ def timeline_window(
     }
     if sparse:
         rows = con.execute(
-            f"SELECT lane_id, start_ns, end_ns, name, kind {short_window} "
+            f"SELECT lane_id, start_ns, end_ns, name, kind, ref {short_window} "
             "AND list_contains($lanes, lane_id) ORDER BY lane_id, start_ns",
             {**p, "lanes": sparse},
         ).fetchall()
-        for lane_id, s, e, name, kind in rows:
-            lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+        for lane_id, s, e, name, kind, ref in rows:
+            lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind), ref])
     if dense and in_memory is not None:
         for lane_id in dense:
             lanes[lane_id]["buckets"] = []
@@ -384,8 +447,8 @@ def timeline_window(
             lanes[lane_id]["buckets"] = []
         for lane_id, px, n, busy, top in rows:
             lanes[lane_id]["buckets"].append([px, n, round(float(busy), 3), idx(names, top)])
-    for lane_id, s, e, name, kind in long_rows:
-        lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+    for lane_id, s, e, name, kind, ref in long_rows:
+        lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind), ref])
     return {
         "t0_ns": meta["t0_ns"],
         "span_ns": span,

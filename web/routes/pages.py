@@ -126,12 +126,24 @@ def _render_run_page(
                 "t0_ns": t0,
                 "span_ns": meta["span_ns"],
                 "highlights": _highlights(report["findings"], t0),
+                "findings": {
+                    f["id"]: {"title": f["title"], "severity": f["severity"]}
+                    for f in report["findings"]
+                },
             }
         )
         if active is not None:  # the timeline opens on the part analysed
             context["page_data"]["view_ns"] = [
                 active.intervals[0][0] - t0,
                 active.intervals[-1][1] - t0,
+            ]
+        else:
+            # The whole trace's analysed window (first to last GPU activity), not the
+            # session around it: an nsys capture can hold 5 ms of work in 2.5 s.
+            origin = report["trace"]["t0_ns"] - t0
+            context["page_data"]["view_ns"] = [
+                max(0, origin),
+                min(meta["span_ns"], origin + max(1, int(report["metrics"]["window_ns"]))),
             ]
     return svc.templates.get_template("run.html").render(**context)
 
