@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from litestar import Controller, Request, Response
 from litestar.di import NamedDependency
 from litestar.enums import MediaType, RequestEncodingType
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
@@ -163,9 +164,11 @@ class RunListPageController(Controller):
     @blocking_get("/")
     def runs_page(
         self,
+        request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
         q: FromQuery[str | None] = None,
         tag: FromQuery[str | None] = None,
+        deleted: FromQuery[str | None] = None,
     ) -> Template:
         with svc.catalog.session() as s:
             runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
@@ -180,6 +183,9 @@ class RunListPageController(Controller):
                 "tag": tag or "",
                 "tokens_required": svc.access.tokens_required(),
                 "max_upload_bytes": svc.settings.max_upload_bytes,
+                # The address this page was reached at, for the curl line to copy.
+                "base_url": str(request.base_url).rstrip("/"),
+                "deleted": deleted[:200] if deleted else None,
             },
         )
 
@@ -283,8 +289,12 @@ class RunPagesController(Controller):
         data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Redirect:
         svc.access.check(request, form_token=data.get("token", ""))
+        if data.get("confirm") != "yes":
+            # The page's form cannot be sent unticked; anything else must say so as well.
+            raise ValidationException("tick “yes, delete this run and its data” to delete it")
+        name = load_run(svc, run_id).name
         remove_run(svc, run_id)
-        return Redirect("/", status_code=303)
+        return Redirect(f"/?{urlencode({'deleted': name})}", status_code=303)
 
     @blocking_post("/slo")
     def slo_form(

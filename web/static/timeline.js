@@ -53,6 +53,14 @@
     return Math.round(ns) + " ns";
   }
 
+  // An axis tick: as many decimals as the tick step needs, so neighbours never read alike.
+  function fmtTick(ns, step) {
+    const units = [[1e9, " s"], [1e6, " ms"], [1e3, " µs"], [1, " ns"]];
+    const [u, name] = units.find(([v]) => Math.abs(ns) >= v || v === 1);
+    const decimals = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / u) - 1e-9)));
+    return (ns / u).toFixed(decimals) + name;
+  }
+
   function fmtBytes(b) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let v = b, i = 0;
@@ -108,7 +116,8 @@
     canvas.dataset.highlights = String(finding ? finding.ranges.length : 0);
     canvas.dataset.selected = selected ? selected.kind + ":" + selected.ref : "";
     canvas.dataset.labelW = String(LABEL_W);
-    windowLabel.textContent = fmt(view.start) + " – " + fmt(view.end) + " (" + fmt(view.end - view.start) + ")";
+    const step = (view.end - view.start) / 10;
+    windowLabel.textContent = fmtTick(view.start, step) + " – " + fmtTick(view.end, step) + " (" + fmt(view.end - view.start) + ")";
   }
 
   function schedule() {
@@ -200,7 +209,7 @@
       ctx.moveTo(x + 0.5, AXIS_H - 6);
       ctx.lineTo(x + 0.5, height);
       ctx.stroke();
-      ctx.fillText(fmt(t), x + 3, 14);
+      ctx.fillText(fmtTick(t, step), x + 3, 14);
     }
   }
 
