@@ -344,3 +344,45 @@ def test_step_through_a_findings_ranges_and_share_the_view(
     page.keyboard.press("Escape")
     page.wait_for_selector("#tl-finding-nav", state="hidden")
     w.shot("run-page", full=True)
+
+
+def test_counter_tracks_and_legend(
+    server: str, browser: Any, watched: Watched, tmp_path: Path
+) -> None:
+    """GPU busy share and device memory as tracks under the streams, and a legend."""
+    import gzip
+
+    from tracelens.testing.chrome_writer import header_for, iter_events, write_events
+    from tracelens.testing.planted_device import memory_pressure
+
+    sc = memory_pressure()
+    path = tmp_path / f"memory-{watched.width}.pt.trace.json.gz"
+    header = {**header_for(sc), "host_name": f"mem{watched.width}"}  # a distinct upload
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        write_events(out, iter_events(sc), header)
+    page = browser.new_page()
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(path))
+    page.wait_for_url("**/runs/*", timeout=120_000)
+    rid = urllib.parse.urlsplit(page.url).path.rsplit("/", 1)[1]
+    page.close()
+
+    answer = _api(server, f"/api/runs/{rid}/timeline?width_px=800")
+    memory = answer["counters"][0]
+    assert memory["points"] and memory["max_bytes"] == max(
+        max(p[1], p[2]) for p in memory["points"]
+    )
+    w = watched
+    p = w.open(f"{server}/runs/{rid}")
+    counters = w.state("counters").split(",")
+    assert "busy:0" in counters and "memory:0" in counters
+    assert p.locator("#tl-legend li").count() >= 8
+    # Hovering the memory track reads the allocator's numbers.
+    rows = json.loads(w.state("lanes"))
+    gpu_y = next(y for lane, y, h in rows if lane == 0)
+    memory_y = gpu_y + 20 + 26 + 13  # under the stream and the busy track
+    canvas = p.locator("#tl-canvas")
+    canvas.hover(position={"x": canvas.bounding_box()["width"] * 0.9, "y": memory_y})
+    p.wait_for_selector("#tl-tooltip:not([hidden])")
+    assert "allocated" in p.inner_text("#tl-tooltip")
+    w.shot("counters")

@@ -142,6 +142,7 @@ class TimelineWindow(msgspec.Struct):
     lanes: list[dict[str, Any]]
     names: list[str]
     kinds: list[str]
+    counters: list[dict[str, Any]]
 
 
 class TimelineEvent(msgspec.Struct):

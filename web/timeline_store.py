@@ -326,6 +326,43 @@ def _agg_buckets(
     )
 
 
+def _memory_counters(
+    con: duckdb.DuckDBPyConnection, t0: int, start: int, end: int, width: int, ns_per_px: float
+) -> list[dict[str, Any]]:
+    """Device memory allocated and reserved per pixel (the most in each), per device, from
+    ``memory_events``; a pixel without events is left out (the value holds from the last)."""
+    rows = con.execute(
+        """
+        WITH w AS (
+            SELECT device_id, least($w - 1, greatest(0, CAST(floor((ts_ns - $t0 - $s) / $npp)
+                                                       AS INTEGER))) AS px,
+                   total_allocated, total_reserved
+            FROM memory_events
+            WHERE device_id >= 0 AND ts_ns >= $t0 + $s AND ts_ns < $t0 + $e
+            UNION ALL  -- the value the window opens with
+            SELECT device_id, 0, arg_max(total_allocated, ts_ns), arg_max(total_reserved, ts_ns)
+            FROM memory_events WHERE device_id >= 0 AND ts_ns < $t0 + $s GROUP BY device_id)
+        SELECT device_id, px, max(total_allocated), max(total_reserved)
+        FROM w GROUP BY device_id, px ORDER BY device_id, px
+        """,
+        {"w": width, "t0": t0, "s": start, "e": end, "npp": ns_per_px},
+    ).fetchall()
+    by_device: dict[int, list[list[int]]] = {}
+    for device, px, allocated, reserved in rows:
+        by_device.setdefault(int(device), []).append(
+            [int(px), int(allocated or 0), int(reserved or 0)]
+        )
+    return [
+        {
+            "device_id": d,
+            "label": f"GPU {d} memory",
+            "max_bytes": max(max(p[1], p[2]) for p in points),
+            "points": points,
+        }
+        for d, points in sorted(by_device.items())
+    ]
+
+
 def timeline_window(
     con: duckdb.DuckDBPyConnection,
     start_ns: int | None,
@@ -335,9 +372,10 @@ def timeline_window(
 ) -> dict[str, Any]:
     """Lanes for the window ``[start_ns, end_ns)`` (relative ns), at ``width_px`` pixels.
 
-    Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index]`` and, when
-    aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
-    kinds are listed once in ``names`` / ``kinds``.
+    Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index, ref]`` and,
+    when aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
+    kinds are listed once in ``names`` / ``kinds``. ``counters`` holds each device's
+    memory allocated and reserved as ``[pixel, allocated, reserved]`` (pixels with events).
     """
     meta = meta or timeline_meta(con)
     span = meta["span_ns"]
@@ -462,4 +500,5 @@ def timeline_window(
         ],
         "names": list(names),
         "kinds": list(kinds),
+        "counters": _memory_counters(con, meta["t0_ns"], start, end, width, ns_per_px),
     }

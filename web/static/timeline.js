@@ -22,7 +22,7 @@
   const ctx = canvas.getContext("2d");
   const api = "/api/runs/" + encodeURIComponent(page.run_id) + "/timeline";
 
-  const LABEL_W = 200, AXIS_H = 22, GPU_H = 20, ROW_H = 16, HEAD_H = 18, MIN_WINDOW_NS = 1000;
+  const LABEL_W = 200, AXIS_H = 22, GPU_H = 20, ROW_H = 16, HEAD_H = 18, COUNTER_H = 26, MIN_WINDOW_NS = 1000;
   const GROUP_COLORS = { gpu: 210, thread: 140, range: 28, api: 290, python: 180 };
   const span = Math.max(1, page.span_ns);
   const findings = page.findings || {};
@@ -145,12 +145,64 @@
     getJson(url, pending.signal)
       .then((d) => {
         data = d;
+        data.busy = gpuBusy(d);
         loads += 1;
         layout();
         publishState();
         draw();
       })
       .catch((err) => { if (err.name !== "AbortError") windowLabel.textContent = "timeline: " + err.message; });
+  }
+
+  // Each device's busy share per pixel of the answer: its streams' busy time summed
+  // (buckets as served, events clipped to the pixels they cover), at most 1.
+  function gpuBusy(d) {
+    const out = {};
+    const npp = d.ns_per_px;
+    for (const lane of d.lanes) {
+      if (lane.row !== "gpu") continue;
+      const device = lane.key.split(":")[1];
+      const acc = out[device] || (out[device] = new Float32Array(d.width_px));
+      if (lane.buckets) for (const [px, , busy] of lane.buckets) acc[px] += busy;
+      for (const [s, e] of lane.events) {
+        const a = Math.max(s, d.start_ns), b = Math.min(e, d.end_ns);
+        for (let px = Math.floor((a - d.start_ns) / npp); px < d.width_px && d.start_ns + px * npp < b; px++) {
+          const p0 = d.start_ns + px * npp;
+          acc[px] += Math.max(0, Math.min(b, p0 + npp) - Math.max(a, p0)) / npp;
+        }
+      }
+    }
+    for (const acc of Object.values(out)) for (let i = 0; i < acc.length; i++) acc[i] = Math.min(1, acc[i]);
+    return out;
+  }
+
+  function drawCounter(row) {
+    const top = row.y + 2, hh = row.h - 4;
+    ctx.fillStyle = "#fbfcfe";
+    ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h);
+    const pxW = Math.max(1, data.ns_per_px * plotWidth() / (view.end - view.start));
+    const xPx = (px) => xOf(data.start_ns + px * data.ns_per_px);
+    if (row.counter === "busy") {
+      const acc = data.busy[row.device];
+      ctx.fillStyle = "hsla(210, 70%, 45%, 0.85)";
+      for (let px = 0; px < acc.length; px++) {
+        if (acc[px] > 0) ctx.fillRect(xPx(px), top + hh * (1 - acc[px]), pxW, hh * acc[px]);
+      }
+      return;
+    }
+    const pts = row.c.points, max = Math.max(1, row.c.max_bytes);
+    const end = xPx(data.width_px);
+    ctx.fillStyle = "hsla(350, 60%, 55%, 0.45)";
+    ctx.strokeStyle = "hsl(350, 60%, 40%)";
+    ctx.beginPath();
+    pts.forEach(([px, alloc, reserved], i) => {
+      const x0 = xPx(px), x1 = i + 1 < pts.length ? xPx(pts[i + 1][0]) : end;
+      ctx.fillRect(x0, top + hh * (1 - alloc / max), Math.max(1, x1 - x0), hh * alloc / max);
+      const yr = top + hh * (1 - reserved / max);
+      if (i === 0) ctx.moveTo(x0, yr); else ctx.lineTo(x0, yr);
+      ctx.lineTo(x1, yr);
+    });
+    ctx.stroke();
   }
 
   // --- layout: a header row per thread, then its lanes (none when collapsed) ---
@@ -160,7 +212,19 @@
     let y = AXIS_H, thread = null;
     const hasPython = data.lanes.some((l) => l.row === "py");
     $("tl-python-label").hidden = !hasPython;
+    const counterRows = () => {
+      for (const [device] of Object.entries(data.busy)) {
+        rows.push({ y: y, h: COUNTER_H, counter: "busy", device: device, label: "GPU " + device + " busy %" });
+        y += COUNTER_H;
+      }
+      for (const c of data.counters) {
+        rows.push({ y: y, h: COUNTER_H, counter: "memory", c: c, label: c.label + " (≤ " + fmtBytes(c.max_bytes) + ")" });
+        y += COUNTER_H;
+      }
+    };
+    let countersPlaced = false;
     for (const lane of data.lanes) {
+      if (lane.thread && !countersPlaced) { counterRows(); countersPlaced = true; }
       if (lane.row === "py" && !showPython) continue;
       if (lane.thread && lane.thread !== thread) {
         thread = lane.thread;
@@ -173,7 +237,9 @@
       laneY[lane.id] = { y: y, h: h };
       y += h;
     }
+    if (!countersPlaced) counterRows();
     canvas.dataset.rows = String(rows.length);
+    canvas.dataset.counters = rows.filter((r) => r.counter).map((r) => r.counter + ":" + (r.device || r.c.device_id)).join(",");
     canvas.dataset.lanes = JSON.stringify(Object.entries(laneY).map(([id, r]) => [Number(id), r.y, r.h]));
   }
 
@@ -305,6 +371,7 @@
         ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h);
         return;
       }
+      if (row.counter) { drawCounter(row); return; }
       if (i % 2) { ctx.fillStyle = "#f7f8fa"; ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h); }
       drawLane(row.lane, row.y, row.h, width, scale);
     });
@@ -348,6 +415,10 @@
         ctx.fillStyle = "#1d2330";
         ctx.font = "600 12px system-ui, sans-serif";
         ctx.fillText((collapsed.has(row.header) ? "▸ " : "▾ ") + row.label.slice(0, 28), 6, row.y + 13);
+      } else if (row.counter) {
+        ctx.fillStyle = "#39414f";
+        ctx.font = "11px system-ui, sans-serif";
+        ctx.fillText(row.label.slice(0, 34), 8, row.y + row.h - 8);
       } else {
         ctx.fillStyle = "#39414f";
         ctx.font = (row.lane.thread ? "11px" : "12px") + " system-ui, sans-serif";
@@ -374,7 +445,7 @@
 
   function eventAt(e) {
     const row = rowAt(e.clientY);
-    if (!row || row.header || !data) return null;
+    if (!row || row.header || row.counter || !data) return null;
     const t = nsAt(e.clientX);
     const slack = (2 * (view.end - view.start)) / plotWidth();
     let best = null;
@@ -624,7 +695,24 @@
     const r = canvas.getBoundingClientRect();
     const row = rowAt(e.clientY);
     let text = null;
-    if (row && !row.header && e.clientX - r.left > LABEL_W) {
+    if (row && row.counter && e.clientX - r.left > LABEL_W) {
+      const px = Math.floor((nsAt(e.clientX) - data.start_ns) / data.ns_per_px);
+      if (row.counter === "busy") {
+        const v = data.busy[row.device][px];
+        if (v !== undefined) text = "GPU " + row.device + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
+      } else {
+        const p = row.c.points.filter((q) => q[0] <= px).pop();
+        if (p) text = row.c.label + "\nallocated " + fmtBytes(p[1]) + ", reserved " + fmtBytes(p[2]);
+      }
+      if (text) {
+        tooltip.textContent = text;
+        tooltip.hidden = false;
+        tooltip.style.left = Math.max(0, Math.min(e.clientX - r.left + 12, box.clientWidth - tooltip.offsetWidth - 4)) + "px";
+        tooltip.style.top = (e.clientY - r.top + 14) + "px";
+        return;
+      }
+    }
+    if (row && !row.header && !row.counter && e.clientX - r.left > LABEL_W) {
       const ev = eventAt(e);
       if (ev) text = ev.name + "\n" + fmt(ev.end_ns - ev.start_ns) + " at " + fmt(ev.start_ns);
       else if (row.lane.buckets) {
