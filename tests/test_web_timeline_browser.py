@@ -386,3 +386,26 @@ def test_counter_tracks_and_legend(
     p.wait_for_selector("#tl-tooltip:not([hidden])")
     assert "allocated" in p.inner_text("#tl-tooltip")
     w.shot("counters")
+
+
+def test_a_finding_without_ranges_steps_through_its_subjects_instances(
+    server: str, run_id: str, watched: Watched
+) -> None:
+    findings = _api(server, f"/api/runs/{run_id}/findings")
+    hot = next(f for f in findings if f["analyzer"] == "hot_ops" and not f["time_ranges"])
+    op = hot["evidence"]["operator"]
+    calls = _api(
+        server,
+        f"/api/runs/{run_id}/timeline/search?regex=true&q="
+        + urllib.parse.quote("^" + op.replace(":", "\\:") + "$"),
+    )["count"]
+    assert calls == hot["evidence"]["operator_calls"] > 1
+    w = watched
+    page = w.open(f"{server}/runs/{run_id}")
+    page.click(f".finding[data-finding-id='{hot['id']}'] .finding-summary")
+    page.wait_for_selector("#tl-finding-nav:not([hidden])")
+    assert page.inner_text("#tl-finding-pos") == f"instance 1 of {calls:,}"
+    page.click("#tl-finding-next")
+    assert page.inner_text("#tl-finding-pos") == f"instance 2 of {calls:,}"
+    assert int(w.state("highlights")) == calls
+    w.shot("finding-instances")

@@ -77,6 +77,21 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
     }
 
 
+def _subject_names(finding: dict[str, Any]) -> list[str]:
+    """What a finding without time ranges is about, as event names the timeline can find:
+    a hot operator's name, or the kernels its evidence lists. Its instances are then what
+    the page highlights and steps through."""
+    if finding.get("time_ranges"):
+        return []
+    evidence = finding.get("evidence") or {}
+    if isinstance(evidence.get("operator"), str):
+        return [evidence["operator"]]
+    kernels = evidence.get("kernels")
+    if isinstance(kernels, list):
+        return [k["kernel"] for k in kernels[:10] if isinstance(k, dict) and k.get("kernel")]
+    return []
+
+
 @dataclass(frozen=True)
 class RestrictionForm:
     """What the run page says of its restriction: the form's fields as sent, the
@@ -128,7 +143,11 @@ def _render_run_page(
                 "span_ns": meta["span_ns"],
                 "highlights": _highlights(report["findings"], t0),
                 "findings": {
-                    f["id"]: {"title": f["title"], "severity": f["severity"]}
+                    f["id"]: {
+                        "title": f["title"],
+                        "severity": f["severity"],
+                        "subject": _subject_names(f),
+                    }
                     for f in report["findings"]
                 },
             }

@@ -773,6 +773,8 @@
 
   // --- findings: highlight all ranges, step through them ---
   const fnav = $("tl-finding-nav");
+  function reRegex(text) { return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
   function selectFinding(id, i, zoomIn) {
     document.querySelectorAll(".finding.selected").forEach((x) => x.classList.remove("selected"));
     if (!id || !(id in (page.highlights || {}))) {
@@ -783,17 +785,35 @@
     }
     const card = document.querySelector(".finding[data-finding-id='" + CSS.escape(id) + "']");
     if (card) card.classList.add("selected");
+    const info = findings[id] || {};
     const ranges = page.highlights[id].slice().sort((a, b) => a[0] - b[0]);
-    finding = { id: id, ranges: ranges, i: Math.min(Math.max(0, i || 0), Math.max(0, ranges.length - 1)) };
+    finding = { id: id, ranges: ranges, i: Math.max(0, i || 0), word: "range", total: ranges.length };
+    $("tl-finding-title").textContent = info.title || id;
+    if (!ranges.length && info.subject && info.subject.length) {
+      // No time ranges: its subject's instances (a hot operator's calls, the kernels
+      // named), found by exact name.
+      const q = "^(" + info.subject.map(reRegex).join("|") + ")$";
+      const mine = finding;
+      getJson(api + "/search?regex=true&q=" + encodeURIComponent(q)).then((d) => {
+        if (finding !== mine) return;
+        mine.ranges = d.matches.map((m) => [m[0], m[1]]);
+        mine.word = "instance";
+        mine.total = d.count;
+        fnav.hidden = !mine.ranges.length;
+        if (mine.ranges.length) stepFinding(0, zoomIn); else schedule();
+      }).catch(() => { fnav.hidden = true; });
+      return;
+    }
     fnav.hidden = !ranges.length;
-    $("tl-finding-title").textContent = (findings[id] || {}).title || id;
     if (ranges.length) stepFinding(0, zoomIn); else schedule();
   }
   function stepFinding(delta, zoomIn) {
     if (!finding || !finding.ranges.length) return;
     const n = finding.ranges.length;
-    finding.i = (finding.i + delta + n) % n;
-    $("tl-finding-pos").textContent = "range " + (finding.i + 1) + " of " + n.toLocaleString("en-US");
+    finding.i = Math.min(n - 1, (finding.i + delta + n) % n);
+    $("tl-finding-pos").textContent = finding.word + " " + (finding.i + 1) + " of " + finding.total.toLocaleString("en-US") +
+      (finding.total > n ? " (first " + n.toLocaleString("en-US") + ")" : "");
+    canvas.dataset.highlights = String(n);
     if (zoomIn !== false) {
       const [s, e] = finding.ranges[finding.i];
       zoomTo(s, e);
