@@ -172,6 +172,14 @@ def test_a_kernel_opens_its_details_and_its_flow_to_the_launch(
     page = w.open(f"{server}/runs/{run_id}?tl={start}_{end}")
     assert w.window() == (start, end)
     canvas = page.locator("#tl-canvas")
+    details = _api(server, f"/api/runs/{run_id}/timeline/event?kind=kernel&ref={k['ref']}")
+    # The tooltip holds the whole name, inside the timeline however long the name is.
+    canvas.hover(position=_point(w, k["lane"], (k["start"] + k["end"]) / 2))
+    page.wait_for_selector("#tl-tooltip:not([hidden])")
+    assert details["name"] in page.inner_text("#tl-tooltip")
+    tip = page.locator("#tl-tooltip").bounding_box()
+    frame = page.locator("#timeline").bounding_box()
+    assert frame["x"] <= tip["x"] and tip["x"] + tip["width"] <= frame["x"] + frame["width"]
     canvas.click(position=_point(w, k["lane"], (k["start"] + k["end"]) / 2))
     page.wait_for_selector("#tl-details:not([hidden]) dl")
     assert w.state("selected") == f"kernel:{k['ref']}"
@@ -180,7 +188,6 @@ def test_a_kernel_opens_its_details_and_its_flow_to_the_launch(
         assert label in text.lower(), label
     assert "launch call: cudaLaunchKernel" in text and "launching operator" in text
     assert int(w.state("flows")) >= 2  # arrows to the call and its operator
-    details = _api(server, f"/api/runs/{run_id}/timeline/event?kind=kernel&ref={k['ref']}")
     assert details["name"] in text
     w.shot("kernel-details")
     # Following the flow selects the launch call, whose flow leads back to the kernel.
