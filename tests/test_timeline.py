@@ -79,6 +79,27 @@ def test_pre_aggregated_answer_matches_the_exact_one(
         assert busy_a == pytest.approx(busy_b, rel=0.05), a["key"]
 
 
+def test_middle_windows_read_the_finer_buckets_alike(
+    con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meta = timeline_meta(con)
+    start, end, width = meta["span_ns"] // 3, meta["span_ns"] // 3 + meta["span_ns"] // 50, 100
+    npp = (end - start) / width
+    # This window is too narrow for tl_agg and wide enough for tl_agg_fine.
+    assert meta["agg_fine_ns"] * 4 <= npp < meta["agg_ns"] * 4
+    fine = timeline_window(con, start, end, width, meta)
+    monkeypatch.setattr(timeline, "AGG_MIN_BUCKETS_PER_PX", 10**12)  # force the exact path
+    exact = timeline_window(con, start, end, width, meta)
+    assert any(lane["buckets"] is not None for lane in fine["lanes"])
+    # Equal but at the window's two edges, where a bucket straddles the edge.
+    for a, b in zip(fine["lanes"], exact["lanes"], strict=True):
+        assert a["count"] == pytest.approx(b["count"], abs=max(2, 0.02 * b["count"])), a["key"]
+        if b["buckets"] is not None:
+            assert a["count"] == sum(x[1] for x in a["buckets"])
+            busy_a = sum(x[2] for x in a["buckets"])
+            assert busy_a == pytest.approx(sum(x[2] for x in b["buckets"]), rel=0.05), a["key"]
+
+
 def test_windows_are_clamped_and_answers_bounded_by_pixels(con: duckdb.DuckDBPyConnection) -> None:
     meta = timeline_meta(con)
     w = timeline_window(con, meta["span_ns"] + 10, meta["span_ns"] + 5, 50)

@@ -17,7 +17,9 @@ file:
   whole trace (count, busy time, longest event per lane and bucket). Wide windows are
   answered from it instead of from every event, so a full zoom-out reads a few hundred
   thousand rows however many millions of events the trace has;
-- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` (the bucket width) and
+- ``tl_agg_fine``: the same in ``AGG_FINE_BUCKETS`` (16x finer), for middle windows;
+- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` / ``agg_fine_ns`` (the
+  bucket widths) and
   ``version`` (:data:`TIMELINE_VERSION`; a database built by another version raises
   :class:`OutdatedTimelineError`, and the service re-ingests the run from its original).
 
@@ -54,7 +56,10 @@ AGG_MIN_BUCKETS_PER_PX = 4
 # tl_agg is held in memory (numpy) for runs up to this many rows: a wide window is then
 # aggregated without a query. Larger runs aggregate in DuckDB.
 AGG_IN_MEMORY_MAX_ROWS = 500_000
-_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_meta")
+# A second level, 16x finer, in DuckDB only: windows between a few percent and a third of
+# the trace (at 1500 px) read its buckets instead of every event in them.
+AGG_FINE_BUCKETS = 16 * AGG_BUCKETS
+_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_agg_fine", "tl_meta")
 
 # Each operator's row in its thread's flame chart: how many operators (or, for a Python
 # frame, how many Python frames) enclose it. Counted along parent_id rather than taken from
@@ -190,20 +195,30 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
         params,
     )
     agg_ns = max(1, -(-span // AGG_BUCKETS))
-    con.execute(
-        """
-        CREATE TABLE tl_agg AS
-        SELECT lane_id, b, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
-               arg_max(name, end_ns - start_ns) AS top, max(end_ns - start_ns) AS top_ns
-        FROM (SELECT *, CAST(start_ns // $agg AS BIGINT) AS b FROM tl_events)
-        GROUP BY lane_id, b ORDER BY b, lane_id
-        """,
-        {"agg": agg_ns},
-    )
+    fine_ns = max(1, -(-span // AGG_FINE_BUCKETS))
+    for table, width_ns in (("tl_agg", agg_ns), ("tl_agg_fine", fine_ns)):
+        con.execute(
+            f"""
+            CREATE TABLE {table} AS
+            SELECT lane_id, b, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
+                   arg_max(name, end_ns - start_ns) AS top, max(end_ns - start_ns) AS top_ns
+            FROM (SELECT *, CAST(start_ns // $agg AS BIGINT) AS b FROM tl_events)
+            GROUP BY lane_id, b ORDER BY b, lane_id
+            """,
+            {"agg": width_ns},
+        )
     con.execute(
         "CREATE TABLE tl_meta AS SELECT $t0::BIGINT AS t0_ns, $span::BIGINT AS span_ns, "
-        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns, $version::INTEGER AS version",
-        {"t0": t0, "span": span, "long": long_ns, "agg": agg_ns, "version": TIMELINE_VERSION},
+        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns, $fine::BIGINT AS agg_fine_ns, "
+        "$version::INTEGER AS version",
+        {
+            "t0": t0,
+            "span": span,
+            "long": long_ns,
+            "agg": agg_ns,
+            "fine": fine_ns,
+            "version": TIMELINE_VERSION,
+        },
     )
     con.execute("DROP TABLE _tl_src")
 
@@ -224,8 +239,8 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             f"timeline tables of version {version[0] if version else 'none'}, "
             f"expected {TIMELINE_VERSION}"
         )
-    t0, span, long_ns, agg_ns = con.execute(  # type: ignore[misc]
-        "SELECT t0_ns, span_ns, long_ns, agg_ns FROM tl_meta"
+    t0, span, long_ns, agg_ns, fine_ns = con.execute(  # type: ignore[misc]
+        "SELECT t0_ns, span_ns, long_ns, agg_ns, agg_fine_ns FROM tl_meta"
     ).fetchone()
     lanes = [
         {
@@ -249,6 +264,7 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "span_ns": int(span),
         "long_ns": int(long_ns),
         "agg_ns": int(agg_ns),
+        "agg_fine_ns": int(fine_ns),
         "lanes": lanes,
         "agg": _load_agg(con),
     }
@@ -388,10 +404,14 @@ def timeline_window(
     ns_per_px = (end - start) / width
     p = {"s": start, "e": end, "long": meta["long_ns"]}
     short_window = "FROM tl_events WHERE start_ns < $e AND start_ns >= $s - $long AND end_ns > $s"
-    coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_ns"]
-    agg_window = "FROM tl_agg WHERE b >= $bs AND b <= $be"
-    agg_p = {"bs": start // meta["agg_ns"], "be": (end - 1) // meta["agg_ns"]}
+    # The coarsest level whose buckets are still a quarter pixel or less; none: every event.
+    agg_table, agg_ns = "tl_agg", meta["agg_ns"]
+    coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * agg_ns
     in_memory = meta.get("agg") if coarse else None
+    if not coarse and ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_fine_ns"]:
+        agg_table, agg_ns, coarse = "tl_agg_fine", meta["agg_fine_ns"], True
+    agg_window = f"FROM {agg_table} WHERE b >= $bs AND b <= $be"
+    agg_p = {"bs": start // agg_ns, "be": (end - 1) // agg_ns}
     if in_memory is not None:
         agg_sel = _agg_selection(in_memory, agg_p["bs"], agg_p["be"])
         counts = _agg_counts(in_memory, agg_sel)
@@ -456,7 +476,7 @@ def timeline_window(
                 "lanes": dense,
                 "w": width,
                 "npp": ns_per_px,
-                "agg": meta["agg_ns"],
+                "agg": agg_ns,
                 "s": start,
             },
         ).fetchall()
