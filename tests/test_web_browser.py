@@ -76,6 +76,7 @@ def test_upload_follow_findings_permalink_copy_and_zoom(
 
     s0, e0, loads0 = window()
     page.click("#tl-zoom-in")
+    canvas.scroll_into_view_if_needed()  # the mouse below acts where the canvas is shown
     box = canvas.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
     page.mouse.wheel(0, -300)
