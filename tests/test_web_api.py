@@ -237,6 +237,23 @@ def test_timeline_aggregates_dense_windows_and_returns_events_in_small_ones(
         bad = client.get(f"/api/runs/{run['id']}/timeline", params={"width_px": 0})
         assert bad.status_code == 400 and "width_px" in bad.json()["error"]
 
+        # One event in full, from the kind and ref the window gave it; refusals are 4xx JSON.
+        api = f"/api/runs/{run['id']}/timeline"
+        s, _end, _, kind, ref = lane["events"][0]
+        got = client.get(f"{api}/event", params={"kind": small["kinds"][kind], "ref": ref})
+        assert got.status_code == 200 and got.json()["start_ns"] == s and got.json()["lane"] == 0
+        assert (
+            client.get(f"{api}/event", params={"kind": "kernel", "ref": 10**9}).status_code == 404
+        )
+        wrong = client.get(f"{api}/event", params={"kind": "nothing", "ref": 1})
+        assert wrong.status_code == 400 and "kind" in wrong.json()["error"]
+        found = client.get(f"{api}/search", params={"q": "cudaLaunchKernel"}).json()
+        assert found["count"] > 0 and len(found["matches"]) == min(found["count"], 10_000)
+        bad_re = client.get(f"{api}/search", params={"q": "(x", "regex": "true"})
+        assert bad_re.status_code == 400 and "regular expression" in bad_re.json()["error"]
+        stretch = client.get(f"{api}/range", params={"start_ns": start, "end_ns": end}).json()
+        assert stretch["length_ns"] == end - start and stretch["kernels"] > 0
+
 
 def test_postgres_catalog_serves_the_same_run(
     tmp_path: Path, planted: Path, postgres_url: str

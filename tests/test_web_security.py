@@ -69,11 +69,11 @@ def test_html_delete_form_needs_the_csrf_token(tmp_path: Path, planted: Path) ->
         assert client.get(f"/api/runs/{run['id']}").status_code == 200
         done = client.post(
             f"/runs/{run['id']}/delete",
-            data={"_csrf_token": token},
+            data={"_csrf_token": token, "confirm": "yes"},
             headers=HTML,
             follow_redirects=False,
         )
-        assert done.status_code == 303 and done.headers["location"] == "/"
+        assert done.status_code == 303 and done.headers["location"].startswith("/?deleted=")
         assert client.get(f"/api/runs/{run['id']}").status_code == 404
 
 

@@ -175,6 +175,42 @@ class TimelineWindow(msgspec.Struct):
     lanes: list[dict[str, Any]]
     names: list[str]
     kinds: list[str]
+    counters: list[dict[str, Any]]
+
+
+class TimelineEvent(msgspec.Struct):
+    """One event in full; see :func:`web.timeline_event.event_details`."""
+
+    kind: str
+    ref: int
+    name: str | None
+    start_ns: int
+    end_ns: int
+    dur_ns: int
+    lane: int | None
+    args: dict[str, Any]
+    stack: list[dict[str, Any]]
+    flows: list[dict[str, Any]]
+
+
+class TimelineSearch(msgspec.Struct):
+    """Events matching a name; see :func:`web.timeline_search.search_events`."""
+
+    query: str
+    regex: bool
+    count: int
+    matches: list[list[Any]]
+
+
+class TimelineStretch(msgspec.Struct):
+    """Kernel time and busy share of a stretch; see :func:`web.timeline_range.range_summary`."""
+
+    start_ns: int
+    end_ns: int
+    length_ns: int
+    kernels: int
+    kernel_ns: int
+    devices: list[dict[str, Any]]
 
 
 class ComparedRuns(msgspec.Struct):

@@ -3,9 +3,13 @@
 Built once per trace (:func:`build_timeline_tables`, at ingest) into the trace's DuckDB
 file:
 
-- ``tl_lanes``: one row per lane — a GPU stream, a host thread (its top-level operators),
-  or one nesting depth of annotation ranges on a thread or device;
+- ``tl_lanes``: one row per lane — a GPU stream, one nesting depth of GPU annotations, or
+  one row of a host thread's flame chart: an annotation depth, an operator depth, its
+  runtime/driver calls, a Python frame depth. A thread's lanes share its ``thread`` key
+  and label, so the page draws them as one collapsible group;
 - ``tl_events``: every lane event no longer than ``long_ns``, times relative to ``t0_ns``,
+  with ``ref``, its rowid in the canonical table its ``kind`` names (:mod:`web.timeline_event`
+  looks one up for the details panel),
   inserted in start order so DuckDB's per-row-group min/max skip everything outside a
   window (the filter ``start_ns >= window_start - long_ns`` bounds the look-back);
 - ``tl_long``: the few longer events (steps, long ranges), always scanned whole;
@@ -13,7 +17,9 @@ file:
   whole trace (count, busy time, longest event per lane and bucket). Wide windows are
   answered from it instead of from every event, so a full zoom-out reads a few hundred
   thousand rows however many millions of events the trace has;
-- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` (the bucket width) and
+- ``tl_agg_fine``: the same in ``AGG_FINE_BUCKETS`` (16x finer), for middle windows;
+- ``tl_meta``: ``t0_ns``, ``span_ns``, ``long_ns``, ``agg_ns`` / ``agg_fine_ns`` (the
+  bucket widths) and
   ``version`` (:data:`TIMELINE_VERSION`; a database built by another version raises
   :class:`OutdatedTimelineError`, and the service re-ingests the run from its original).
 
@@ -34,11 +40,15 @@ import duckdb
 import numpy as np
 
 # Bumped whenever the tl_* tables change shape or meaning, or what they are built from
-# does (4: trace schema 2, gap causes from evidence): an older run is re-ingested when
+# does (4: trace schema 2, gap causes from evidence; 5: flame-chart rows per thread,
+# runtime calls, event refs): an older run is re-ingested when
 # opened, so its report and timeline follow the current rules.
-TIMELINE_VERSION = 4
+TIMELINE_VERSION = 5
 MAX_WIDTH_PX = 8192
 RANGE_DEPTHS = 4
+# Flame-chart rows kept per thread: operators, and Python frames (deeper ones are left out).
+OP_DEPTHS = 16
+PY_DEPTHS = 24
 AGG_BUCKETS = 16384
 # A window is answered from tl_agg when a pixel spans at least this many of its buckets,
 # so a pre-aggregated bucket straddling a pixel edge shifts at most 1/4 pixel.
@@ -46,55 +56,99 @@ AGG_MIN_BUCKETS_PER_PX = 4
 # tl_agg is held in memory (numpy) for runs up to this many rows: a wide window is then
 # aggregated without a query. Larger runs aggregate in DuckDB.
 AGG_IN_MEMORY_MAX_ROWS = 500_000
-_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_meta")
+# A second level, 16x finer, in DuckDB only: windows between a few percent and a third of
+# the trace (at 1500 px) read its buckets instead of every event in them.
+AGG_FINE_BUCKETS = 16 * AGG_BUCKETS
+_TABLES = ("tl_lanes", "tl_events", "tl_long", "tl_agg", "tl_agg_fine", "tl_meta")
 
+# Each operator's row in its thread's flame chart: how many operators (or, for a Python
+# frame, how many Python frames) enclose it. Counted along parent_id rather than taken from
+# cpu_ops.depth, so operators under thirty Python frames still start at row 0 of theirs.
+_OP_ROWS = """
+CREATE OR REPLACE TEMP TABLE _tl_op_rows AS
+WITH RECURSIVE walk(op_id, n_op, n_py) AS (
+    SELECT o.op_id, CAST(o.category <> 'python_function' AS INTEGER),
+           CAST(o.category = 'python_function' AS INTEGER)
+    FROM cpu_ops o
+    WHERE o.parent_id IS NULL
+       OR NOT EXISTS (SELECT 1 FROM cpu_ops p WHERE p.op_id = o.parent_id)
+    UNION ALL
+    SELECT c.op_id, w.n_op + CAST(c.category <> 'python_function' AS INTEGER),
+           w.n_py + CAST(c.category = 'python_function' AS INTEGER)
+    FROM cpu_ops c JOIN walk w ON c.parent_id = w.op_id
+)
+SELECT o.rowid AS ref, o.pid, o.tid, o.name, o.start_ns, o.end_ns,
+       o.category = 'python_function' AS py,
+       CASE WHEN o.category = 'python_function' THEN w.n_py ELSE w.n_op END - 1 AS row
+FROM cpu_ops o JOIN walk w USING (op_id)
+"""
+
+# Lanes in display order (grp_order, a, b, c): GPU streams and GPU annotations, then per
+# host thread (a, b = pid, tid) its annotation ranges by depth, its operators by row, its
+# runtime/driver calls, then its Python frames (the page shows these on request).
+# ``thread`` names the thread a lane belongs to ('' for GPU lanes); ``row`` is the lane's
+# kind within it and ``depth`` its nesting level; ``ref`` is the event's rowid in its
+# source table (which ``kind`` names), so one event can be looked up for its details.
 _LANE_SOURCES = f"""
 CREATE OR REPLACE TEMP TABLE _tl_src AS
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1) AS key, 0 AS grp_order,
        device_id AS a, coalesce(stream_id, -1) AS b, 0 AS c,
        'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1) AS label, 'gpu' AS grp,
-       start_ns, end_ns, name, 'kernel' AS kind
+       '' AS thread, 'gpu' AS row_kind, 0 AS depth,
+       start_ns, end_ns, name, 'kernel' AS kind, rowid AS ref
 FROM kernels WHERE device_id IS NOT NULL
 UNION ALL
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
-       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
-       start_ns, end_ns, 'Memcpy ' || kind, 'memcpy'
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu', '', 'gpu', 0,
+       start_ns, end_ns, 'Memcpy ' || kind, 'memcpy', rowid
 FROM memcpys WHERE device_id IS NOT NULL  -- migrations too: they are busy time
 UNION ALL
 SELECT 'gpu:' || device_id || ':' || coalesce(stream_id, -1), 0, device_id,
        coalesce(stream_id, -1), 0,
-       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu',
-       start_ns, end_ns, 'Memset', 'memset'
+       'GPU ' || device_id || ' · stream ' || coalesce(stream_id, -1), 'gpu', '', 'gpu', 0,
+       start_ns, end_ns, 'Memset', 'memset', rowid
 FROM memsets WHERE device_id IS NOT NULL
 UNION ALL
-SELECT 'range:' || coalesce(device_id, -1) || ':' || coalesce(pid, -1) || ':'
-           || coalesce(tid, -1) || ':' || depth, 1,
+SELECT 'range:' || device_id || ':' || depth, 1, device_id, 0, depth,
+       'GPU ' || device_id || ' annotations' || CASE WHEN depth > 0 THEN ' · ' || depth ELSE '' END,
+       'range', '', 'range', depth, start_ns, end_ns, name, 'range', rowid
+FROM ranges WHERE depth < {RANGE_DEPTHS} AND device_id IS NOT NULL
+UNION ALL
+SELECT 'range:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || depth, 2,
        coalesce(pid, -1), coalesce(tid, -1), depth,
-       CASE WHEN device_id IS NOT NULL THEN 'GPU ' || device_id || ' annotations'
-            ELSE 'annotations ' || coalesce(tid, -1) END
-           || CASE WHEN depth > 0 THEN ' · depth ' || depth ELSE '' END,
-       'range', start_ns, end_ns, name, 'range'
-FROM ranges WHERE depth < {RANGE_DEPTHS}
+       'annotations' || CASE WHEN depth > 0 THEN ' · ' || depth ELSE '' END, 'range',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'range', depth,
+       start_ns, end_ns, name, 'range', rowid
+FROM ranges WHERE depth < {RANGE_DEPTHS} AND device_id IS NULL
 UNION ALL
-SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
-       coalesce(pid, -1), coalesce(tid, -1), 0,
-       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'op'
-FROM cpu_ops WHERE depth = 0
+SELECT 'op:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || row, 2,
+       coalesce(pid, -1), coalesce(tid, -1), 100 + row,
+       'operators' || CASE WHEN row > 0 THEN ' · ' || row ELSE '' END, 'thread',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'op', row,
+       start_ns, end_ns, name, 'op', ref
+FROM _tl_op_rows WHERE NOT py AND row < {OP_DEPTHS}
 UNION ALL
--- Threads that only made CUDA API calls (no operators recorded) still get a lane.
-SELECT 'thread:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
-       coalesce(pid, -1), coalesce(tid, -1), 0,
-       'thread ' || coalesce(tid, -1), 'thread', start_ns, end_ns, name, 'api'
-FROM api_calls a
-WHERE NOT EXISTS (SELECT 1 FROM cpu_ops o WHERE o.pid IS NOT DISTINCT FROM a.pid
-                  AND o.tid IS NOT DISTINCT FROM a.tid)
+SELECT 'api:' || coalesce(pid, -1) || ':' || coalesce(tid, -1), 2,
+       coalesce(pid, -1), coalesce(tid, -1), 1000, 'runtime/driver calls', 'api',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'api', 0,
+       start_ns, end_ns, name, 'api', rowid
+FROM api_calls
+UNION ALL
+SELECT 'py:' || coalesce(pid, -1) || ':' || coalesce(tid, -1) || ':' || row, 2,
+       coalesce(pid, -1), coalesce(tid, -1), 2000 + row,
+       'Python' || CASE WHEN row > 0 THEN ' · ' || row ELSE '' END, 'python',
+       coalesce(pid, -1) || ':' || coalesce(tid, -1), 'py', row,
+       start_ns, end_ns, name, 'py', ref
+FROM _tl_op_rows WHERE py AND row < {PY_DEPTHS}
 """
 
 
 def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
     """(Re)create the ``tl_*`` tables from the canonical tables in ``con``."""
+    con.execute(_OP_ROWS)
     con.execute(_LANE_SOURCES)
+    con.execute("DROP TABLE _tl_op_rows")
     t0, t1 = con.execute("SELECT min(start_ns), max(end_ns) FROM _tl_src").fetchone()  # type: ignore[misc]
     t0 = int(t0 or 0)
     span = max(1, int(t1 or 0) - t0)
@@ -106,26 +160,29 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE tl_lanes AS
         SELECT row_number() OVER (ORDER BY grp_order, a, b, c, key) - 1 AS lane_id,
-               key, label, grp, n AS event_count
+               key, label, grp, n AS event_count, thread,
+               CASE WHEN thread = '' THEN '' ELSE 'thread ' || b END AS thread_label,
+               row_kind, depth
         FROM (SELECT key, any_value(grp_order) grp_order, any_value(a) a, any_value(b) b,
                      any_value(c) c, any_value(label) label, any_value(grp) grp,
-                     count(*) n
+                     any_value(thread) thread, any_value(row_kind) row_kind,
+                     any_value(depth) depth, count(*) n
               FROM _tl_src GROUP BY key)
         """
     )
     # Name threads after what the profiler called them, where it did.
     con.execute(
         """
-        UPDATE tl_lanes SET label = CASE
-            WHEN t.thread_name LIKE '%' || split_part(key, ':', 3) || '%' THEN t.thread_name
-            ELSE 'thread ' || split_part(key, ':', 3) || ' (' || t.thread_name || ')' END
+        UPDATE tl_lanes SET thread_label = CASE
+            WHEN t.thread_name LIKE '%' || split_part(thread, ':', 2) || '%' THEN t.thread_name
+            ELSE 'thread ' || split_part(thread, ':', 2) || ' (' || t.thread_name || ')' END
         FROM threads t
-        WHERE tl_lanes.grp = 'thread' AND t.thread_name IS NOT NULL AND t.thread_name <> ''
-          AND key = 'thread:' || coalesce(t.pid, -1) || ':' || coalesce(t.tid, -1)
+        WHERE tl_lanes.thread <> '' AND t.thread_name IS NOT NULL AND t.thread_name <> ''
+          AND thread = coalesce(t.pid, -1) || ':' || coalesce(t.tid, -1)
         """
     )
     select = """SELECT l.lane_id, s.start_ns - $t0 AS start_ns, s.end_ns - $t0 AS end_ns,
-                       s.name, s.kind
+                       s.name, s.kind, s.ref
                 FROM _tl_src s JOIN tl_lanes l USING (key)"""
     params = {"t0": t0, "long": long_ns}
     con.execute(
@@ -138,20 +195,30 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
         params,
     )
     agg_ns = max(1, -(-span // AGG_BUCKETS))
-    con.execute(
-        """
-        CREATE TABLE tl_agg AS
-        SELECT lane_id, b, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
-               arg_max(name, end_ns - start_ns) AS top, max(end_ns - start_ns) AS top_ns
-        FROM (SELECT *, CAST(start_ns // $agg AS BIGINT) AS b FROM tl_events)
-        GROUP BY lane_id, b ORDER BY b, lane_id
-        """,
-        {"agg": agg_ns},
-    )
+    fine_ns = max(1, -(-span // AGG_FINE_BUCKETS))
+    for table, width_ns in (("tl_agg", agg_ns), ("tl_agg_fine", fine_ns)):
+        con.execute(
+            f"""
+            CREATE TABLE {table} AS
+            SELECT lane_id, b, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
+                   arg_max(name, end_ns - start_ns) AS top, max(end_ns - start_ns) AS top_ns
+            FROM (SELECT *, CAST(start_ns // $agg AS BIGINT) AS b FROM tl_events)
+            GROUP BY lane_id, b ORDER BY b, lane_id
+            """,
+            {"agg": width_ns},
+        )
     con.execute(
         "CREATE TABLE tl_meta AS SELECT $t0::BIGINT AS t0_ns, $span::BIGINT AS span_ns, "
-        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns, $version::INTEGER AS version",
-        {"t0": t0, "span": span, "long": long_ns, "agg": agg_ns, "version": TIMELINE_VERSION},
+        "$long::BIGINT AS long_ns, $agg::BIGINT AS agg_ns, $fine::BIGINT AS agg_fine_ns, "
+        "$version::INTEGER AS version",
+        {
+            "t0": t0,
+            "span": span,
+            "long": long_ns,
+            "agg": agg_ns,
+            "fine": fine_ns,
+            "version": TIMELINE_VERSION,
+        },
     )
     con.execute("DROP TABLE _tl_src")
 
@@ -172,13 +239,24 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             f"timeline tables of version {version[0] if version else 'none'}, "
             f"expected {TIMELINE_VERSION}"
         )
-    t0, span, long_ns, agg_ns = con.execute(  # type: ignore[misc]
-        "SELECT t0_ns, span_ns, long_ns, agg_ns FROM tl_meta"
+    t0, span, long_ns, agg_ns, fine_ns = con.execute(  # type: ignore[misc]
+        "SELECT t0_ns, span_ns, long_ns, agg_ns, agg_fine_ns FROM tl_meta"
     ).fetchone()
     lanes = [
-        {"id": r[0], "key": r[1], "label": r[2], "group": r[3], "event_count": r[4]}
+        {
+            "id": r[0],
+            "key": r[1],
+            "label": r[2],
+            "group": r[3],
+            "event_count": r[4],
+            "thread": r[5],
+            "thread_label": r[6],
+            "row": r[7],
+            "depth": r[8],
+        }
         for r in con.execute(
-            "SELECT lane_id, key, label, grp, event_count FROM tl_lanes ORDER BY lane_id"
+            "SELECT lane_id, key, label, grp, event_count, thread, thread_label, row_kind, "
+            "depth FROM tl_lanes ORDER BY lane_id"
         ).fetchall()
     ]
     return {
@@ -186,6 +264,7 @@ def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "span_ns": int(span),
         "long_ns": int(long_ns),
         "agg_ns": int(agg_ns),
+        "agg_fine_ns": int(fine_ns),
         "lanes": lanes,
         "agg": _load_agg(con),
     }
@@ -263,6 +342,43 @@ def _agg_buckets(
     )
 
 
+def _memory_counters(
+    con: duckdb.DuckDBPyConnection, t0: int, start: int, end: int, width: int, ns_per_px: float
+) -> list[dict[str, Any]]:
+    """Device memory allocated and reserved per pixel (the most in each), per device, from
+    ``memory_events``; a pixel without events is left out (the value holds from the last)."""
+    rows = con.execute(
+        """
+        WITH w AS (
+            SELECT device_id, least($w - 1, greatest(0, CAST(floor((ts_ns - $t0 - $s) / $npp)
+                                                       AS INTEGER))) AS px,
+                   total_allocated, total_reserved
+            FROM memory_events
+            WHERE device_id >= 0 AND ts_ns >= $t0 + $s AND ts_ns < $t0 + $e
+            UNION ALL  -- the value the window opens with
+            SELECT device_id, 0, arg_max(total_allocated, ts_ns), arg_max(total_reserved, ts_ns)
+            FROM memory_events WHERE device_id >= 0 AND ts_ns < $t0 + $s GROUP BY device_id)
+        SELECT device_id, px, max(total_allocated), max(total_reserved)
+        FROM w GROUP BY device_id, px ORDER BY device_id, px
+        """,
+        {"w": width, "t0": t0, "s": start, "e": end, "npp": ns_per_px},
+    ).fetchall()
+    by_device: dict[int, list[list[int]]] = {}
+    for device, px, allocated, reserved in rows:
+        by_device.setdefault(int(device), []).append(
+            [int(px), int(allocated or 0), int(reserved or 0)]
+        )
+    return [
+        {
+            "device_id": d,
+            "label": f"GPU {d} memory",
+            "max_bytes": max(max(p[1], p[2]) for p in points),
+            "points": points,
+        }
+        for d, points in sorted(by_device.items())
+    ]
+
+
 def timeline_window(
     con: duckdb.DuckDBPyConnection,
     start_ns: int | None,
@@ -272,9 +388,10 @@ def timeline_window(
 ) -> dict[str, Any]:
     """Lanes for the window ``[start_ns, end_ns)`` (relative ns), at ``width_px`` pixels.
 
-    Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index]`` and, when
-    aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
-    kinds are listed once in ``names`` / ``kinds``.
+    Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index, ref]`` and,
+    when aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
+    kinds are listed once in ``names`` / ``kinds``. ``counters`` holds each device's
+    memory allocated and reserved as ``[pixel, allocated, reserved]`` (pixels with events).
     """
     meta = meta or timeline_meta(con)
     span = meta["span_ns"]
@@ -287,10 +404,14 @@ def timeline_window(
     ns_per_px = (end - start) / width
     p = {"s": start, "e": end, "long": meta["long_ns"]}
     short_window = "FROM tl_events WHERE start_ns < $e AND start_ns >= $s - $long AND end_ns > $s"
-    coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_ns"]
-    agg_window = "FROM tl_agg WHERE b >= $bs AND b <= $be"
-    agg_p = {"bs": start // meta["agg_ns"], "be": (end - 1) // meta["agg_ns"]}
+    # The coarsest level whose buckets are still a quarter pixel or less; none: every event.
+    agg_table, agg_ns = "tl_agg", meta["agg_ns"]
+    coarse = ns_per_px >= AGG_MIN_BUCKETS_PER_PX * agg_ns
     in_memory = meta.get("agg") if coarse else None
+    if not coarse and ns_per_px >= AGG_MIN_BUCKETS_PER_PX * meta["agg_fine_ns"]:
+        agg_table, agg_ns, coarse = "tl_agg_fine", meta["agg_fine_ns"], True
+    agg_window = f"FROM {agg_table} WHERE b >= $bs AND b <= $be"
+    agg_p = {"bs": start // agg_ns, "be": (end - 1) // agg_ns}
     if in_memory is not None:
         agg_sel = _agg_selection(in_memory, agg_p["bs"], agg_p["be"])
         counts = _agg_counts(in_memory, agg_sel)
@@ -305,7 +426,7 @@ def timeline_window(
             con.execute(f"SELECT lane_id, count(*) {short_window} GROUP BY lane_id", p).fetchall()
         )
     long_rows = con.execute(
-        "SELECT lane_id, start_ns, end_ns, name, kind FROM tl_long "
+        "SELECT lane_id, start_ns, end_ns, name, kind, ref FROM tl_long "
         "WHERE start_ns < $e AND end_ns > $s ORDER BY lane_id, start_ns",
         {"s": start, "e": end},
     ).fetchall()
@@ -326,12 +447,12 @@ def timeline_window(
     }
     if sparse:
         rows = con.execute(
-            f"SELECT lane_id, start_ns, end_ns, name, kind {short_window} "
+            f"SELECT lane_id, start_ns, end_ns, name, kind, ref {short_window} "
             "AND list_contains($lanes, lane_id) ORDER BY lane_id, start_ns",
             {**p, "lanes": sparse},
         ).fetchall()
-        for lane_id, s, e, name, kind in rows:
-            lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+        for lane_id, s, e, name, kind, ref in rows:
+            lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind), ref])
     if dense and in_memory is not None:
         for lane_id in dense:
             lanes[lane_id]["buckets"] = []
@@ -355,7 +476,7 @@ def timeline_window(
                 "lanes": dense,
                 "w": width,
                 "npp": ns_per_px,
-                "agg": meta["agg_ns"],
+                "agg": agg_ns,
                 "s": start,
             },
         ).fetchall()
@@ -384,8 +505,8 @@ def timeline_window(
             lanes[lane_id]["buckets"] = []
         for lane_id, px, n, busy, top in rows:
             lanes[lane_id]["buckets"].append([px, n, round(float(busy), 3), idx(names, top)])
-    for lane_id, s, e, name, kind in long_rows:
-        lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind)])
+    for lane_id, s, e, name, kind, ref in long_rows:
+        lanes[lane_id]["events"].append([s, e, idx(names, name), idx(kinds, kind), ref])
     return {
         "t0_ns": meta["t0_ns"],
         "span_ns": span,
@@ -399,4 +520,5 @@ def timeline_window(
         ],
         "names": list(names),
         "kinds": list(kinds),
+        "counters": _memory_counters(con, meta["t0_ns"], start, end, width, ns_per_px),
     }

@@ -76,17 +76,24 @@ class ComparePageController(Controller):
         cand: FromQuery[str | None] = None,
         max_regression: FromQuery[str | None] = None,
     ) -> Template:
-        # The page's own form sends the field empty when no limit is wanted.
-        limit = _parse_pct(max_regression) if max_regression and max_regression.strip() else None
+        # The page's own form sends the field empty when no limit is wanted. A value that
+        # is no number gives the form back with the reason, not a bare 400.
+        limit, error = None, None
+        if max_regression and max_regression.strip():
+            try:
+                limit = _parse_pct(max_regression.strip())
+            except ValidationException as e:
+                error = str(e.detail)
         context: dict[str, Any] = {
             "base": base or "",
             "cand": cand or "",
-            "max_regression": limit,
+            "max_regression": limit if error is None else max_regression,
+            "error": error,
             "choices": _ready_runs(svc),
             "d": None,
         }
         # Without both runs the page is the chooser (where the run page's link lands).
-        if base and cand:
+        if base and cand and error is None:
             d, run_a, run_b = compare_runs(svc, base, cand, limit)
             context.update(
                 {
@@ -99,4 +106,4 @@ class ComparePageController(Controller):
                     "fmt_delta": fmt_delta,
                 }
             )
-        return Template("compare.html", context=context)
+        return Template("compare.html", context=context, status_code=400 if error else 200)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from litestar import Controller, Request, Response
 from litestar.di import NamedDependency
 from litestar.enums import MediaType, RequestEncodingType
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Body, FromPath, FromQuery
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
@@ -86,6 +87,21 @@ def _highlights(findings: list[dict[str, Any]], t0: int) -> dict[str, list[list[
         ]
         for f in findings
     }
+
+
+def _subject_names(finding: dict[str, Any]) -> list[str]:
+    """What a finding without time ranges is about, as event names the timeline can find:
+    a hot operator's name, or the kernels its evidence lists. Its instances are then what
+    the page highlights and steps through."""
+    if finding.get("time_ranges"):
+        return []
+    evidence = finding.get("evidence") or {}
+    if isinstance(evidence.get("operator"), str):
+        return [evidence["operator"]]
+    kernels = evidence.get("kernels")
+    if isinstance(kernels, list):
+        return [k["kernel"] for k in kernels[:10] if isinstance(k, dict) and k.get("kernel")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -166,12 +182,28 @@ def _render_run_page(
                 "t0_ns": t0,
                 "span_ns": meta["span_ns"],
                 "highlights": _highlights(report["findings"], t0),
+                "findings": {
+                    f["id"]: {
+                        "title": f["title"],
+                        "severity": f["severity"],
+                        "subject": _subject_names(f),
+                    }
+                    for f in report["findings"]
+                },
             }
         )
         if active is not None:  # the timeline opens on the part analysed
             context["page_data"]["view_ns"] = [
                 active.intervals[0][0] - t0,
                 active.intervals[-1][1] - t0,
+            ]
+        else:
+            # The whole trace's analysed window (first to last GPU activity), not the
+            # session around it: an nsys capture can hold 5 ms of work in 2.5 s.
+            origin = report["trace"]["t0_ns"] - t0
+            context["page_data"]["view_ns"] = [
+                max(0, origin),
+                min(meta["span_ns"], origin + max(1, int(report["metrics"]["window_ns"]))),
             ]
     return svc.templates.get_template("run.html").render(**context)
 
@@ -191,9 +223,11 @@ class RunListPageController(Controller):
     @blocking_get("/")
     def runs_page(
         self,
+        request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
         q: FromQuery[str | None] = None,
         tag: FromQuery[str | None] = None,
+        deleted: FromQuery[str | None] = None,
     ) -> Template:
         with svc.catalog.session() as s:
             runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
@@ -208,6 +242,9 @@ class RunListPageController(Controller):
                 "tag": tag or "",
                 "tokens_required": svc.access.tokens_required(),
                 "max_upload_bytes": svc.settings.max_upload_bytes,
+                # The address this page was reached at, for the curl line to copy.
+                "base_url": str(request.base_url).rstrip("/"),
+                "deleted": deleted[:200] if deleted else None,
             },
         )
 
@@ -315,8 +352,12 @@ class RunPagesController(Controller):
         data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Redirect:
         svc.access.check(request, form_token=data.get("token", ""))
+        if data.get("confirm") != "yes":
+            # The page's form cannot be sent unticked; anything else must say so as well.
+            raise ValidationException("tick “yes, delete this run and its data” to delete it")
+        name = load_run(svc, run_id).name
         remove_run(svc, run_id)
-        return Redirect("/", status_code=303)
+        return Redirect(f"/?{urlencode({'deleted': name})}", status_code=303)
 
     @blocking_post("/slo")
     def slo_form(

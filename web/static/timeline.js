@@ -1,27 +1,49 @@
-// Run page timeline: GPU streams, host threads and annotation ranges on a canvas, with
-// zoom (wheel, buttons) and pan (drag). Data comes from /api/runs/{id}/timeline at the
-// current window and width; the server aggregates dense lanes per pixel, so the browser
-// never holds more than about lanes x pixels items. Times are ns since the trace start.
+// Run page timeline: GPU streams, then per host thread a flame chart (annotation ranges,
+// operators by depth, runtime/driver calls, Python frames on request), on a canvas.
+// Data comes from /api/runs/{id}/timeline at the current window and width; the server
+// aggregates dense lanes per pixel, so the browser never holds more than about
+// lanes x pixels items. Times are ns since the trace start.
+//
+// Navigation: wheel or + / - / W / S zoom, A / D / arrows / horizontal swipe pan, drag on
+// the time axis pans, drag in the plot selects a stretch (its length, kernel time and busy
+// share), click selects an event (details, flows to its launch), double-click zooms to it,
+// Escape clears. The window, the selected event and finding are kept in the address.
 "use strict";
 (function () {
   const page = JSON.parse(document.getElementById("page-data").textContent);
   const canvas = document.getElementById("tl-canvas");
   if (!canvas || page.span_ns === undefined) return;
-  const box = document.getElementById("timeline");
-  const tooltip = document.getElementById("tl-tooltip");
-  const windowLabel = document.getElementById("tl-window");
+  const $ = (id) => document.getElementById(id);
+  const box = $("timeline");
+  const tooltip = $("tl-tooltip");
+  const windowLabel = $("tl-window");
+  const rangeLabel = $("tl-range");
+  const details = $("tl-details");
   const ctx = canvas.getContext("2d");
+  const api = "/api/runs/" + encodeURIComponent(page.run_id) + "/timeline";
 
-  const LABEL_W = 190, AXIS_H = 22, LANE_H = 20, MIN_WINDOW_NS = 1000;
-  const GROUP_COLORS = { gpu: 210, thread: 140, range: 28 };
+  const LABEL_W = 200, AXIS_H = 22, GPU_H = 20, ROW_H = 16, HEAD_H = 18, COUNTER_H = 26, MIN_WINDOW_NS = 1000;
+  const GROUP_COLORS = { gpu: 210, thread: 140, range: 28, api: 290, python: 180 };
   const span = Math.max(1, page.span_ns);
-  // A restricted page opens on the part analysed (the rest of the trace stays a zoom away).
-  const view = page.view_ns ? { start: page.view_ns[0], end: page.view_ns[1] } : { start: 0, end: span };
+  const findings = page.findings || {};
+  const view = page.view_ns ? padded(page.view_ns[0], page.view_ns[1], 0.02) : { start: 0, end: span };
   let data = null;          // last answer from the API
-  let highlights = [];      // [[start, end], ...] of the selected finding
-  let pending = null;       // AbortController of the request in flight
-  let timer = null;
-  let loads = 0;
+  let rows = [];            // drawn rows: {y, h, lane} or {y, h, header: thread key}
+  let laneY = {};           // lane id -> {y, h}
+  const collapsed = new Set();
+  let showPython = false;
+  let selected = null;      // {kind, ref, lane, start_ns, end_ns, name}
+  let detail = null;        // the details answer of the selected event
+  let range = null;         // {start, end} selected by dragging
+  let search = null;        // {query, regex, count, matches, i}
+  let finding = null;       // {id, ranges, i}
+  let pending = null, timer = null, urlTimer = null, loads = 0;
+  let urlLive = false;      // the address follows the view once the page has opened
+
+  function padded(s, e, frac) {
+    const pad = Math.max((e - s) * frac, MIN_WINDOW_NS / 2);
+    return { start: s - pad, end: e + pad };
+  }
 
   function fmt(ns) {
     const a = Math.abs(ns);
@@ -29,6 +51,21 @@
     if (a >= 1e6) return (ns / 1e6).toPrecision(4) + " ms";
     if (a >= 1e3) return (ns / 1e3).toPrecision(4) + " µs";
     return Math.round(ns) + " ns";
+  }
+
+  // An axis tick: as many decimals as the tick step needs, so neighbours never read alike.
+  function fmtTick(ns, step) {
+    const units = [[1e9, " s"], [1e6, " ms"], [1e3, " µs"], [1, " ns"]];
+    const [u, name] = units.find(([v]) => Math.abs(ns) >= v || v === 1);
+    const decimals = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / u) - 1e-9)));
+    return (ns / u).toFixed(decimals) + name;
+  }
+
+  function fmtBytes(b) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let v = b, i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i ? v.toFixed(1) : String(v)) + " " + units[i];
   }
 
   function plotWidth() { return Math.max(50, box.clientWidth - LABEL_W); }
@@ -48,44 +85,169 @@
     view.end = view.start + w;
   }
 
+  // --- the address: window, event and finding, so a view can be pasted into a ticket ---
+  function readUrl() {
+    const q = new URLSearchParams(window.location.search);
+    const tl = (q.get("tl") || "").split("_").map(Number);
+    if (tl.length === 2 && tl.every(Number.isFinite) && tl[1] > tl[0]) {
+      view.start = tl[0];
+      view.end = tl[1];
+    }
+    return { event: q.get("event"), finding: q.get("finding"), fr: Number(q.get("fr") || 1) };
+  }
+
+  function writeUrl() {
+    if (!urlLive) return;
+    clearTimeout(urlTimer);
+    urlTimer = setTimeout(() => {
+      const q = new URLSearchParams(window.location.search);
+      q.set("tl", Math.floor(view.start) + "_" + Math.ceil(view.end));
+      if (selected) q.set("event", selected.kind + ":" + selected.ref); else q.delete("event");
+      if (finding) { q.set("finding", finding.id); q.set("fr", String(finding.i + 1)); }
+      else { q.delete("finding"); q.delete("fr"); }
+      history.replaceState(null, "", window.location.pathname + "?" + q.toString() + window.location.hash);
+    }, 150);
+  }
+
   function publishState() {
     canvas.dataset.startNs = String(Math.round(view.start));
     canvas.dataset.endNs = String(Math.round(view.end));
     canvas.dataset.loads = String(loads);
-    canvas.dataset.highlights = String(highlights.length);
-    windowLabel.textContent = fmt(view.start) + " – " + fmt(view.end) + " (" + fmt(view.end - view.start) + ")";
+    canvas.dataset.highlights = String(finding ? finding.ranges.length : 0);
+    canvas.dataset.selected = selected ? selected.kind + ":" + selected.ref : "";
+    canvas.dataset.labelW = String(LABEL_W);
+    const step = (view.end - view.start) / 10;
+    windowLabel.textContent = fmtTick(view.start, step) + " – " + fmtTick(view.end, step) + " (" + fmt(view.end - view.start) + ")";
   }
 
   function schedule() {
     clampView();
     publishState();
     draw();
+    writeUrl();
     clearTimeout(timer);
     timer = setTimeout(load, 60);
+  }
+
+  function getJson(url, signal) {
+    return fetch(url, { signal: signal, headers: { Accept: "application/json" } })
+      .then((r) => r.json().then((d) => {
+        if (!r.ok) throw new Error(d.error || ("HTTP " + r.status));
+        return d;
+      }));
   }
 
   function load() {
     if (pending) pending.abort();
     pending = new AbortController();
-    const w = plotWidth();
-    const url = "/api/runs/" + encodeURIComponent(page.run_id) + "/timeline?start_ns=" +
-      Math.floor(view.start) + "&end_ns=" + Math.ceil(view.end) + "&width_px=" + Math.round(w);
-    fetch(url, { signal: pending.signal, headers: { Accept: "application/json" } })
-      .then((r) => r.json())
+    const url = api + "?start_ns=" + Math.floor(view.start) + "&end_ns=" + Math.ceil(view.end) +
+      "&width_px=" + Math.round(plotWidth());
+    getJson(url, pending.signal)
       .then((d) => {
-        if (d.error) throw new Error(d.error);
         data = d;
+        data.busy = gpuBusy(d);
         loads += 1;
+        layout();
         publishState();
         draw();
       })
       .catch((err) => { if (err.name !== "AbortError") windowLabel.textContent = "timeline: " + err.message; });
   }
 
+  // Each device's busy share per pixel of the answer: its streams' busy time summed
+  // (buckets as served, events clipped to the pixels they cover), at most 1.
+  function gpuBusy(d) {
+    const out = {};
+    const npp = d.ns_per_px;
+    for (const lane of d.lanes) {
+      if (lane.row !== "gpu") continue;
+      const device = lane.key.split(":")[1];
+      const acc = out[device] || (out[device] = new Float32Array(d.width_px));
+      if (lane.buckets) for (const [px, , busy] of lane.buckets) acc[px] += busy;
+      for (const [s, e] of lane.events) {
+        const a = Math.max(s, d.start_ns), b = Math.min(e, d.end_ns);
+        for (let px = Math.floor((a - d.start_ns) / npp); px < d.width_px && d.start_ns + px * npp < b; px++) {
+          const p0 = d.start_ns + px * npp;
+          acc[px] += Math.max(0, Math.min(b, p0 + npp) - Math.max(a, p0)) / npp;
+        }
+      }
+    }
+    for (const acc of Object.values(out)) for (let i = 0; i < acc.length; i++) acc[i] = Math.min(1, acc[i]);
+    return out;
+  }
+
+  function drawCounter(row) {
+    const top = row.y + 2, hh = row.h - 4;
+    ctx.fillStyle = "#fbfcfe";
+    ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h);
+    const pxW = Math.max(1, data.ns_per_px * plotWidth() / (view.end - view.start));
+    const xPx = (px) => xOf(data.start_ns + px * data.ns_per_px);
+    if (row.counter === "busy") {
+      const acc = data.busy[row.device];
+      ctx.fillStyle = "hsla(210, 70%, 45%, 0.85)";
+      for (let px = 0; px < acc.length; px++) {
+        if (acc[px] > 0) ctx.fillRect(xPx(px), top + hh * (1 - acc[px]), pxW, hh * acc[px]);
+      }
+      return;
+    }
+    const pts = row.c.points, max = Math.max(1, row.c.max_bytes);
+    const end = xPx(data.width_px);
+    ctx.fillStyle = "hsla(350, 60%, 55%, 0.45)";
+    ctx.strokeStyle = "hsl(350, 60%, 40%)";
+    ctx.beginPath();
+    pts.forEach(([px, alloc, reserved], i) => {
+      const x0 = xPx(px), x1 = i + 1 < pts.length ? xPx(pts[i + 1][0]) : end;
+      ctx.fillRect(x0, top + hh * (1 - alloc / max), Math.max(1, x1 - x0), hh * alloc / max);
+      const yr = top + hh * (1 - reserved / max);
+      if (i === 0) ctx.moveTo(x0, yr); else ctx.lineTo(x0, yr);
+      ctx.lineTo(x1, yr);
+    });
+    ctx.stroke();
+  }
+
+  // --- layout: a header row per thread, then its lanes (none when collapsed) ---
+  function layout() {
+    rows = [];
+    laneY = {};
+    let y = AXIS_H, thread = null;
+    const hasPython = data.lanes.some((l) => l.row === "py");
+    $("tl-python-label").hidden = !hasPython;
+    const counterRows = () => {
+      for (const [device] of Object.entries(data.busy)) {
+        rows.push({ y: y, h: COUNTER_H, counter: "busy", device: device, label: "GPU " + device + " busy %" });
+        y += COUNTER_H;
+      }
+      for (const c of data.counters) {
+        rows.push({ y: y, h: COUNTER_H, counter: "memory", c: c, label: c.label + " (≤ " + fmtBytes(c.max_bytes) + ")" });
+        y += COUNTER_H;
+      }
+    };
+    let countersPlaced = false;
+    for (const lane of data.lanes) {
+      if (lane.thread && !countersPlaced) { counterRows(); countersPlaced = true; }
+      if (lane.row === "py" && !showPython) continue;
+      if (lane.thread && lane.thread !== thread) {
+        thread = lane.thread;
+        rows.push({ y: y, h: HEAD_H, header: thread, label: lane.thread_label });
+        y += HEAD_H;
+      }
+      if (lane.thread && collapsed.has(lane.thread)) continue;
+      const h = lane.thread ? ROW_H : GPU_H;
+      rows.push({ y: y, h: h, lane: lane });
+      laneY[lane.id] = { y: y, h: h };
+      y += h;
+    }
+    if (!countersPlaced) counterRows();
+    canvas.dataset.rows = String(rows.length);
+    canvas.dataset.counters = rows.filter((r) => r.counter).map((r) => r.counter + ":" + (r.device || r.c.device_id)).join(",");
+    canvas.dataset.lanes = JSON.stringify(Object.entries(laneY).map(([id, r]) => [Number(id), r.y, r.h]));
+  }
+
+  function contentHeight() { return rows.length ? rows[rows.length - 1].y + rows[rows.length - 1].h + 4 : AXIS_H + 24; }
+
   function resize() {
-    const lanes = data ? data.lanes.length : 1;
     const ratio = window.devicePixelRatio || 1;
-    const cssH = AXIS_H + Math.max(1, lanes) * LANE_H + 4;
+    const cssH = contentHeight();
     canvas.style.height = cssH + "px";
     canvas.width = Math.round(box.clientWidth * ratio);
     canvas.height = Math.round(cssH * ratio);
@@ -100,7 +262,7 @@
     return 10 * p;
   }
 
-  function drawAxis(width) {
+  function drawAxis(width, height) {
     ctx.fillStyle = "#f0f2f6";
     ctx.fillRect(0, 0, width, AXIS_H);
     const step = niceStep((view.end - view.start) / 8);
@@ -111,72 +273,158 @@
       const x = xOf(t);
       ctx.beginPath();
       ctx.moveTo(x + 0.5, AXIS_H - 6);
-      ctx.lineTo(x + 0.5, canvas.height);
+      ctx.lineTo(x + 0.5, height);
       ctx.stroke();
-      ctx.fillText(fmt(t), x + 3, 14);
+      ctx.fillText(fmtTick(t, step), x + 3, 14);
     }
   }
 
+  function matches(name) { return search && search.names && search.names.has(name); }
+
+  function drawLane(lane, y, h, width, scale) {
+    if (lane.buckets) {
+      for (const [px, , busy, nameIx] of lane.buckets) {
+        const x = xOf(data.start_ns + px * data.ns_per_px);
+        const w = Math.max(1, data.ns_per_px * scale);
+        ctx.fillStyle = "hsla(" + hue(data.names[nameIx], lane.group) + ",62%,48%," + (0.25 + 0.75 * busy).toFixed(3) + ")";
+        ctx.fillRect(x, y + 1, w, h - 2);
+      }
+    }
+    ctx.font = (h < GPU_H ? "10px" : "11px") + " system-ui, sans-serif";
+    for (const ev of lane.events) {
+      const [s, e, nameIx] = ev;
+      const x = xOf(s);
+      const w = Math.max(1, (e - s) * scale);
+      if (x > width || x + w < LABEL_W) continue;
+      const name = data.names[nameIx];
+      ctx.fillStyle = "hsl(" + hue(name, lane.group) + ",60%,52%)";
+      ctx.fillRect(x, y + 1, w, h - 2);
+      if (matches(name)) {
+        ctx.strokeStyle = "#f5c400";
+        ctx.lineWidth = 2;
+        ctx.strokeRect(x, y + 1, Math.max(2, w), h - 2);
+        ctx.lineWidth = 1;
+      }
+      if (w > 40) {
+        ctx.fillStyle = "#fff";
+        const left = Math.max(x, LABEL_W) + 3;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(left, y, Math.min(x + w, width) - left - 2, h);
+        ctx.clip();
+        ctx.fillText(name, left, y + h - 4);
+        ctx.restore();
+      }
+    }
+  }
+
+  function center(laneId, s) {
+    const r = laneY[laneId];
+    return r ? { x: xOf(s), y: r.y + r.h / 2 } : null;
+  }
+
+  function drawFlows() {
+    if (!selected || !detail || detail.ref !== selected.ref || detail.kind !== selected.kind) return 0;
+    const from = center(selected.lane, selected.start_ns);
+    if (!from) return 0;
+    let n = 0;
+    ctx.strokeStyle = "rgba(112, 48, 160, 0.9)";
+    ctx.fillStyle = "rgba(112, 48, 160, 0.9)";
+    ctx.lineWidth = 1.5;
+    for (const f of detail.flows) {
+      const to = center(f.lane, f.start_ns);
+      if (!to) continue;
+      n++;
+      const midY = (from.y + to.y) / 2;
+      ctx.beginPath();
+      ctx.moveTo(from.x, from.y);
+      ctx.bezierCurveTo(from.x, midY, to.x, midY, to.x, to.y);
+      ctx.stroke();
+      const dir = to.y >= from.y ? -1 : 1;
+      ctx.beginPath();
+      ctx.moveTo(to.x, to.y);
+      ctx.lineTo(to.x - 4, to.y + dir * 7);
+      ctx.lineTo(to.x + 4, to.y + dir * 7);
+      ctx.closePath();
+      ctx.fill();
+    }
+    ctx.lineWidth = 1;
+    return n;
+  }
+
   function draw() {
+    refreshMatchNames();
     resize();
     const width = box.clientWidth;
     const height = canvas.height / (window.devicePixelRatio || 1);
     ctx.clearRect(0, 0, width, height);
-    drawAxis(width);
+    drawAxis(width, height);
     if (!data) return;
     const scale = plotWidth() / (view.end - view.start);
     ctx.save();
     ctx.beginPath();
     ctx.rect(LABEL_W, AXIS_H, plotWidth(), height - AXIS_H);
     ctx.clip();
-    data.lanes.forEach((lane, i) => {
-      const y = AXIS_H + i * LANE_H;
-      if (i % 2) { ctx.fillStyle = "#f7f8fa"; ctx.fillRect(LABEL_W, y, plotWidth(), LANE_H); }
-      if (lane.buckets) {
-        for (const [px, , busy, nameIx] of lane.buckets) {
-          const s = data.start_ns + px * data.ns_per_px;
-          const x = xOf(s);
-          const w = Math.max(1, data.ns_per_px * scale);
-          ctx.fillStyle = "hsla(" + hue(data.names[nameIx], lane.group) + ",62%,48%," + (0.25 + 0.75 * busy).toFixed(3) + ")";
-          ctx.fillRect(x, y + 2, w, LANE_H - 4);
-        }
+    rows.forEach((row, i) => {
+      if (row.header) {
+        ctx.fillStyle = "#e9edf4";
+        ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h);
+        return;
       }
-      for (const [s, e, nameIx] of lane.events) {
-        const x = xOf(s);
-        const w = Math.max(1, (e - s) * scale);
-        if (x > width || x + w < LABEL_W) continue;
-        const name = data.names[nameIx];
-        ctx.fillStyle = "hsl(" + hue(name, lane.group) + ",60%,52%)";
-        ctx.fillRect(x, y + 2, w, LANE_H - 4);
-        if (w > 40) {
-          ctx.fillStyle = "#fff";
-          ctx.font = "11px system-ui, sans-serif";
-          const left = Math.max(x, LABEL_W) + 3;
-          ctx.save();
-          ctx.beginPath();
-          ctx.rect(left, y, Math.min(x + w, width) - left - 2, LANE_H);
-          ctx.clip();
-          ctx.fillText(name, left, y + 14);
-          ctx.restore();
-        }
-      }
+      if (row.counter) { drawCounter(row); return; }
+      if (i % 2) { ctx.fillStyle = "#f7f8fa"; ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h); }
+      drawLane(row.lane, row.y, row.h, width, scale);
     });
-    for (const [s, e] of highlights) {
-      const x = xOf(s);
-      const w = Math.max(2, (e - s) * scale);
-      ctx.fillStyle = "rgba(255, 153, 0, 0.22)";
+    if (finding) {
+      finding.ranges.forEach(([s, e], i) => {
+        const x = xOf(s);
+        const w = Math.max(2, (e - s) * scale);
+        if (x > width || x + w < LABEL_W) return;
+        const current = i === finding.i;
+        ctx.fillStyle = current ? "rgba(255, 153, 0, 0.30)" : "rgba(255, 153, 0, 0.14)";
+        ctx.fillRect(x, AXIS_H, w, height - AXIS_H);
+        ctx.strokeStyle = current ? "rgba(200, 90, 0, 1)" : "rgba(230, 110, 0, 0.6)";
+        ctx.strokeRect(x + 0.5, AXIS_H + 0.5, w - 1, height - AXIS_H - 1);
+      });
+    }
+    if (range) {
+      const x = xOf(range.start);
+      const w = Math.max(1, (range.end - range.start) * scale);
+      ctx.fillStyle = "rgba(47, 111, 219, 0.16)";
       ctx.fillRect(x, AXIS_H, w, height - AXIS_H);
-      ctx.strokeStyle = "rgba(230, 110, 0, 0.95)";
+      ctx.strokeStyle = "rgba(47, 111, 219, 0.9)";
       ctx.strokeRect(x + 0.5, AXIS_H + 0.5, w - 1, height - AXIS_H - 1);
     }
+    if (selected && laneY[selected.lane]) {
+      const r = laneY[selected.lane];
+      const x = xOf(selected.start_ns);
+      const w = Math.max(3, (selected.end_ns - selected.start_ns) * scale);
+      ctx.strokeStyle = "#111";
+      ctx.lineWidth = 2;
+      ctx.strokeRect(x, r.y + 0.5, w, r.h - 1);
+      ctx.lineWidth = 1;
+    }
+    canvas.dataset.flows = String(drawFlows());
     ctx.restore();
     ctx.fillStyle = "#fff";
     ctx.fillRect(0, AXIS_H, LABEL_W, height - AXIS_H);
-    ctx.font = "12px system-ui, sans-serif";
-    data.lanes.forEach((lane, i) => {
-      ctx.fillStyle = "#39414f";
-      ctx.fillText(lane.label.slice(0, 30), 8, AXIS_H + i * LANE_H + 14);
-    });
+    for (const row of rows) {
+      if (row.header) {
+        ctx.fillStyle = "#e9edf4";
+        ctx.fillRect(0, row.y, LABEL_W, row.h);
+        ctx.fillStyle = "#1d2330";
+        ctx.font = "600 12px system-ui, sans-serif";
+        ctx.fillText((collapsed.has(row.header) ? "▸ " : "▾ ") + row.label.slice(0, 28), 6, row.y + 13);
+      } else if (row.counter) {
+        ctx.fillStyle = "#39414f";
+        ctx.font = "11px system-ui, sans-serif";
+        ctx.fillText(row.label.slice(0, 34), 8, row.y + row.h - 8);
+      } else {
+        ctx.fillStyle = "#39414f";
+        ctx.font = (row.lane.thread ? "11px" : "12px") + " system-ui, sans-serif";
+        ctx.fillText(row.lane.label.slice(0, 30), row.lane.thread ? 18 : 8, row.y + row.h - 5);
+      }
+    }
     ctx.strokeStyle = "#d5d9e0";
     ctx.beginPath();
     ctx.moveTo(LABEL_W + 0.5, 0);
@@ -184,12 +432,170 @@
     ctx.stroke();
   }
 
+  // --- hit testing ---
   function nsAt(clientX) {
     const r = canvas.getBoundingClientRect();
-    const x = clientX - r.left - LABEL_W;
-    return view.start + (x / plotWidth()) * (view.end - view.start);
+    return view.start + ((clientX - r.left - LABEL_W) / plotWidth()) * (view.end - view.start);
   }
 
+  function rowAt(clientY) {
+    const y = clientY - canvas.getBoundingClientRect().top;
+    return rows.find((row) => y >= row.y && y < row.y + row.h) || null;
+  }
+
+  function eventAt(e) {
+    const row = rowAt(e.clientY);
+    if (!row || row.header || row.counter || !data) return null;
+    const t = nsAt(e.clientX);
+    const slack = (2 * (view.end - view.start)) / plotWidth();
+    let best = null;
+    for (const ev of row.lane.events) {
+      if (ev[0] - slack <= t && t <= ev[1] + slack) {
+        const exact = ev[0] <= t && t <= ev[1];
+        if (!best || (exact && !best.exact)) best = { ev: ev, exact: exact };
+        if (exact) break;
+      }
+    }
+    if (!best) return null;
+    const [s, en, nameIx, kindIx, ref] = best.ev;
+    return { lane: row.lane.id, start_ns: s, end_ns: en, name: data.names[nameIx], kind: data.kinds[kindIx], ref: ref, laneLabel: row.lane.label };
+  }
+
+  // --- selection and the details panel ---
+  function el(tag, text, cls) {
+    const n = document.createElement(tag);
+    if (text !== undefined && text !== null) n.textContent = text;
+    if (cls) n.className = cls;
+    return n;
+  }
+
+  function argText(key, v) {
+    if (Array.isArray(v)) return "(" + v.map((x) => (x === null ? "?" : x)).join(", ") + ")";
+    if (typeof v === "number" && /bytes/.test(key)) return fmtBytes(v);
+    if (typeof v === "number") return v.toLocaleString("en-US");
+    return String(v);
+  }
+
+  function findingsOf(s, e) {
+    const out = [];
+    for (const [id, ranges] of Object.entries(page.highlights || {})) {
+      if (ranges.some((r) => r[0] < e && r[1] > s)) out.push(id);
+    }
+    return out;
+  }
+
+  function eventLink(ev, relation) {
+    const li = el("li");
+    const a = el("button", ev.name, "linklike");
+    a.type = "button";
+    a.addEventListener("click", () => selectEvent(ev, true));
+    if (relation) li.appendChild(el("span", relation + ": ", "muted"));
+    li.appendChild(a);
+    li.appendChild(el("span", " " + fmt(ev.end_ns - ev.start_ns) + " at " + fmt(ev.start_ns), "muted num"));
+    return li;
+  }
+
+  function showDetails(d) {
+    details.replaceChildren();
+    const head = el("div", null, "tl-details-head");
+    head.appendChild(el("h3", d.name || "(unnamed)"));
+    const close = el("button", "×", "tl-close");
+    close.type = "button";
+    close.title = "close (Escape)";
+    close.addEventListener("click", clearSelection);
+    head.appendChild(close);
+    details.appendChild(head);
+    const dl = el("dl", null, "tl-args");
+    const add = (k, v) => { dl.appendChild(el("dt", k)); dl.appendChild(el("dd", v, "num")); };
+    add("kind", d.kind);
+    add("start", fmt(d.start_ns));
+    add("duration", fmt(d.dur_ns));
+    for (const [k, v] of Object.entries(d.args)) add(k.replace(/_/g, " "), argText(k, v));
+    details.appendChild(dl);
+    if (d.stack.length) {
+      details.appendChild(el("h4", d.kind === "kernel" || d.kind === "memcpy" || d.kind === "memset" ? "Launched inside" : "Stack"));
+      const ul = el("ul", null, "tl-stack");
+      d.stack.forEach((s) => ul.appendChild(eventLink(s)));
+      details.appendChild(ul);
+    }
+    if (d.flows.length) {
+      details.appendChild(el("h4", "Flows"));
+      const ul = el("ul", null, "tl-flows");
+      d.flows.forEach((f) => ul.appendChild(eventLink(f, f.relation)));
+      details.appendChild(ul);
+    }
+    const fs = findingsOf(d.start_ns, d.end_ns);
+    if (fs.length) {
+      details.appendChild(el("h4", "Findings"));
+      const ul = el("ul", null, "tl-findings");
+      fs.forEach((id) => {
+        const li = el("li");
+        const b = el("button", (findings[id] || {}).title || id, "linklike");
+        b.type = "button";
+        b.addEventListener("click", () => selectFinding(id, 0, true));
+        li.appendChild(b);
+        ul.appendChild(li);
+      });
+      details.appendChild(ul);
+    }
+    details.hidden = false;
+  }
+
+  function selectEvent(ev, reveal) {
+    selected = { kind: ev.kind, ref: ev.ref, lane: ev.lane, start_ns: ev.start_ns, end_ns: ev.end_ns, name: ev.name };
+    detail = null;
+    if (reveal && (ev.start_ns > view.end || ev.end_ns < view.start)) {
+      const w = Math.max(view.end - view.start, (ev.end_ns - ev.start_ns) * 1.2);
+      view.start = (ev.start_ns + ev.end_ns) / 2 - w / 2;
+      view.end = view.start + w;
+    }
+    schedule();
+    const t = performance.now();
+    getJson(api + "/event?kind=" + encodeURIComponent(ev.kind) + "&ref=" + ev.ref)
+      .then((d) => {
+        if (!selected || selected.ref !== d.ref || selected.kind !== d.kind) return;
+        detail = d;
+        selected.lane = d.lane;
+        selected.start_ns = d.start_ns;
+        selected.end_ns = d.end_ns;
+        canvas.dataset.detailsMs = String(Math.round(performance.now() - t));
+        showDetails(d);
+        draw();
+      })
+      .catch((err) => { details.hidden = false; details.textContent = "details: " + err.message; });
+  }
+
+  function clearSelection() {
+    selected = null;
+    detail = null;
+    range = null;
+    details.hidden = true;
+    rangeLabel.textContent = "";
+    schedule();
+  }
+
+  function zoomTo(s, e) {
+    const v = padded(s, e, 0.1);
+    view.start = v.start;
+    view.end = v.end;
+    schedule();
+  }
+
+  function showRange() {
+    const r = { start: range.start, end: range.end };
+    rangeLabel.textContent = "selected " + fmt(r.end - r.start) + " …";
+    getJson(api + "/range?start_ns=" + Math.max(0, Math.floor(r.start)) + "&end_ns=" + Math.ceil(r.end))
+      .then((d) => {
+        if (!range || range.start !== r.start || range.end !== r.end) return;
+        const busy = d.devices.map((x) => "GPU " + x.device_id + " busy " + x.busy_pct.toFixed(1) + "%").join(", ");
+        rangeLabel.textContent = "selected " + fmt(d.length_ns) + " · " + d.kernels.toLocaleString("en-US") +
+          " kernels, " + fmt(d.kernel_ns) + " kernel time" + (busy ? " · " + busy : "");
+        rangeLabel.dataset.kernelNs = String(d.kernel_ns);
+      })
+      .catch((err) => { rangeLabel.textContent = "selection: " + err.message; });
+  }
+
+  // --- zoom and pan ---
   function zoom(factor, centerNs) {
     const c = centerNs === undefined ? (view.start + view.end) / 2 : centerNs;
     const w = Math.min(span, Math.max(MIN_WINDOW_NS, (view.end - view.start) * factor));
@@ -199,92 +605,247 @@
     schedule();
   }
 
+  function pan(fraction) {
+    const d = (view.end - view.start) * fraction;
+    view.start += d;
+    view.end += d;
+    schedule();
+  }
+
   canvas.addEventListener("wheel", (e) => {
     e.preventDefault();
-    zoom(e.deltaY > 0 ? 1.25 : 0.8, nsAt(e.clientX));
+    // A horizontal trackpad swipe (or shift + wheel) pans; vertical scroll and pinch zoom.
+    const dx = e.shiftKey && !e.deltaX ? e.deltaY : e.deltaX;
+    if (Math.abs(dx) > Math.abs(e.deltaY) || (e.shiftKey && dx)) {
+      pan(dx / plotWidth());
+      return;
+    }
+    if (!e.deltaY) return;
+    zoom(Math.min(2, Math.max(0.5, Math.exp(e.deltaY * 0.002))), nsAt(e.clientX));
   }, { passive: false });
 
   let drag = null;
   canvas.addEventListener("pointerdown", (e) => {
-    drag = { x: e.clientX, start: view.start, end: view.end };
+    box.focus({ preventScroll: true });
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    if (x < LABEL_W) {
+      const row = rowAt(e.clientY);
+      if (row && row.header) {
+        if (collapsed.has(row.header)) collapsed.delete(row.header); else collapsed.add(row.header);
+        layout();
+        draw();
+      }
+      return;
+    }
+    drag = { x: e.clientX, t: nsAt(e.clientX), start: view.start, end: view.end, pan: y < AXIS_H, moved: false };
     canvas.setPointerCapture(e.pointerId);
-    canvas.classList.add("dragging");
+    if (drag.pan) canvas.classList.add("dragging");
   });
   canvas.addEventListener("pointermove", (e) => {
-    if (drag) {
+    if (!drag) { showTooltip(e); return; }
+    if (Math.abs(e.clientX - drag.x) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    if (drag.pan) {
       const dns = ((e.clientX - drag.x) / plotWidth()) * (drag.end - drag.start);
       view.start = drag.start - dns;
       view.end = drag.end - dns;
       schedule();
-      return;
+    } else {
+      const t = Math.min(span, Math.max(0, nsAt(e.clientX)));
+      range = { start: Math.min(drag.t, t), end: Math.max(drag.t, t) };
+      rangeLabel.textContent = "selected " + fmt(range.end - range.start);
+      draw();
     }
-    showTooltip(e);
   });
-  const endDrag = () => { drag = null; canvas.classList.remove("dragging"); };
-  canvas.addEventListener("pointerup", endDrag);
-  canvas.addEventListener("pointercancel", endDrag);
+  canvas.addEventListener("pointerup", (e) => {
+    const d = drag;
+    drag = null;
+    canvas.classList.remove("dragging");
+    if (!d || d.pan) return;
+    if (d.moved && range) { showRange(); return; }
+    const ev = eventAt(e);
+    if (ev) selectEvent(ev, false);
+  });
+  canvas.addEventListener("pointercancel", () => { drag = null; canvas.classList.remove("dragging"); });
   canvas.addEventListener("pointerleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("dblclick", (e) => {
+    const ev = eventAt(e);
+    if (ev) zoomTo(ev.start_ns, ev.end_ns);
+  });
+
+  document.addEventListener("keydown", (e) => {
+    const t = e.target;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) return;
+    const focused = document.activeElement === box;
+    const k = e.key;
+    let done = true;
+    if (k === "w" || k === "W" || k === "+" || k === "=" || (focused && k === "ArrowUp")) zoom(0.7);
+    else if (k === "s" || k === "S" || k === "-" || k === "_" || (focused && k === "ArrowDown")) zoom(1 / 0.7);
+    else if (k === "a" || k === "A" || k === "ArrowLeft") pan(-0.2);
+    else if (k === "d" || k === "D" || k === "ArrowRight") pan(0.2);
+    else if (k === "Escape") { clearSelection(); if (finding) selectFinding(null); }
+    else done = false;
+    if (done) e.preventDefault();
+  });
 
   function showTooltip(e) {
     if (!data) return;
     const r = canvas.getBoundingClientRect();
-    const lane = data.lanes[Math.floor((e.clientY - r.top - AXIS_H) / LANE_H)];
-    const t = nsAt(e.clientX);
-    const slack = (2 * (view.end - view.start)) / plotWidth();
+    const row = rowAt(e.clientY);
     let text = null;
-    if (lane && e.clientX - r.left > LABEL_W) {
-      for (const [s, en, nameIx] of lane.events) {
-        if (s - slack <= t && t <= en + slack) {
-          text = data.names[nameIx] + "\n" + fmt(en - s) + " at " + fmt(s);
-          break;
-        }
+    if (row && row.counter && e.clientX - r.left > LABEL_W) {
+      const px = Math.floor((nsAt(e.clientX) - data.start_ns) / data.ns_per_px);
+      if (row.counter === "busy") {
+        const v = data.busy[row.device][px];
+        if (v !== undefined) text = "GPU " + row.device + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
+      } else {
+        const p = row.c.points.filter((q) => q[0] <= px).pop();
+        if (p) text = row.c.label + "\nallocated " + fmtBytes(p[1]) + ", reserved " + fmtBytes(p[2]);
       }
-      if (!text && lane.buckets) {
-        const px = Math.floor((t - data.start_ns) / data.ns_per_px);
-        for (const [bpx, n, busy, nameIx] of lane.buckets) {
-          if (bpx === px) {
-            text = n + " events, busy " + Math.round(busy * 100) + "%\nlongest: " + data.names[nameIx];
-            break;
-          }
-        }
+      if (text) {
+        tooltip.textContent = text;
+        tooltip.hidden = false;
+        tooltip.style.left = Math.max(0, Math.min(e.clientX - r.left + 12, box.clientWidth - tooltip.offsetWidth - 4)) + "px";
+        tooltip.style.top = (e.clientY - r.top + 14) + "px";
+        return;
+      }
+    }
+    if (row && !row.header && !row.counter && e.clientX - r.left > LABEL_W) {
+      const ev = eventAt(e);
+      if (ev) text = ev.name + "\n" + fmt(ev.end_ns - ev.start_ns) + " at " + fmt(ev.start_ns);
+      else if (row.lane.buckets) {
+        const px = Math.floor((nsAt(e.clientX) - data.start_ns) / data.ns_per_px);
+        const b = row.lane.buckets.find((x) => x[0] === px);
+        if (b) text = b[1] + " events, busy " + Math.round(b[2] * 100) + "%\nlongest: " + data.names[b[3]];
       }
     }
     if (!text) { tooltip.hidden = true; return; }
-    tooltip.textContent = lane.label + "\n" + text;
-    tooltip.style.whiteSpace = "pre-line";
-    tooltip.style.left = Math.min(e.clientX - r.left + 12, box.clientWidth - 300) + "px";
-    tooltip.style.top = (e.clientY - r.top + 14) + "px";
+    tooltip.textContent = (row.lane.thread ? row.lane.thread_label + " · " : "") + row.lane.label + "\n" + text;
     tooltip.hidden = false;
+    // Placed after it is shown, so its width is known: it stays inside the timeline.
+    const left = Math.max(0, Math.min(e.clientX - r.left + 12, box.clientWidth - tooltip.offsetWidth - 4));
+    tooltip.style.left = left + "px";
+    tooltip.style.top = (e.clientY - r.top + 14) + "px";
   }
 
-  document.getElementById("tl-zoom-in").addEventListener("click", () => zoom(0.5));
-  document.getElementById("tl-zoom-out").addEventListener("click", () => zoom(2));
-  document.getElementById("tl-reset").addEventListener("click", () => {
-    view.start = 0;
-    view.end = span;
-    schedule();
-  });
+  $("tl-zoom-in").addEventListener("click", () => zoom(0.5));
+  $("tl-zoom-out").addEventListener("click", () => zoom(2));
+  $("tl-reset").addEventListener("click", () => { view.start = 0; view.end = span; schedule(); });
+  $("tl-python").addEventListener("change", (e) => { showPython = e.target.checked; if (data) { layout(); draw(); } });
 
-  // Selecting a finding highlights its time ranges and brings them into view.
-  document.querySelectorAll(".finding").forEach((el) => {
+  // --- search by name ---
+  const searchForm = $("tl-search-form");
+  const searchCount = $("tl-search-count");
+  function stepSearch(delta) {
+    if (!search || !search.matches.length) return;
+    search.i = (search.i + delta + search.matches.length) % search.matches.length;
+    const [s, e, lane, kind, ref] = search.matches[search.i];
+    searchCount.textContent = (search.i + 1) + " of " + search.count.toLocaleString("en-US");
+    searchCount.dataset.count = String(search.count);
+    selectEvent({ kind: kind, ref: ref, lane: lane, start_ns: s, end_ns: e, name: search.query }, true);
+  }
+  searchForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const q = $("tl-search").value.trim();
+    const regex = $("tl-regex").checked;
+    if (!q) { search = null; searchCount.textContent = ""; draw(); return; }
+    getJson(api + "/search?q=" + encodeURIComponent(q) + "&regex=" + regex)
+      .then((d) => {
+        let test;
+        try { test = regex ? ((n) => new RegExp(q).test(n)) : ((n) => n.toLowerCase().includes(q.toLowerCase())); }
+        catch (err) { test = () => false; }
+        search = { query: q, regex: regex, count: d.count, matches: d.matches, i: -1, test: test, names: null };
+        refreshMatchNames();
+        searchCount.dataset.count = String(d.count);
+        if (!d.count) { searchCount.textContent = "no match"; draw(); return; }
+        stepSearch(1);
+      })
+      .catch((err) => { searchCount.textContent = err.message; searchCount.dataset.count = "error"; });
+  });
+  $("tl-search-next").addEventListener("click", () => stepSearch(1));
+  $("tl-search-prev").addEventListener("click", () => stepSearch(-1));
+  function refreshMatchNames() {
+    if (!search || !data) return;
+    search.names = new Set(data.names.filter((n) => search.test(n)));
+  }
+
+  // --- findings: highlight all ranges, step through them ---
+  const fnav = $("tl-finding-nav");
+  function reRegex(text) { return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  function selectFinding(id, i, zoomIn) {
+    document.querySelectorAll(".finding.selected").forEach((x) => x.classList.remove("selected"));
+    if (!id || !(id in (page.highlights || {}))) {
+      finding = null;
+      fnav.hidden = true;
+      schedule();
+      return;
+    }
+    const card = document.querySelector(".finding[data-finding-id='" + CSS.escape(id) + "']");
+    if (card) card.classList.add("selected");
+    const info = findings[id] || {};
+    const ranges = page.highlights[id].slice().sort((a, b) => a[0] - b[0]);
+    finding = { id: id, ranges: ranges, i: Math.max(0, i || 0), word: "range", total: ranges.length };
+    $("tl-finding-title").textContent = info.title || id;
+    if (!ranges.length && info.subject && info.subject.length) {
+      // No time ranges: its subject's instances (a hot operator's calls, the kernels
+      // named), found by exact name.
+      const q = "^(" + info.subject.map(reRegex).join("|") + ")$";
+      const mine = finding;
+      getJson(api + "/search?regex=true&q=" + encodeURIComponent(q)).then((d) => {
+        if (finding !== mine) return;
+        mine.ranges = d.matches.map((m) => [m[0], m[1]]);
+        mine.word = "instance";
+        mine.total = d.count;
+        fnav.hidden = !mine.ranges.length;
+        if (mine.ranges.length) stepFinding(0, zoomIn); else schedule();
+      }).catch(() => { fnav.hidden = true; });
+      return;
+    }
+    fnav.hidden = !ranges.length;
+    if (ranges.length) stepFinding(0, zoomIn); else schedule();
+  }
+  function stepFinding(delta, zoomIn) {
+    if (!finding || !finding.ranges.length) return;
+    const n = finding.ranges.length;
+    finding.i = Math.min(n - 1, (finding.i + delta + n) % n);
+    $("tl-finding-pos").textContent = finding.word + " " + (finding.i + 1) + " of " + finding.total.toLocaleString("en-US") +
+      (finding.total > n ? " (first " + n.toLocaleString("en-US") + ")" : "");
+    canvas.dataset.highlights = String(n);
+    if (zoomIn !== false) {
+      const [s, e] = finding.ranges[finding.i];
+      zoomTo(s, e);
+    } else schedule();
+  }
+  $("tl-finding-prev").addEventListener("click", () => stepFinding(-1));
+  $("tl-finding-next").addEventListener("click", () => stepFinding(1));
+  $("tl-finding-all").addEventListener("click", () => {
+    if (!finding || !finding.ranges.length) return;
+    zoomTo(Math.min(...finding.ranges.map((r) => r[0])), Math.max(...finding.ranges.map((r) => r[1])));
+  });
+  document.querySelectorAll(".finding").forEach((card) => {
     const select = (e) => {
       if (e.target.closest("a")) return;
-      document.querySelectorAll(".finding.selected").forEach((x) => x.classList.remove("selected"));
-      el.classList.add("selected");
-      highlights = page.highlights[el.dataset.findingId] || [];
-      if (highlights.length) {
-        const lo = Math.min(...highlights.map((h) => h[0]));
-        const hi = Math.max(...highlights.map((h) => h[1]));
-        const pad = Math.max((hi - lo) * 0.1, MIN_WINDOW_NS);
-        view.start = lo - pad;
-        view.end = hi + pad;
-      }
-      schedule();
+      selectFinding(card.dataset.findingId, 0, true);
     };
-    el.addEventListener("click", select);
-    el.addEventListener("keydown", (e) => { if (e.key === "Enter") select(e); });
+    card.addEventListener("click", select);
+    card.addEventListener("keydown", (e) => { if (e.key === "Enter") select(e); });
   });
 
   window.addEventListener("resize", schedule);
+  const initial = readUrl();
+  if (initial.finding) {
+    const keep = { start: view.start, end: view.end };
+    selectFinding(initial.finding, initial.fr - 1, false);
+    view.start = keep.start;
+    view.end = keep.end;
+  }
+  if (initial.event && /^[a-z]+:\d+$/.test(initial.event)) {
+    const [kind, ref] = initial.event.split(":");
+    selectEvent({ kind: kind, ref: Number(ref), lane: null, start_ns: 0, end_ns: 0, name: "" }, false);
+  }
   schedule();
+  urlLive = true;
 })();
