@@ -71,6 +71,9 @@ class RunView(msgspec.Struct):
     updated_at: str | None
     ready_at: str | None
     links: RunLinks
+    # the series it was uploaded into and its label there (a commit, a build), or None
+    series: str | None
+    label: str | None
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -93,6 +96,8 @@ class RunView(msgspec.Struct):
             updated_at=_iso(run.updated_at),
             ready_at=_iso(run.ready_at),
             links=RunLinks.of(run.id),
+            series=run.series,
+            label=run.label,
         )
 
 

@@ -17,6 +17,7 @@ from ingest.redaction import redact_text
 from tracelens.llm.slo import parse_slo
 from web.catalog import Run
 from web.catalog import runs as catalog_runs
+from web.catalog.series import check_series_name
 from web.errors import ConflictException
 from web.run_lookup import load_run
 from web.services import Services
@@ -52,17 +53,27 @@ def canonical_slo(text: str | None, field: str = "slo") -> str | None:
         raise ClientException(f"{field}: {exc}") from None
 
 
+def _series_name(text: str | None) -> str | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        return check_series_name(text)
+    except ValueError as exc:
+        raise ClientException(f"form field 'series': {exc}") from None
+
+
 def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     """Keep the received file as a new run, or recognise it as one we already have.
 
     A duplicate keeps the existing run's objectives: :func:`change_slo` changes them.
     """
-    for key in ("name", "tags", "slo"):
+    for key in ("name", "tags", "slo", "series", "label"):
         if "\x00" in up.fields.get(key, ""):
             up.path.unlink(missing_ok=True)
             raise ClientException(f"form field {key!r} holds a NUL byte")
     try:
         slo = canonical_slo(up.fields.get("slo"), field="form field 'slo'")
+        series = _series_name(up.fields.get("series"))
     except ClientException:
         up.path.unlink(missing_ok=True)
         raise
@@ -88,6 +99,7 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     # In place before the row exists: a queued run always has its original.
     os.replace(up.path, files.source(source_file))
     name = (up.fields.get("name") or "").strip()[:NAME_MAX] or _default_name(up.filename)
+    label = (up.fields.get("label") or "").strip()[:NAME_MAX]
     new = catalog_runs.NewRun(
         id=run_id,
         sha256=up.sha256,
@@ -98,6 +110,8 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
         source_file=source_file,
         source_redaction=REDACTION_VERSION,
         slo=slo,
+        series=series,
+        label=redact_text(label) if label else None,
     )
     with svc.catalog.session() as s:
         run, created = catalog_runs.create_run(s, new)

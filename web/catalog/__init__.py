@@ -5,7 +5,7 @@ tested). The schema is managed by the Alembic migrations in ``migrations/``.
 """
 
 from web.catalog.engine import Catalog, default_database_url, upgrade_schema
-from web.catalog.models import ApiToken, Base, FindingRow, Run, RunStatus
+from web.catalog.models import ApiToken, Base, FindingRow, Run, RunStatus, SeriesDefinition
 
 __all__ = [
     "ApiToken",
@@ -14,6 +14,7 @@ __all__ = [
     "FindingRow",
     "Run",
     "RunStatus",
+    "SeriesDefinition",
     "default_database_url",
     "upgrade_schema",
 ]
