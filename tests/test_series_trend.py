@@ -4,11 +4,13 @@ recording time a series is ordered by."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tracelens.report.recorded_at import recorded_at_ns
 from tracelens.series.limits import Limit, limits_spec, parse_limits
+from tracelens.series.metrics import run_metrics
 from tracelens.series.trend import MIN_BASELINE, band_of, judge
 
 LEVEL = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8]
@@ -83,3 +85,24 @@ def test_recording_time_from_each_clock() -> None:
     assert recorded_at_ns(nsys, 1_000) == 1_690_709_432_000_001_000
     assert recorded_at_ns({"session_start_utc": "not a time"}, 1_000) is None
     assert recorded_at_ns({}, 1_000) is None
+
+
+def test_run_metrics_read_the_llm_latencies(tmp_path: Path) -> None:
+    from ingest import load_trace
+    from tracelens.llm.slo import parse_slo
+    from tracelens.report import ReportInputs, build_report
+    from tracelens.testing import write_chrome_trace
+    from tracelens.testing.planted_llm import static_launch_bound
+
+    path = write_chrome_trace(static_launch_bound(), tmp_path / "serve.pt.trace.json.gz")
+    report = build_report(load_trace(path))
+    m = run_metrics(report)
+    llm = report["llm"]
+    assert m["ttft_p50"] == llm["ttft_ns"]["p50"] and m["ttft_p95"] == llm["ttft_ns"]["p95"]
+    assert m["itl_p95"] == llm["itl_ns"]["p95"] and m["tpot_p95"] == llm["tpot_ns"]["p95"]
+    assert m["tokens_per_s"] == llm["output_tokens_per_s"] and m["goodput"] is None
+    assert m["busy"] == report["metrics"]["gpu_busy_pct"]
+    assert m["top_impact"] == report["findings"][0]["impact_pct"]
+    judged = build_report(load_trace(path), inputs=ReportInputs(slo=parse_slo("ttft=10s")))
+    goodput = judged["llm"]["slo"]["goodput_output_tokens_per_s"]
+    assert goodput and run_metrics(judged)["goodput"] == goodput

@@ -143,7 +143,10 @@ def test_limits_turn_the_series_red_and_check_exits_1(served: tuple[str, dict[st
     red = _cli("series", "nightly", "--server", base, "--limits", "step=+10%", "--check")
     assert red.returncode == 1, red.stderr
     assert "series nightly is red" in red.stderr and "median step time" in red.stderr
-    assert "change point: step up (regression)" in red.stdout
+    assert (
+        f"change point: step up (regression) at {SERIES[REGRESSION_RUN].label}, from "
+        f"{SERIES[REGRESSION_RUN - 1].label}: {base}/compare?base=" in red.stdout
+    )
     d = _get(base, "/api/series/nightly")
     assert d["red"] and d["limits"] == "step=+10%"
     [alert] = d["alerts"]

@@ -75,15 +75,16 @@ def series(
     if fmt == "json":
         click.echo(json.dumps(detail, indent=2))
     else:
-        click.echo(render_series_text(detail))
+        click.echo(render_series_text(detail, client.url))
     if check and detail["red"]:
         for alert in detail["alerts"]:
             click.echo(f"tracelens: series {name} is red: {alert['message']}", err=True)
         raise SystemExit(EXIT_GATE)
 
 
-def render_series_text(d: dict[str, Any]) -> str:
-    """The series as a table: a row per run, a column per metric the runs have."""
+def render_series_text(d: dict[str, Any], server: str = "") -> str:
+    """The series as a table: a row per run, a column per metric the runs have; change
+    points with the address of their diff on ``server``."""
     lines = [
         f"series {d['name']}: {len(d['runs'])} ready runs"
         + (f", {d['not_ready']} not ready" if d["not_ready"] else "")
@@ -108,10 +109,12 @@ def render_series_text(d: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    names = {r["id"]: r["label"] or r["id"] for r in d["runs"]}
     for c in d["change_points"]:
         lines.append(
-            f"change point: {c['metric']} {c['direction']} ({c['meaning']}) at {c['run_id']}, "
-            f"diff: tracelens diff of {c['previous_run_id']} and {c['run_id']} ({c['compare']})"
+            f"change point: {c['metric']} {c['direction']} ({c['meaning']}) at "
+            f"{names.get(c['run_id'], c['run_id'])}, from "
+            f"{names.get(c['previous_run_id'], c['previous_run_id'])}: {server}{c['compare']}"
         )
     for a in d["alerts"]:
         lines.append(f"alert: {a['metric']}: {a['message']}")
