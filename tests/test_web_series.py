@@ -302,3 +302,31 @@ def test_a_series_selected_by_tags(
         assert bad.status_code == 400 and "series" in bad.json()["error"]
         page = client.get("/series/tagged")
         assert page.status_code == 200 and page.text.count('class="series-chart"') >= 3
+
+
+def test_upload_and_limits_need_the_token_where_the_service_has_tokens(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    created = _cli("api-token", "create", "ci", "--data-dir", str(data))
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    r = SERIES[0]
+    trace = write_chrome_trace(
+        series_run(r.gemm_us, r.loader, r.recorded_s), tmp_path / "t.json.gz"
+    )
+    with serve_process(data) as base:
+        refused = _cli("upload", str(trace), "--server", base, "--series", "s")
+        assert refused.returncode == 2 and "401" in refused.stderr, refused.stderr
+        done = subprocess.run(
+            [sys.executable, "-m", "tracelens.cli", "upload", str(trace), "--server", base,
+             "--series", "s", "--label", "first", "--wait", "120"],
+            capture_output=True, text=True, timeout=180,
+            env={**os.environ, "TRACELENS_TOKEN": token},
+        )  # fmt: skip
+        assert done.returncode == 0 and "\tready\t" in done.stdout, done.stderr
+        no_token = _cli("series", "s", "--server", base, "--limits", "step=+5%")
+        assert no_token.returncode == 2 and "401" in no_token.stderr
+        ok = _cli("series", "s", "--server", base, "--token", token, "--limits", "step=+5%")
+        assert ok.returncode == 0 and "limits step=+5%" in ok.stdout, ok.stderr
+        # Reading needs no token; one run has no band yet, so no alert.
+        check = _cli("series", "s", "--server", base, "--check")
+        assert check.returncode == 0 and "s: 1 ready run;" in check.stdout

@@ -86,7 +86,7 @@ def render_series_text(d: dict[str, Any], server: str = "") -> str:
     """The series as a table: a row per run, a column per metric the runs have; change
     points with the address of their diff on ``server``."""
     lines = [
-        f"series {d['name']}: {len(d['runs'])} ready runs"
+        f"series {d['name']}: {len(d['runs'])} ready run{'' if len(d['runs']) == 1 else 's'}"
         + (f", {d['not_ready']} not ready" if d["not_ready"] else "")
         + f"; limits {d['limits'] or 'none'}; window {d['window']}"
         + ("; RED" if d["red"] else "")
