@@ -100,6 +100,9 @@ class RunView(msgspec.Struct):
     # the scale-out mode: an unfinished run's ingest job on the queue (null otherwise);
     # ``progress`` is then the job's
     ingest_job: JobState | None
+    # the series it was uploaded into and its label there (a commit, a build), or None
+    series: str | None
+    label: str | None
 
     @classmethod
     def of(cls, run: Run) -> Self:
@@ -124,6 +127,8 @@ class RunView(msgspec.Struct):
             links=RunLinks.of(run.id),
             kind=run.kind,
             ingest_job=None,
+            series=run.series,
+            label=run.label,
         )
 
 

@@ -25,7 +25,9 @@ from web.routes.api_runs import RunController, RunsController
 from web.routes.api_timeline import TimelineController
 from web.routes.compare import CompareApiController, ComparePageController
 from web.routes.health import health
+from web.routes.metrics import prometheus_metrics
 from web.routes.pages import RunListPageController, RunPagesController
+from web.routes.series import SeriesApiController, SeriesPageController
 from web.routes.sweep import SweepApiController, SweepPageController
 from web.run_data import RunData
 from web.security import (
@@ -105,6 +107,9 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             ComparePageController,
             SweepApiController,
             SweepPageController,
+            SeriesApiController,
+            SeriesPageController,
+            prometheus_metrics,
             create_static_files_router(
                 path="/static", directories=[HERE / "static", REPORT_STATIC_DIR]
             ),

@@ -27,7 +27,13 @@ from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact_text
 from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
-from web.run_lifecycle import NAME_MAX, default_name, register_upload, upload_fields
+from web.run_lifecycle import (
+    NAME_MAX,
+    UploadFields,
+    default_name,
+    register_upload,
+    upload_fields,
+)
 from web.services import Services
 from web.storage import RunFiles
 from web.uploads import ReceivedFile, ReceivedUpload
@@ -37,17 +43,17 @@ RANKS_DIR = "ranks"
 
 def register_job_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
     """Keep the upload's files (or its archive's traces) as one job run: (run, created)."""
-    slo = upload_fields(up)
+    fields = upload_fields(up)
     staging = svc.settings.uploads_dir / f"job-{secrets.token_hex(8)}"
     staging.mkdir(parents=True)
     try:
         members = _staged(svc, up, staging)
         if len(members) == 1:  # an archive of one trace: that trace's run, named as it
-            fields = dict(up.fields)
-            if not fields.get("name", "").strip():
-                fields["name"] = default_name(up.filename)
-            return register_upload(svc, ReceivedUpload(files=members, fields=fields))
-        return _register(svc, up, members, slo)
+            one = dict(up.fields)
+            if not one.get("name", "").strip():
+                one["name"] = default_name(up.filename)
+            return register_upload(svc, ReceivedUpload(files=members, fields=one))
+        return _register(svc, up, members, fields)
     finally:
         up.discard()
         shutil.rmtree(staging, ignore_errors=True)
@@ -105,7 +111,7 @@ def job_sha256(ranked: list[tuple[int, ReceivedFile]]) -> str:
 
 
 def _register(
-    svc: Services, up: ReceivedUpload, members: list[ReceivedFile], slo: str | None
+    svc: Services, up: ReceivedUpload, members: list[ReceivedFile], fields: UploadFields
 ) -> tuple[Run, bool]:
     by_path = {f.path: f for f in members}
     try:
@@ -152,7 +158,9 @@ def _register(
         size_bytes=sum(f.size_bytes for _, f in ranked),
         source_file=RANKS_DIR,
         source_redaction=REDACTION_VERSION,
-        slo=slo,
+        slo=fields.slo,
+        series=fields.series,
+        label=fields.label,
         kind=RunKind.JOB,
         members=kept,
     )

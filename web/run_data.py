@@ -90,10 +90,18 @@ class _Lru:
 
 class RunData:
     def __init__(
-        self, runs_dir: Path, reports: int = 64, databases: int = 16, restricted: int = 24
+        self,
+        runs_dir: Path,
+        reports: int = 64,
+        databases: int = 16,
+        restricted: int = 24,
+        series_points: int = 4096,
     ) -> None:
         self.runs_dir = runs_dir
         self._reports = _Lru(reports)
+        # A series reads a few numbers of each of its runs' reports: kept apart (and many,
+        # being small) so a series page never pushes the run pages or their reports out.
+        self._series_points = _Lru(series_points)
         self._dbs = _Lru(databases)
         self._memo = _Lru(reports * 2)
         self._restricted = _Lru(restricted)
@@ -161,6 +169,10 @@ class RunData:
         """
         return self._once(self._memo, key, make)
 
+    def series_point(self, run_id: str, generation: int, make: Callable[[], T]) -> T:
+        """``make()`` once per run and generation: what a series needs of the run."""
+        return self._once(self._series_points, (run_id, generation), make)
+
     def restricted(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
         """``make()`` once per ``key`` (run id first, then the generation and the
         restriction), for what a restricted analysis gives: kept apart from :meth:`memo`, so
@@ -180,3 +192,4 @@ class RunData:
         self._dbs.drop_run(run_id)
         self._memo.drop_run(run_id)
         self._restricted.drop_run(run_id)
+        self._series_points.drop_run(run_id)

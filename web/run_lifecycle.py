@@ -7,6 +7,7 @@ original), and its cached data is dropped whenever its files change or go.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from litestar.exceptions import ClientException
 from sqlalchemy import select
@@ -17,6 +18,7 @@ from ingest.redaction import redact_text
 from tracelens.llm.slo import parse_slo
 from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
+from web.catalog.series import check_series_name
 from web.errors import ConflictException
 from web.run_lookup import load_run
 from web.services import Services
@@ -52,17 +54,39 @@ def canonical_slo(text: str | None, field: str = "slo") -> str | None:
         raise ClientException(f"{field}: {exc}") from None
 
 
-def upload_fields(up: ReceivedUpload) -> str | None:
-    """The upload's objectives, once its form fields are checked (400 for a bad one)."""
-    for key in ("name", "tags", "slo"):
+@dataclass(frozen=True)
+class UploadFields:
+    """An upload's checked form fields beyond its name and tags."""
+
+    slo: str | None
+    series: str | None
+    label: str | None
+
+
+def upload_fields(up: ReceivedUpload) -> UploadFields:
+    """The upload's objectives, series and label, once its form fields are checked (400
+    for a bad one; the upload is discarded then)."""
+    for key in ("name", "tags", "slo", "series", "label"):
         if "\x00" in up.fields.get(key, ""):
             up.discard()
             raise ClientException(f"form field {key!r} holds a NUL byte")
     try:
-        return canonical_slo(up.fields.get("slo"), field="form field 'slo'")
+        slo = canonical_slo(up.fields.get("slo"), field="form field 'slo'")
+        series = _series_name(up.fields.get("series"))
     except ClientException:
         up.discard()
         raise
+    label = (up.fields.get("label") or "").strip()[:NAME_MAX]
+    return UploadFields(slo, series, redact_text(label) if label else None)
+
+
+def _series_name(text: str | None) -> str | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        return check_series_name(text)
+    except ValueError as exc:
+        raise ClientException(f"form field 'series': {exc}") from None
 
 
 def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
@@ -75,7 +99,7 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
         from web.job_upload import register_job_upload
 
         return register_job_upload(svc, up)
-    slo = upload_fields(up)
+    fields = upload_fields(up)
     with svc.catalog.session() as s:
         existing = s.scalar(select(Run).where(Run.sha256 == up.sha256))
     if existing is not None:
@@ -107,7 +131,9 @@ def register_upload(svc: Services, up: ReceivedUpload) -> tuple[Run, bool]:
         size_bytes=up.size_bytes,
         source_file=source_file,
         source_redaction=REDACTION_VERSION,
-        slo=slo,
+        slo=fields.slo,
+        series=fields.series,
+        label=fields.label,
     )
     with svc.catalog.session() as s:
         run, created = catalog_runs.create_run(s, new)

@@ -20,6 +20,8 @@ COMMANDS = {
     "export": "tracelens.cli.export:export",
     "thresholds": "tracelens.cli.thresholds:list_thresholds",
     "schema": "tracelens.cli.schema:list_schema",
+    "upload": "tracelens.cli.upload:upload",
+    "series": "tracelens.cli.series:series",
 }
 
 

@@ -27,6 +27,7 @@ from tracelens.llm.slo import Objectives
 from tracelens.llm.slo_outcome import slo_outcome
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
+from tracelens.report.recorded_at import recorded_at_ns
 
 REPORT_SCHEMA = "tracelens.report/1"
 
@@ -126,6 +127,9 @@ def build_report_from_db(
     for key in _INFO_KEYS:
         if key == "t0_ns":  # the analysed window's start, not the first host event's
             trace[key] = db.t0_ns
+            recorded = recorded_at_ns(info, db.t0_ns)
+            if recorded is not None:  # in the declared order (TraceFacts), after t0_ns
+                trace["recorded_at_ns"] = recorded
         elif key in info:
             v: Any = info[key]
             if key in ("rank", "world_size", "event_count"):

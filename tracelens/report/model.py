@@ -59,6 +59,9 @@ class TraceFacts(Struct, kw_only=True, forbid_unknown_fields=True):
     event_count: int | UnsetType = UNSET
     # the first GPU activity (else the first host activity): what *_offset_ns count from
     t0_ns: int
+    # wall-clock time of t0_ns, ns since the Unix epoch, where the trace tells (what a
+    # series of runs is ordered by: tracelens.report.recorded_at)
+    recorded_at_ns: int | UnsetType = UNSET
     # one per line: skipped events, replaced bytes, ...
     warnings: str | UnsetType = UNSET
 

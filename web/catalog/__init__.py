@@ -5,7 +5,15 @@ tested). The schema is managed by the Alembic migrations in ``migrations/``.
 """
 
 from web.catalog.engine import Catalog, default_database_url, upgrade_schema
-from web.catalog.models import ApiToken, Base, FindingRow, Run, RunKind, RunStatus
+from web.catalog.models import (
+    ApiToken,
+    Base,
+    FindingRow,
+    Run,
+    RunKind,
+    RunStatus,
+    SeriesDefinition,
+)
 
 __all__ = [
     "ApiToken",
@@ -15,6 +23,7 @@ __all__ = [
     "Run",
     "RunKind",
     "RunStatus",
+    "SeriesDefinition",
     "default_database_url",
     "upgrade_schema",
 ]

@@ -67,6 +67,13 @@ class Run(Base):
     # A job's ranks: [{"rank", "filename", "source_file", "sha256", "size_bytes"}] (the
     # upload's name and bytes of each, and its kept original); None for a single trace.
     members: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
+    # The series the run belongs to, by name (``nightly-llama``), and its label there (a
+    # commit, a build); None outside any named series.
+    series: Mapped[str | None] = mapped_column(String(100), default=None, index=True)
+    label: Mapped[str | None] = mapped_column(String(200), default=None)
+    # When the trace was recorded, ns since 1970 (the report's ``trace.recorded_at_ns``),
+    # set when it is ready; None where the trace does not tell (series then use created_at).
+    recorded_ns: Mapped[int | None] = mapped_column(BigInteger, default=None)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED, index=True)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     progress: Mapped[float] = mapped_column(Float, default=0.0)
@@ -113,6 +120,22 @@ class FindingRow(Base):
     run: Mapped[Run] = relationship(back_populates="findings")
 
     __table_args__ = (Index("ix_findings_run_rank", "run_id", "rank"),)
+
+
+class SeriesDefinition(Base):
+    """What a series is beyond its name: the tags that select runs into it (every one of
+    them), and its regression limits (``ttft_p95=+10%,busy=-5pt``)."""
+
+    __tablename__ = "series"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    # In the runs' stored form (``,gpu=h100,job=nightly,``); None: members by name only.
+    tags: Mapped[str | None] = mapped_column(String(500), default=None)
+    limits: Mapped[str | None] = mapped_column(String(500), default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
 
 
 class ApiToken(Base):

@@ -22,7 +22,8 @@ from web.catalog.models import FindingRow, Run, RunStatus, utcnow
 # a trace that kills the process must not crash it forever.
 MAX_ATTEMPTS = 3
 _TAG_SPLIT = re.compile(r"[,\s]+")
-_TAG_OK = re.compile(r"[^a-z0-9._:\-]")
+# ``=`` lets a tag be a key and a value (``gpu=h100``), as series select runs by.
+_TAG_OK = re.compile(r"[^a-z0-9._:=\-]")
 
 
 def new_run_id() -> str:
@@ -52,6 +53,8 @@ class NewRun:
     slo: str | None = None
     kind: str = "trace"
     members: list[dict[str, Any]] | None = None
+    series: str | None = None
+    label: str | None = None
 
 
 def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
@@ -71,6 +74,8 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
         slo=new.slo,
         kind=new.kind,
         members=new.members,
+        series=new.series,
+        label=new.label,
         status=RunStatus.QUEUED,
         facts={},
     )
@@ -189,6 +194,7 @@ def mark_ready(
         for i, f in enumerate(_unique_by_id(findings))
     )
     top = max((Severity.parse(f["severity"]) for f in findings), default=None)
+    recorded = (facts.get("trace") or {}).get("recorded_at_ns")
     res = s.execute(
         update(Run)
         .where(
@@ -204,6 +210,7 @@ def mark_ready(
             facts=facts,
             finding_count=len(findings),
             top_severity=top.label if top is not None else None,
+            recorded_ns=int(recorded) if isinstance(recorded, int) else None,
             ready_at=utcnow(),
             updated_at=utcnow(),
         )

@@ -22,6 +22,7 @@ from web.catalog import Run, RunKind, RunStatus
 from web.catalog import runs as catalog_runs
 from web.conditional import entity_tag, stored_response
 from web.errors import ConflictException
+from web.finding_history import finding_history
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
 from web.run_lifecycle import change_slo, remove_run
@@ -45,6 +46,8 @@ from web.run_restriction import (
     restriction_choices,
     restriction_query,
 )
+from web.run_series import all_series, series_summary
+from web.series_chart import history_chart
 from web.services import Services
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
@@ -232,9 +235,12 @@ class RunListPageController(Controller):
         with svc.catalog.session() as s:
             runs, total = catalog_runs.list_runs(s, q=q, tag=tag, limit=200)
             tags = catalog_runs.all_tags(s)
+        series = [series_summary(svc, st) for st in all_series(svc)]
         return Template(
             "runs.html",
             context={
+                # red first: a series breaking its limits is what the page is opened for
+                "series": sorted(series, key=lambda x: (not x.red, x.name)),
                 "runs": [RunView.of(r) for r in runs],
                 "total": total,
                 "tags": tags,
@@ -340,6 +346,9 @@ class RunPagesController(Controller):
                 "restriction": restriction,
                 "restriction_note": note,
                 "query": query,
+                # the whole trace's finding across the run's series (a part has no history)
+                "history": finding_history(svc, run, finding_id) if restriction is None else None,
+                "history_chart": history_chart,
             },
         )
 
