@@ -144,6 +144,16 @@ class UploadedRun(RunView):
         return view
 
 
+class RunDescription(msgspec.Struct, forbid_unknown_fields=True):
+    """How a run is named and filed: each field given replaces the run's (a missing one is
+    kept); ``tags`` comma-separated, ``series``/``label`` null or empty to leave the series."""
+
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    tags: str | msgspec.UnsetType = msgspec.UNSET
+    series: str | msgspec.UnsetType | None = msgspec.UNSET
+    label: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
 class SloChange(msgspec.Struct):
     """A run's new serving objectives: ``ttft=200ms,tpot=50ms`` (any subset of ttft, tpot,
     itl, e2e), or null / an empty string for none."""

@@ -154,6 +154,34 @@ def reingest_run(svc: Services, run_id: str) -> Run:
     return load_run(svc, run_id)
 
 
+def describe_run(svc: Services, run_id: str, given: dict[str, str | None]) -> Run:
+    """Rename or re-file a run (``name``, ``tags``, ``series``, ``label`` as given); its
+    analysis is untouched. 400 for a value that cannot be stored, as at upload."""
+    load_run(svc, run_id)
+    values: dict[str, str | None] = {}
+    for key, raw in given.items():
+        if raw is not None and "\x00" in raw:
+            raise ClientException(f"{key!r} holds a NUL byte")
+    if "name" in given:
+        name = (given["name"] or "").strip()[:NAME_MAX]
+        if not name:
+            raise ClientException("'name' must not be empty")
+        values["name"] = redact_text(name)
+    if "tags" in given:
+        values["tags"] = catalog_runs.normalize_tags(given["tags"])
+    if "series" in given:
+        values["series"] = _series_name(given["series"])
+    if "label" in given:
+        label = (given["label"] or "").strip()[:NAME_MAX]
+        values["label"] = redact_text(label) if label else None
+    if values:
+        with svc.catalog.session() as s:
+            catalog_runs.describe_run(s, run_id, values)
+        # pages and answers that show the name are kept per run: build them again
+        svc.run_data.forget(run_id)
+    return load_run(svc, run_id)
+
+
 def change_slo(svc: Services, run_id: str, text: str | None) -> Run:
     """Set (or, with none, remove) a run's objectives and queue it to be analyzed again:
     re-ingestion is the one path that rebuilds the report and the catalog's findings

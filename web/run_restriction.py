@@ -182,7 +182,9 @@ def cached(
     the page, the findings JSON): the whole trace's in the run's memo, a part's in the
     restricted cache, under a key naming the restriction."""
     if restriction is None:
-        return svc.run_data.memo((run.id, run.generation, *what), make)
+        # updated_at: a rename in another server process shows here too (a ready run's row
+        # changes only when it is renamed or re-filed)
+        return svc.run_data.memo((run.id, run.generation, run.updated_at, *what), make)
     key = (run.id, run.generation, restriction.kind, restriction.spec, *what)
     return svc.run_data.restricted(key, make)
 

@@ -245,6 +245,13 @@ def requeue(s: Session, run_id: str) -> bool:
     return res.rowcount == 1  # type: ignore[attr-defined]
 
 
+def describe_run(s: Session, run_id: str, values: dict[str, str | None]) -> bool:
+    """Change how a run is named and filed (``name``, ``tags``, ``series``, ``label``);
+    nothing it was analysed with. False when there is no such run."""
+    res = s.execute(update(Run).where(Run.id == run_id).values(**values, updated_at=utcnow()))
+    return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
 def set_slo(s: Session, run_id: str, slo: str | None) -> bool:
     """Store a run's objectives unless it is being ingested; a finished run is queued again
     (its report and findings are rebuilt with them). False while it is ingesting."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 from litestar import Controller, Request, Response, post
 from litestar.di import NamedDependency
 from litestar.exceptions import ClientException, NotFoundException
@@ -16,11 +17,24 @@ from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPT
 
 from ingest.redacted_copy import REDACTION_VERSION
 from web import run_lifecycle
-from web.api_schema import RunList, RunView, SloChange, UploadedRun, error_responses
+from web.api_schema import (
+    RunDescription,
+    RunList,
+    RunView,
+    SloChange,
+    UploadedRun,
+    error_responses,
+)
 from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException, refuse_when_queue_full
-from web.routes.blocking import blocking_delete, blocking_get, blocking_post, blocking_put
+from web.routes.blocking import (
+    blocking_delete,
+    blocking_get,
+    blocking_patch,
+    blocking_post,
+    blocking_put,
+)
 from web.run_lookup import live_view, load_run
 from web.services import Services
 from web.storage import RunFiles
@@ -142,6 +156,28 @@ class RunController(Controller):
     ) -> RunView:
         svc.access.check(request)
         return RunView.of(run_lifecycle.reingest_run(svc, run_id))
+
+    @blocking_patch(
+        "/",
+        summary="Rename or re-file a run: its name, tags, series and label",
+        description=(
+            'Body: any of `{"name": "...", "tags": "a,b", "series": "nightly", "label": '
+            '"abc123"}`; a field left out is kept, `series`/`label` null or empty removes '
+            "them. The analysis is untouched. 400 for a value that cannot be stored."
+        ),
+        responses=error_responses(401, 403, 404),
+    )
+    def describe_run(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: JSONBody[RunDescription],
+    ) -> RunView:
+        svc.access.check(request)
+        given = {k: getattr(data, k) for k in data.__struct_fields__}
+        given = {k: v for k, v in given.items() if v is not msgspec.UNSET}
+        return RunView.of(run_lifecycle.describe_run(svc, run_id, given))
 
     @blocking_put(
         "/slo",

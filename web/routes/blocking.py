@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from litestar import delete, get, post, put
+from litestar import delete, get, patch, post, put
 
 blocking_get = partial(get, sync_to_thread=True)
 blocking_post = partial(post, sync_to_thread=True)
 blocking_delete = partial(delete, sync_to_thread=True)
 blocking_put = partial(put, sync_to_thread=True)
+blocking_patch = partial(patch, sync_to_thread=True)

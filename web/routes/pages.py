@@ -25,7 +25,7 @@ from web.errors import ConflictException
 from web.finding_history import finding_history
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
-from web.run_lifecycle import change_slo, remove_run
+from web.run_lifecycle import change_slo, describe_run, remove_run
 from web.run_lookup import live_view, load_run, open_run_database, ready_report
 from web.run_restriction import (
     RESTRICTION_DEPENDENCY,
@@ -367,6 +367,20 @@ class RunPagesController(Controller):
         name = load_run(svc, run_id).name
         remove_run(svc, run_id)
         return Redirect(f"/?{urlencode({'deleted': name})}", status_code=303)
+
+    @blocking_post("/describe")
+    def describe_form(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+    ) -> Redirect:
+        """The run page's name and filing form: save, then show the run again."""
+        svc.access.check(request, form_token=data.get("token", ""))
+        fields = ("name", "tags", "series", "label")
+        describe_run(svc, run_id, {k: data[k] for k in fields if k in data})
+        return Redirect(f"/runs/{run_id}", status_code=303)
 
     @blocking_post("/slo")
     def slo_form(
