@@ -138,6 +138,15 @@ def test_page_shows_verdict_tables_and_finding_links(
     assert 'id="metrics"' in r.text and "ampere_sgemm_64x64_nn" in r.text
     assert 'id="copy-markdown"' in r.text and "# tracelens diff" in r.text
     assert '<script src="/static/finding.js"' in r.text
+    # The Markdown a ticket gets leads back: both runs, the comparison, each finding.
+    md = html.unescape(
+        r.text.split('id="finding-markdown" class="markdown">', 1)[1].split("</pre>", 1)[0]
+    )
+    root = "http://testserver.local"
+    assert f"]({root}/runs/{ids['naive']})" in md and f"]({root}/runs/{ids['tuned']})" in md
+    assert f"- comparison: {root}/compare?base={ids['naive']}&cand={ids['tuned']}" in md
+    assert f"]({root}/runs/{ids['tuned']}/findings/{appeared})" in md
+    assert f"]({root}/runs/{ids['naive']}/findings/{resolved})" in md
 
     # Without both runs the page is the chooser, listing the ready runs.
     chooser = client.get("/compare", params={"base": ids["naive"]})

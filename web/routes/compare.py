@@ -7,20 +7,36 @@ runs' stored reports.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
-from litestar import Controller
+from litestar import Controller, Request
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import FromQuery
 from litestar.response import Template
 
-from tracelens.report.render.diff import fmt_delta, fmt_value, render_diff_markdown
+from tracelens.report.render.diff import DiffLinks, fmt_delta, fmt_value, render_diff_markdown
 from web.api_schema import ComparedRuns, Comparison, RunView, error_responses
 from web.catalog import RunStatus
 from web.catalog import runs as catalog_runs
 from web.routes.blocking import blocking_get
 from web.run_diff import compare_runs
 from web.services import Services
+
+
+def _links(
+    svc: Services, request: Request[Any, Any, Any], base: str, cand: str, limit: str | None
+) -> DiffLinks:
+    """The addresses a pasted comparison links to: both runs, itself, each finding."""
+    root = (svc.settings.public_url or str(request.base_url)).rstrip("/")
+    query = {"base": base, "cand": cand} | ({"max_regression": limit} if limit else {})
+    runs = {"baseline": base, "candidate": cand}
+    return DiffLinks(
+        baseline=f"{root}/runs/{base}",
+        candidate=f"{root}/runs/{cand}",
+        compare=f"{root}/compare?{urlencode(query)}",
+        finding=lambda side, fid: f"{root}/runs/{runs[side]}/findings/{fid}",
+    )
 
 
 def _parse_pct(text: str) -> float:
@@ -71,6 +87,7 @@ class ComparePageController(Controller):
     @blocking_get("/")
     def compare_page(
         self,
+        request: Request[Any, Any, Any],
         svc: NamedDependency[Services],
         base: FromQuery[str | None] = None,
         cand: FromQuery[str | None] = None,
@@ -100,7 +117,9 @@ class ComparePageController(Controller):
                     "d": d,
                     "run_a": run_a,
                     "run_b": run_b,
-                    "markdown": render_diff_markdown(d),
+                    "markdown": render_diff_markdown(
+                        d, _links(svc, request, base, cand, max_regression)
+                    ),
                     # The CLI's formatting, so the page and the copied Markdown read alike.
                     "fmt_value": fmt_value,
                     "fmt_delta": fmt_delta,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -57,19 +59,39 @@ def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
     return lines
 
 
-def finding_lines(f: dict[str, Any], md: bool) -> list[str]:
+@dataclass(frozen=True)
+class DiffLinks:
+    """Where the two runs, the comparison and a run's finding live (a service's diff)."""
+
+    baseline: str
+    candidate: str
+    compare: str
+    finding: Callable[[str, str], str]  # (side "baseline" | "candidate", finding id) -> URL
+
+
+def finding_lines(f: dict[str, Any], md: bool, links: DiffLinks | None = None) -> list[str]:
     out = []
     bullet = "- " if md else "  "
     text = md_text if md else str
-    for key, label in (("appeared", "new"), ("resolved", "resolved")):
+
+    def title(x: dict[str, Any], side: str) -> str:
+        if links is None or not md:
+            return text(x["title"])
+        return f"[{text(x['title'])}]({links.finding(side, x['id'])})"
+
+    for key, label, side in (
+        ("appeared", "new", "candidate"),
+        ("resolved", "resolved", "baseline"),
+    ):
         for x in f[key]:
             out.append(
-                f"{bullet}{label}: [{x['severity']}] {text(x['title'])} ({fmt_ns(x['impact_ns'])})"
+                f"{bullet}{label}: [{x['severity']}] {title(x, side)} ({fmt_ns(x['impact_ns'])})"
             )
     for x in f["changed"]:
         sign = "+" if x["delta_ns"] > 0 else ""
         out.append(
-            f"{bullet}changed: [{x['baseline_severity']} -> {x['severity']}] {text(x['title'])} "
+            f"{bullet}changed: [{x['baseline_severity']} -> {x['severity']}] "
+            f"{title(x, 'candidate')} "
             f"({fmt_ns(x['baseline_impact_ns'])} -> {fmt_ns(x['impact_ns'])}, "
             f"{sign}{fmt_ns(x['delta_ns'])})"
         )
@@ -103,15 +125,23 @@ def render_diff_text(d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_diff_markdown(d: dict[str, Any]) -> str:
+def render_diff_markdown(d: dict[str, Any], links: DiffLinks | None = None) -> str:
+    """``links``: a service's addresses, so a pasted diff leads back to both runs, the
+    comparison and each finding."""
+    base = f"`{md_text(d['baseline']['path']).replace('`', '')}`"
+    cand = f"`{md_text(d['candidate']['path']).replace('`', '')}`"
+    if links is not None:
+        base, cand = f"[{base}]({links.baseline})", f"[{cand}]({links.candidate})"
     lines = [
         "# tracelens diff",
         "",
         f"**{d['verdict']['line']}**",
         "",
-        f"- baseline: `{md_text(d['baseline']['path']).replace('`', '')}`",
-        f"- candidate: `{md_text(d['candidate']['path']).replace('`', '')}`",
+        f"- baseline: {base}",
+        f"- candidate: {cand}",
     ]
+    if links is not None:
+        lines.append(f"- comparison: {links.compare}")
     if d["empty"]:
         lines += ["", "No differences."]
         return "\n".join(lines) + "\n"
@@ -139,5 +169,7 @@ def render_diff_markdown(d: dict[str, Any]) -> str:
             lines += _table_lines(d[key], "md")
     f = d["findings"]
     lines += ["", f"## Findings ({f['unchanged_count']} unchanged)", ""]
-    lines += finding_lines(f, md=True) or ["No findings appeared, resolved or changed."]
+    lines += finding_lines(f, md=True, links=links) or [
+        "No findings appeared, resolved or changed."
+    ]
     return "\n".join(lines) + "\n"
