@@ -119,6 +119,9 @@ def test_the_regression_is_a_change_point_and_the_outlier_is_not(
     change = step_changes[0]
     before = SERIES[REGRESSION_RUN - 1].label
     assert change["direction"] == "up" and change["meaning"] == "regression"
+    # the slower kernels also keep the GPU busier: not an improvement at that run
+    (busy,) = [c for c in d["change_points"] if c["metric"] == "busy"]
+    assert (busy["run_id"], busy["meaning"]) == (change["run_id"], "more work")
     assert label[change["previous_run_id"]] == before
     assert change["compare"] == f"/compare?base={ids[before]}&cand={change['run_id']}"
     # The compare link of the change point opens the diff of the runs on either side.

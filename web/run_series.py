@@ -219,7 +219,22 @@ def _trends(
                     )
                 )
         trends.append(MetricTrend(metric.key, metric.label, metric.unit, metric.better, points))
-    return trends, changes, outliers
+    return trends, _busier_is_not_better(changes), outliers
+
+
+# Time metrics: a run whose step or latency got worse did more (or slower) GPU work.
+_TIMES = {"step", "ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95", "itl_p50", "itl_p95"}
+
+
+def _busier_is_not_better(changes: list[ChangePoint]) -> list[ChangePoint]:
+    """A GPU busier at the run where a step or latency got worse is not an improvement:
+    it is busy with more or slower work (a slower kernel raises busy % and step time
+    together), so that change is the regression's, ``more work``, not a gain."""
+    slower = {c.run_id for c in changes if c.metric in _TIMES and c.meaning == "regression"}
+    for c in changes:
+        if c.metric == "busy" and c.direction == "up" and c.run_id in slower:
+            c.meaning = "more work"
+    return changes
 
 
 def _links(name: str) -> SeriesLinks:

@@ -55,7 +55,8 @@ class ChangePoint(msgspec.Struct):
     direction: str  # "up" or "down"
     band_median: float
     value: float
-    # "regression" or "improvement", by the metric's better direction
+    # "regression" or "improvement", by the metric's better direction; "more work" for GPU
+    # busy rising where a step or latency got worse at the same run (busier, not better)
     meaning: str
     compare: str
     api_compare: str
