@@ -159,3 +159,21 @@ def test_delete_needs_a_confirmation_and_says_it_is_done(
     assert name in page.inner_text("#deleted-notice")
     assert page.locator(f"tr[data-run-id='{rid}']").count() == 0
     page.screenshot(path=str(ARTIFACTS / f"pages-deleted-{page.width}.png"))
+
+
+def test_api_reference_is_a_page(page: Any, server: str) -> None:
+    """The header's API link opens the reference as a page (not raw OpenAPI JSON): every
+    operation by tag with its parameters and answers, drawn without any script."""
+    page.goto(server + "/")
+    page.click("header >> text=API")
+    page.wait_for_url("**/api-reference")
+    text = page.inner_text("main")
+    assert "POST" in text and "/api/runs" in text and "PATCH" in text
+    assert page.locator(".api-op").count() >= 20
+    upload = page.locator("#post--api-runs")
+    assert "multipart" in upload.inner_text() and "201" in upload.inner_text()
+    assert page.locator("script").count() == 0 or all(
+        s.get_attribute("src") for s in page.locator("script").all()
+    )
+    _fits(page)
+    page.screenshot(path=str(ARTIFACTS / f"pages-api-reference-{page.width}.png"), full_page=False)

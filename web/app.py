@@ -20,6 +20,7 @@ from tracelens.report.render.html import html_environment
 from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
+from web.routes.api_reference import api_reference
 from web.routes.api_report import ReportController
 from web.routes.api_runs import RunController, RunsController
 from web.routes.api_timeline import TimelineController
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             SeriesApiController,
             SeriesPageController,
             prometheus_metrics,
+            api_reference,
             create_static_files_router(
                 path="/static", directories=[HERE / "static", REPORT_STATIC_DIR]
             ),
