@@ -133,8 +133,27 @@ def _check_job_page(client: Any, run_id: str, report: dict[str, Any]) -> None:
     assert "1.23 s" in clock or "1.235 s" in clock
     shown = re.findall(r'data-finding-id="([^"]+)"', html)
     assert sorted(shown) == sorted(f["id"] for f in report["findings"])
-    assert "The timeline shows rank 0 only" in html
+    assert "The timeline shows rank 0 on its own clock" in html
     assert "style=" not in html  # the CSP allows no inline style
+    _check_rank_timelines(client, run_id, report)
+
+
+def _check_rank_timelines(client: Any, run_id: str, report: dict[str, Any]) -> None:
+    """Each rank's timeline, on its own clock: its own GPU's kernels, the straggler's
+    ranges highlighted on the straggler's page; a rank the job lacks is a 404."""
+    lanes = {}
+    for rank in (0, 2):
+        tl = client.get(f"/api/runs/{run_id}/timeline", params={"rank": rank, "width_px": 400})
+        assert tl.status_code == 200, tl.text
+        lanes[rank] = {f"{lane['key']} {lane['label']}" for lane in tl.json()["lanes"]}
+        assert any(f"GPU {rank}" in lane for lane in lanes[rank]), lanes
+    assert lanes[0] != lanes[2]
+    page = client.get(f"/runs/{run_id}", params={"rank": 2}).text
+    assert "The timeline shows rank 2 on its own clock" in page and 'id="rank-picker"' in page
+    data = json.loads(page.split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    late = next(f for f in report["findings"] if f["analyzer"] == "ranks" and f["rank"] == 2)
+    assert data["rank"] == 2 and data["highlights"][late["id"]], "the straggler's ranges"
+    assert client.get(f"/api/runs/{run_id}/timeline", params={"rank": 9}).status_code == 404
 
 
 def test_several_files_are_one_job_run(tmp_path: Path, job: PlantedJob) -> None:

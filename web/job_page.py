@@ -89,9 +89,11 @@ def idle_causes(ranks: list[dict[str, Any]]) -> list[str]:
     return sorted(totals, key=lambda c: -totals[c])
 
 
-def job_context(report: dict[str, Any], t0_ns: int) -> dict[str, Any]:
-    """What job_run.html needs of a job report beyond the report itself."""
+def job_context(report: dict[str, Any], t0_ns: int, rank: int | None = None) -> dict[str, Any]:
+    """What job_run.html needs of a job report beyond the report itself; the timeline is
+    ``rank``'s (None: the reference rank's)."""
     ref = report["clock"]["reference_rank"]
+    shown = ref if rank is None else rank
     offsets = {o["rank"]: o for o in report["clock"]["offsets"]}
     highlights = {
         f["id"]: [
@@ -100,11 +102,14 @@ def job_context(report: dict[str, Any], t0_ns: int) -> dict[str, Any]:
             if r.get("start_ns") is not None and r.get("end_ns") is not None
         ]
         for f in report["findings"]
-        # the timeline is the reference rank's, on its own clock: only its findings' times
-        if f.get("rank") == ref and f["analyzer"] != "ranks"
+        # the timeline is one rank's, on its own clock: only that rank's findings' times
+        # (a shared finding's are those of the rank it shows; a straggler's, the late rank's)
+        if f.get("rank") == shown
     }
     return {
         "reference_rank": ref,
+        "shown_rank": shown,
+        "ranks": [r["rank"] for r in report["ranks"]],
         "offsets": offsets,
         "strips": heat_strips(report["ranks"]),
         "idle_causes": idle_causes(report["ranks"]),

@@ -141,9 +141,13 @@ class RunData:
 
         return self._once(self._reports, (run_id, generation), load)
 
-    def database(self, run_id: str, generation: int) -> tuple[duckdb.DuckDBPyConnection, dict]:
-        """A cursor on the run's trace database, and its timeline metadata."""
-        path = RunFiles(self.runs_dir, run_id).database(generation)
+    def database(
+        self, run_id: str, generation: int, rank: int | None = None
+    ) -> tuple[duckdb.DuckDBPyConnection, dict]:
+        """A cursor on the run's trace database (a job's: one rank's, where ``rank`` is not
+        its reference rank), and its timeline metadata."""
+        files = RunFiles(self.runs_dir, run_id)
+        path = files.database(generation) if rank is None else files.rank_database(generation, rank)
 
         def open_database() -> tuple[duckdb.DuckDBPyConnection, dict]:
             # Read-only, but a wide timeline query still sorts and aggregates: each open
@@ -158,7 +162,7 @@ class RunData:
                 con.close()
                 raise
 
-        con, meta = self._once(self._dbs, (run_id, generation), open_database)
+        con, meta = self._once(self._dbs, (run_id, generation, rank), open_database)
         return con.cursor(), meta
 
     def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:

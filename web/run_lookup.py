@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 import duckdb
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import ClientException, NotFoundException
 
 from web.api_schema import RunView
-from web.catalog import Run, RunStatus
+from web.catalog import Run, RunKind, RunStatus
 from web.catalog import runs as catalog_runs
 from web.errors import ConflictException
 from web.run_data import OutdatedReportError
@@ -58,16 +58,34 @@ def ready_report(svc: Services, run: Run) -> dict[str, Any]:
         _reingest(svc, run)
 
 
-def open_run_database(svc: Services, run: Run) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
-    """A cursor on a ready run's trace database and its timeline metadata.
+def open_run_database(
+    svc: Services, run: Run, rank: int | None = None
+) -> tuple[duckdb.DuckDBPyConnection, dict[str, Any]]:
+    """A cursor on a ready run's trace database and its timeline metadata; for a job,
+    ``rank``'s (None: its reference rank's, the run's own database).
 
     A database built by an older tracelens lacks the current timeline tables: the run is
     queued for re-ingestion from its kept original, and the client told to come back.
     """
+    rank = job_rank(run, rank)
     try:
-        return svc.run_data.database(run.id, run.generation)
+        return svc.run_data.database(run.id, run.generation, rank)
     except OutdatedTimelineError:
         _reingest(svc, run)
+
+
+def job_rank(run: Run, rank: int | None) -> int | None:
+    """``rank`` as the run's databases are named: None for the reference (lowest) rank,
+    whose database is the run's own; 400 for a rank of a single trace, 404 for a rank the
+    job does not have."""
+    if rank is None:
+        return None
+    if run.kind != RunKind.JOB:
+        raise ClientException(f"run {run.id} is one trace: it has no ranks to choose from")
+    ranks = sorted(int(m["rank"]) for m in run.members or [])
+    if rank not in ranks:
+        raise NotFoundException(f"run {run.id} has no rank {rank} (its ranks: {ranks})")
+    return None if rank == ranks[0] else rank
 
 
 def _reingest(svc: Services, run: Run) -> NoReturn:

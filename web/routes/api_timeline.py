@@ -38,7 +38,9 @@ class TimelineController(Controller):
             "Times are nanoseconds since the trace's first event (`t0_ns` in the answer). A "
             "lane with more events in the window than `width_px` comes back as per-pixel "
             "`buckets` ([pixel, count, busy fraction, name index]); other lanes as `events` "
-            "([start_ns, end_ns, name index, kind index])."
+            "([start_ns, end_ns, name index, kind index]). For a job's run, `rank` picks "
+            "the rank (default: the reference rank), on that rank's own clock; every "
+            "timeline endpoint takes it."
         ),
         responses=error_responses(404, 409),
     )
@@ -49,9 +51,10 @@ class TimelineController(Controller):
         start_ns: int | None = Parameter(default=None, ge=0, le=2**62),
         end_ns: int | None = Parameter(default=None, ge=0, le=2**62),
         width_px: int = Parameter(default=1000, ge=1, le=MAX_WIDTH_PX),
+        rank: int | None = Parameter(default=None, ge=0, le=1_000_000),
     ) -> TimelineWindow:
         run = load_ready_run(svc, run_id)
-        cur, meta = open_run_database(svc, run)
+        cur, meta = open_run_database(svc, run, rank)
         try:
             return TimelineWindow(**timeline_window(cur, start_ns, end_ns, width_px, meta))
         finally:
@@ -76,9 +79,10 @@ class TimelineController(Controller):
         run_id: FromPath[str],
         kind: FromQuery[EventKind],
         ref: int = Parameter(ge=0, le=2**62),
+        rank: int | None = Parameter(default=None, ge=0, le=1_000_000),
     ) -> TimelineEvent:
         run = load_ready_run(svc, run_id)
-        cur, meta = open_run_database(svc, run)
+        cur, meta = open_run_database(svc, run, rank)
         try:
             found: dict[str, Any] = event_details(cur, meta, kind, ref)
         except NoSuchEventError as e:
@@ -103,9 +107,10 @@ class TimelineController(Controller):
         run_id: FromPath[str],
         q: str = Parameter(min_length=1, max_length=MAX_QUERY_CHARS),
         regex: FromQuery[bool] = False,
+        rank: int | None = Parameter(default=None, ge=0, le=1_000_000),
     ) -> TimelineSearch:
         run = load_ready_run(svc, run_id)
-        cur, _ = open_run_database(svc, run)
+        cur, _ = open_run_database(svc, run, rank)
         try:
             return TimelineSearch(**search_events(cur, q, regex))
         except BadSearchError as e:
@@ -125,9 +130,10 @@ class TimelineController(Controller):
         run_id: FromPath[str],
         start_ns: int = Parameter(ge=0, le=2**62),
         end_ns: int = Parameter(ge=0, le=2**62),
+        rank: int | None = Parameter(default=None, ge=0, le=1_000_000),
     ) -> TimelineStretch:
         run = load_ready_run(svc, run_id)
-        cur, meta = open_run_database(svc, run)
+        cur, meta = open_run_database(svc, run, rank)
         try:
             return TimelineStretch(**range_summary(cur, meta, start_ns, end_ns))
         finally:

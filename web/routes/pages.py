@@ -11,7 +11,7 @@ from litestar import Controller, Request, Response
 from litestar.di import NamedDependency
 from litestar.enums import MediaType, RequestEncodingType
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import Body, FromPath, FromQuery
+from litestar.params import Body, FromPath, FromQuery, Parameter
 from litestar.response import Redirect, Template
 from litestar.utils.scope.state import ScopeState
 
@@ -124,21 +124,24 @@ class RestrictionForm:
         return cls(fields, analysis)
 
 
-def _render_job_page(svc: Services, run: Run, tokens_required: bool) -> str:
-    """A ready job's page: its ranks, clocks, stragglers, findings, and rank 0's timeline
-    (the reference rank's database is the run's own)."""
+def _render_job_page(
+    svc: Services, run: Run, tokens_required: bool, rank: int | None = None
+) -> str:
+    """A ready job's page: its ranks, clocks, stragglers, findings, and one rank's timeline
+    (``rank``, by default the reference rank, whose database is the run's own)."""
     from web.job_page import job_context
 
     report = ready_report(svc, run)
-    cur, meta = open_run_database(svc, run)
+    cur, meta = open_run_database(svc, run, rank)
     cur.close()
-    job = job_context(report, meta["t0_ns"])
+    job = job_context(report, meta["t0_ns"], rank)
     page_data = {
         "run_id": run.id,
         "status": run.status,
         "t0_ns": meta["t0_ns"],
         "span_ns": meta["span_ns"],
         "highlights": job["highlights"],
+        "rank": rank,
     }
     return svc.templates.get_template("job_run.html").render(
         run=RunView.of(run),
@@ -151,10 +154,14 @@ def _render_job_page(svc: Services, run: Run, tokens_required: bool) -> str:
 
 
 def _render_run_page(
-    svc: Services, run: Run, tokens_required: bool, form: RestrictionForm | None = None
+    svc: Services,
+    run: Run,
+    tokens_required: bool,
+    form: RestrictionForm | None = None,
+    rank: int | None = None,
 ) -> str:
     if run.kind == RunKind.JOB and run.status == RunStatus.READY:
-        return _render_job_page(svc, run, tokens_required)
+        return _render_job_page(svc, run, tokens_required, rank)
     form = form or RestrictionForm.showing(None)
     active = form.active
     context: dict[str, Any] = {
@@ -212,11 +219,17 @@ def _render_run_page(
 
 
 def _render_page(
-    svc: Services, run: Run, tokens_required: bool, restriction: Restriction | None
+    svc: Services,
+    run: Run,
+    tokens_required: bool,
+    restriction: Restriction | None,
+    rank: int | None = None,
 ) -> str:
-    """The page of a ready run, of the whole trace or of the part ``restriction`` selects."""
+    """The page of a ready run, of the whole trace or of the part ``restriction`` selects;
+    a job's with ``rank``'s timeline."""
     analysis = analysis_of(svc, run, restriction) if restriction is not None else None
-    return _render_run_page(svc, run, tokens_required, RestrictionForm.showing(analysis))
+    form = RestrictionForm.showing(analysis)
+    return _render_run_page(svc, run, tokens_required, form, rank)
 
 
 class RunListPageController(Controller):
@@ -269,6 +282,9 @@ class RunPagesController(Controller):
         window: WindowQuery = None,
         steps: StepsQuery = None,
         range_name: RangeQuery = None,
+        rank: int | None = Parameter(
+            default=None, ge=0, le=1_000_000, description="a job's rank whose timeline to show"
+        ),
     ) -> Response[bytes]:
         fields = {"window": window, "steps": steps, "range": range_name}
         if any(v is not None and not v.strip() for v in fields.values()):
@@ -290,8 +306,10 @@ class RunPagesController(Controller):
                     svc,
                     run,
                     restriction,
-                    ("page", tokens_required),
-                    lambda: StoredPage.of(_render_page(svc, run, tokens_required, restriction)),
+                    ("page", tokens_required, rank),
+                    lambda: StoredPage.of(
+                        _render_page(svc, run, tokens_required, restriction, rank)
+                    ),
                 )
             except BadRestrictionError as exc:
                 # The whole trace, the form as sent and why it was refused: fixable in place.

@@ -129,8 +129,11 @@
     timer = setTimeout(load, 60);
   }
 
+  // a job's page may show another rank than the reference one: every answer is that rank's
+  const rankQuery = page.rank !== undefined && page.rank !== null ? "&rank=" + page.rank : "";
+
   function getJson(url, signal) {
-    return fetch(url, { signal: signal, headers: { Accept: "application/json" } })
+    return fetch(url + rankQuery, { signal: signal, headers: { Accept: "application/json" } })
       .then((r) => r.json().then((d) => {
         if (!r.ok) throw new Error(d.error || ("HTTP " + r.status));
         return d;
@@ -777,14 +780,16 @@
 
   function selectFinding(id, i, zoomIn) {
     document.querySelectorAll(".finding.selected").forEach((x) => x.classList.remove("selected"));
+    // the card opens whether or not this timeline holds its ranges (a job's page shows one
+    // rank: another rank's finding has none here)
+    const card = id ? document.querySelector(".finding[data-finding-id='" + CSS.escape(id) + "']") : null;
+    if (card) card.classList.add("selected");
     if (!id || !(id in (page.highlights || {}))) {
       finding = null;
       fnav.hidden = true;
       schedule();
       return;
     }
-    const card = document.querySelector(".finding[data-finding-id='" + CSS.escape(id) + "']");
-    if (card) card.classList.add("selected");
     const info = findings[id] || {};
     const ranges = page.highlights[id].slice().sort((a, b) => a[0] - b[0]);
     finding = { id: id, ranges: ranges, i: Math.max(0, i || 0), word: "range", total: ranges.length };
