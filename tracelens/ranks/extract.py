@@ -23,7 +23,38 @@ _COMM = comm_kernel_sql()
 
 # Collective kernels in launch order with their kind, and the work since the previous one
 # on the same device: compute-kernel time (union not needed: a sum of kernels on one
-# device is the GPU time they held) and idle gaps by cause.
+# device is the GPU time they held) and idle gaps by cause. One device at a time ($1).
+#
+# The time of intervals (kernels, gaps) inside [since, start) is F(start) - F(since), with
+# F(t) the time they held before t: t * (how many began before t) - (the sum of those
+# beginnings) - the same for their ends. Each term is a running count and sum found by an
+# ASOF join, so the query is sorts and merges: an interval join would compare every
+# kernel with every collective (seconds on a 100 MB rank). Exact integers (HUGEINT).
+_RUNNING = """{name} AS (
+    SELECT t, sum(n) OVER (ORDER BY t) AS n, sum(st) OVER (ORDER BY t) AS st
+    FROM (SELECT {col} AS t, count(*) AS n, sum({col}::HUGEINT) AS st
+          FROM {table} GROUP BY 1)
+)"""
+
+
+def _held(at: str, prefix: str) -> str:
+    """F(``at``) from the running tables ``{prefix}s`` (beginnings) and ``{prefix}e`` (ends)
+    joined as ``{prefix}s_{at}`` / ``{prefix}e_{at}``."""
+    s, e = f"{prefix}s_{at}", f"{prefix}e_{at}"
+    return (
+        f"(od.{at}::HUGEINT * coalesce({s}.n, 0) - coalesce({s}.st, 0)"
+        f" - od.{at}::HUGEINT * coalesce({e}.n, 0) + coalesce({e}.st, 0))"
+    )
+
+
+def _joins(prefix: str) -> str:
+    return " ".join(
+        f"ASOF LEFT JOIN {prefix}{x} {prefix}{x}_{at} ON od.{at} > {prefix}{x}_{at}.t"
+        for at in ("start_ns", "since_ns")
+        for x in ("s", "e")
+    )
+
+
 _COLLECTIVES = f"""
 WITH c AS (
     SELECT device_id, start_ns, end_ns,
@@ -37,21 +68,36 @@ WITH c AS (
            coalesce(lag(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns),
                     (SELECT min(start_ns) FROM kernels)) AS since_ns
     FROM c
+), od AS (
+    SELECT * FROM o WHERE device_id = $1
+), k AS (
+    SELECT start_ns, end_ns FROM kernels WHERE device_id = $1 AND NOT {_COMM}
+), g AS (
+    SELECT start_ns, end_ns, cause FROM gaps WHERE device_id = $1
+),
+{_RUNNING.format(name="ks", col="start_ns", table="k")},
+{_RUNNING.format(name="ke", col="end_ns", table="k")},
+{_RUNNING.format(name="gs", col="start_ns", table="g")},
+{_RUNNING.format(name="ge", col="end_ns", table="g")},
+held AS (
+    SELECT od.kind, od.ordinal,
+           {_held("start_ns", "k")} - {_held("since_ns", "k")} AS compute_ns,
+           {_held("start_ns", "g")} - {_held("since_ns", "g")} AS idle_ns
+    FROM od {_joins("k")} {_joins("g")}
+),
+-- a gap is idle time, so no collective runs during it: it lies in one interval at most,
+-- the one of the first collective starting at or after its end
+cause AS (
+    SELECT kind, ordinal, arg_max(cause, ov) AS cause FROM (
+        SELECT od.kind, od.ordinal, g.cause,
+               least(g.end_ns, od.start_ns) - greatest(g.start_ns, od.since_ns) AS ov
+        FROM g ASOF JOIN od ON g.end_ns <= od.start_ns
+    ) WHERE ov > 0 GROUP BY kind, ordinal
 )
-SELECT o.kind, o.ordinal, o.device_id, o.start_ns, o.end_ns, o.since_ns,
-       coalesce((SELECT sum(least(k.end_ns, o.start_ns) - greatest(k.start_ns, o.since_ns))
-                 FROM kernels k
-                 WHERE k.device_id = o.device_id AND NOT {comm_kernel_sql("k.name")}
-                   AND k.end_ns > o.since_ns AND k.start_ns < o.start_ns), 0) AS compute_ns,
-       coalesce((SELECT sum(least(g.end_ns, o.start_ns) - greatest(g.start_ns, o.since_ns))
-                 FROM gaps g
-                 WHERE g.device_id = o.device_id
-                   AND g.end_ns > o.since_ns AND g.start_ns < o.start_ns), 0) AS idle_ns,
-       (SELECT arg_max(g.cause, least(g.end_ns, o.start_ns) - greatest(g.start_ns, o.since_ns))
-        FROM gaps g
-        WHERE g.device_id = o.device_id
-          AND g.end_ns > o.since_ns AND g.start_ns < o.start_ns) AS idle_cause
-FROM o ORDER BY o.start_ns, o.kind
+SELECT od.kind, od.ordinal, od.device_id, od.start_ns, od.end_ns, od.since_ns,
+       CAST(held.compute_ns AS BIGINT) AS compute_ns, CAST(held.idle_ns AS BIGINT) AS idle_ns,
+       cause.cause AS idle_cause
+FROM od JOIN held USING (kind, ordinal) LEFT JOIN cause USING (kind, ordinal)
 """
 
 _OPS = f"""
@@ -132,8 +178,10 @@ def extract(
             idle_ns=int(r[7]),
             idle_cause=r[8],
         )
-        for r in db.rows(_COLLECTIVES)
+        for (dev,) in db.rows(f"SELECT DISTINCT device_id FROM kernels WHERE {_COMM}")
+        for r in db.rows(_COLLECTIVES, [dev])
     ]
+    out.collectives.sort(key=lambda c: (c.start_ns, c.kind, c.device_id))
     require(db, KERNEL_OPS)
     out.op_ns = {str(name): int(ns) for name, ns in db.rows(_OPS)}
     out.idle_ns_by_cause = {
