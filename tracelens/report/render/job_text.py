@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_ns
-from tracelens.ranks.grouping import ranks_label
+from tracelens.ranks.grouping import finding_scope
 
 _COLUMNS = (
     "rank",
@@ -50,13 +50,10 @@ def _offset(ns: int) -> str:
 
 
 def _finding_line(f: dict[str, Any]) -> str:
+    # a job-wide finding's title names its ranks already
     if f["analyzer"] == "ranks" or f.get("rank") is None:
-        rank = ""
-    else:
-        ranks = f.get("ranks") or [f["rank"]]
-        shown = f" (rank {f['rank']} shown)" if len(ranks) > 1 else ""
-        rank = ranks_label(ranks) + shown + ": "
-    return f"[{f['severity']}] {rank}{f['title']}"
+        return f"[{f['severity']}] {f['title']}"
+    return f"[{f['severity']}] {finding_scope(f)}: {f['title']}"
 
 
 def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) -> str:
