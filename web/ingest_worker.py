@@ -30,6 +30,7 @@ from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
 from web.catalog import runs as catalog_runs
+from web.ingest_progress import IngestProgress
 from web.job_ingest import build_job_run, catalog_facts, is_job, kept_sources
 from web.settings import Settings
 from web.storage import RunFiles, write_json_atomic
@@ -39,8 +40,6 @@ log = logging.getLogger("tracelens.web.ingest")
 
 # Orphaned run directories younger than this may still be an upload in flight.
 ORPHAN_AGE_S = 600.0
-# Reading the file is most of an ingest; the rest is analysis and publishing.
-_READ_SHARE = 0.85
 _PROGRESS_EVERY_S = 0.5
 # The trace_info fact holding what ingest said about the trace (skipped events, ...).
 INGEST_NOTES_FACT = "web_ingest_notes"
@@ -197,34 +196,29 @@ class IngestWorker:
         label: str,
         report_progress: Callable[[float], None],
     ) -> dict[str, Any]:
-        last = [0.0]
-
-        def progress(done: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= _PROGRESS_EVERY_S and total:
-                last[0] = now
-                report_progress(_READ_SHARE * done / total)
-
+        progress = IngestProgress(report_progress, _PROGRESS_EVERY_S)
         loaded = load_trace(
             files.source(run.source_file),
             db_path=files.database(generation),
-            on_progress=progress,
+            on_progress=progress.reading,
             limits=self.limits,
         )
         try:
-            report_progress(_READ_SHARE)
+            progress.loaded()
             report = build_report(
                 loaded,
                 label=label,
                 sha256=run.sha256,
                 inputs=ReportInputs(slo=parse_slo(run.slo) if run.slo else None),
+                on_progress=progress.analysing,
             )
-            report_progress(0.95)
+            progress.analysed()
             # A restricted analysis (web.run_restriction) starts again from the database,
             # and its report, as the CLI's, opens with ingest's notes: keep them there.
             set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
             build_timeline_tables(loaded.con)
             loaded.con.execute("CHECKPOINT")
+            progress.timeline_built()
         finally:
             loaded.close()
         write_json_atomic(files.report(generation), report)

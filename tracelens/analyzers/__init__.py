@@ -6,7 +6,7 @@ with :func:`tracelens.analyzers.contract.finding` (:mod:`tracelens.analyzers.con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tracelens.analyzers import (
     communication,
@@ -49,15 +49,23 @@ ANALYZERS: list[Analyzer] = [
 ]
 
 
-def run_all(db: TraceDB, thresholds: Thresholds, extra: Sequence[Finding] = ()) -> list[Finding]:
+def run_all(
+    db: TraceDB,
+    thresholds: Thresholds,
+    extra: Sequence[Finding] = (),
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Finding]:
     """Every analyzer's findings, ranked by the time they would give back.
 
     ``extra``: findings of checks that need more than the trace (the SLO attainment of
     :mod:`tracelens.analyzers.llm_slo`), ranked with the rest; warm-up does not trim them,
-    since they judge requests, not the trace's time.
+    since they judge requests, not the trace's time. ``on_progress(done, total)`` after
+    each analyzer.
     """
     findings: list[Finding] = []
-    for module in ANALYZERS:
+    for done, module in enumerate(ANALYZERS, start=1):
         findings.extend(module.analyze(db, thresholds))
+        if on_progress is not None:
+            on_progress(done, len(ANALYZERS))
     findings = [*warmup.leave_out_warmup(findings, db, thresholds), *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

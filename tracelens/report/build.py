@@ -87,6 +87,7 @@ def build_report(
     label: str | None = None,
     sha256: str | None = None,
     inputs: ReportInputs | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The report of a loaded trace.
 
@@ -94,6 +95,7 @@ def build_report(
     knows (the web app reads a kept copy of an upload and shows the uploaded name);
     ``sha256`` likewise for the hash (the upload's, which de-duplication compares, not the
     kept copy's). ``inputs``: serving objectives and a benchmark client's results.
+    ``on_progress(done, total)``: after each analyzer.
     """
     return build_report_from_db(
         TraceDB(loaded.con),
@@ -107,6 +109,7 @@ def build_report(
         top=top,
         notes=loaded.notes,
         inputs=inputs,
+        on_progress=on_progress,
     )
 
 
@@ -117,11 +120,12 @@ def build_report_from_db(
     top: int = 10,
     notes: list[str] | None = None,
     inputs: ReportInputs | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     t = thresholds or Thresholds()
     given = inputs or ReportInputs()
     serving = slo_outcome(db, t, given.slo, given.bench)
-    findings = run_all(db, t, extra=analyze_slo(db, t, serving))
+    findings = run_all(db, t, extra=analyze_slo(db, t, serving), on_progress=on_progress)
     info = db.info
     trace: dict[str, Any] = {}
     for key in _INFO_KEYS:
