@@ -167,8 +167,11 @@ FROM m LEFT JOIN ov USING (kid) ORDER BY m.kid
 def collective_kernels(db: TraceDB, device_id: int) -> list[dict]:
     """One row per collective kernel on ``device_id``, in launch order: its collective, bytes
     (None where no ``record_param_comms`` gives them), duration ``d``, ``exposed`` time (not
-    overlapped by compute) and the ``step`` its launch fell in."""
-    return db.dicts(_PER_KERNEL, [device_id, device_id])
+    overlapped by compute) and the ``step`` its launch fell in. Kept for the life of ``db``
+    (the job's extract reads them again for small-collective storms); not to be mutated."""
+    return db.memo(
+        ("collective_kernels", device_id), lambda: db.dicts(_PER_KERNEL, [device_id, device_id])
+    )
 
 
 def _waiting(kernels: list[dict]) -> list[dict]:

@@ -54,8 +54,10 @@ def analyze_job(
         target = db_path(rank) if db_path is not None else None
         loaded = load_trace(path, db_path=target, limits=limits)
         try:
-            report = build_report(loaded, t, top)
-            found = extract(TraceDB(loaded.con), rank, path, report, t)
+            # one TraceDB for both: the extract reuses the derived tables the analyzers built
+            db = TraceDB(loaded.con)
+            report = build_report(loaded, t, top, db=db)
+            found = extract(db, rank, path, report, t)
             if on_rank is not None:
                 on_rank(rank, loaded)
             return found

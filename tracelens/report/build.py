@@ -88,6 +88,7 @@ def build_report(
     sha256: str | None = None,
     inputs: ReportInputs | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    db: TraceDB | None = None,
 ) -> dict[str, Any]:
     """The report of a loaded trace.
 
@@ -95,10 +96,12 @@ def build_report(
     knows (the web app reads a kept copy of an upload and shows the uploaded name);
     ``sha256`` likewise for the hash (the upload's, which de-duplication compares, not the
     kept copy's). ``inputs``: serving objectives and a benchmark client's results.
-    ``on_progress(done, total)``: after each analyzer.
+    ``on_progress(done, total)``: after each analyzer. ``db``: the loaded trace's
+    :class:`TraceDB` where the caller goes on querying it, so what the analyzers derived
+    (kernel attribution, the workload, ...) is built once for both.
     """
     return build_report_from_db(
-        TraceDB(loaded.con),
+        db if db is not None else TraceDB(loaded.con),
         source={
             "path": label if label is not None else str(loaded.path),
             "format": loaded.format,
