@@ -75,15 +75,41 @@ def _merged(sel: str) -> str:
     )"""
 
 
+def _covered(merged: str) -> str:
+    """The disjoint intervals of ``merged`` with ``before``: how much of them lies before
+    each one. How much of them lies before an instant t is then, from the last interval
+    starting at or before t (an ASOF join), ``before + least(t - start_ns, end_ns -
+    start_ns)``, so the overlap of any interval with them is that at its end minus that at
+    its start: sorts and ASOF joins, where an interval join compared every pair (seconds
+    on a trace of 100 k kernels)."""
+    return f"""(
+        SELECT device_id, start_ns, end_ns,
+               coalesce(sum(end_ns - start_ns) OVER (
+                   PARTITION BY device_id ORDER BY start_ns
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+        FROM {merged}
+    )"""
+
+
+def _covered_at(alias: str, t: str) -> str:
+    """How much of ``alias``'s intervals (:func:`_covered`, ASOF-joined at ``t``) lies
+    before the instant ``t``; 0 where none starts at or before it."""
+    return (
+        f"coalesce({alias}.before + least({t} - {alias}.start_ns,"
+        f" {alias}.end_ns - {alias}.start_ns), 0)"
+    )
+
+
 _OVERLAP = f"""
 WITH c AS {_merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE {_COMM}")},
-k AS {_merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})")},
+k AS {_covered(_merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})"))},
 comm AS (SELECT device_id, sum(end_ns - start_ns) AS comm_ns FROM c GROUP BY device_id),
 ov AS (
-    SELECT c.device_id,
-           sum(least(c.end_ns, k.end_ns) - greatest(c.start_ns, k.start_ns)) AS overlap_ns
-    FROM c JOIN k ON k.device_id = c.device_id AND k.start_ns < c.end_ns
-                 AND k.end_ns > c.start_ns
+    SELECT c.device_id, sum({_covered_at("ke", "c.end_ns")} - {_covered_at("ks", "c.start_ns")})
+               AS overlap_ns
+    FROM c
+    ASOF LEFT JOIN k ks ON ks.device_id = c.device_id AND c.start_ns >= ks.start_ns
+    ASOF LEFT JOIN k ke ON ke.device_id = c.device_id AND c.end_ns >= ke.start_ns
     GROUP BY c.device_id
 )
 SELECT comm.device_id, comm.comm_ns, coalesce(ov.overlap_ns, 0) AS overlap_ns
@@ -144,11 +170,17 @@ m AS (
     FROM k ASOF LEFT JOIN c ON c.pid = k.pid AND c.tid = k.tid AND c.start_ns <= k.api_start
 ),
 cu AS {
-    _merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE device_id = ? AND NOT {_COMM}")
+    _covered(
+        _merged(
+            f"SELECT device_id, start_ns, end_ns FROM kernels WHERE device_id = ? AND NOT {_COMM}"
+        )
+    )
 },
 ov AS (
-    SELECT m.kid, sum(least(m.end_ns, cu.end_ns) - greatest(m.start_ns, cu.start_ns)) AS ns
-    FROM m JOIN cu ON cu.start_ns < m.end_ns AND cu.end_ns > m.start_ns GROUP BY m.kid
+    SELECT m.kid, {_covered_at("ce", "m.end_ns")} - {_covered_at("cs", "m.start_ns")} AS ns
+    FROM m
+    ASOF LEFT JOIN cu cs ON m.start_ns >= cs.start_ns
+    ASOF LEFT JOIN cu ce ON m.end_ns >= ce.start_ns
 ),
 steps AS (SELECT DISTINCT name, start_ns, end_ns FROM ({STEP_INTERVALS}))
 SELECT m.kid, m.name, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS d,
