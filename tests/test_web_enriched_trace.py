@@ -39,7 +39,10 @@ def _enriched(client: Any, run_id: str, tmp: Path, query: str = "") -> tuple[Pat
     answer = client.get(f"/api/runs/{run_id}/trace/enriched{query}")
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("application/gzip")
-    assert ".json.gz" in answer.headers["content-disposition"]
+    assert (
+        f"{run_id}{'-rank-' + query.split('=')[1] if query else ''}-enriched.json.gz"
+        in (answer.headers["content-disposition"])
+    )
     path = tmp / f"{run_id}-enriched.json.gz"
     path.write_bytes(answer.content)
     return path, json.loads(gzip.decompress(answer.content))
@@ -152,3 +155,38 @@ def test_splice_keeps_the_original_bytes(tmp_path: Path, empty: bool) -> None:
         assert doc["after"] == [1] and doc["meta"] == {"traceEvents": "no"}
     bare = b'[{"ph":"X","name":"a","ts":1,"dur":2,"pid":1,"tid":1}]'
     assert len(json.loads(b"".join(splice_events(tmp_path / "t.json", [bare], ours)))) == 2
+
+
+def test_a_jobs_download_is_one_ranks_with_that_ranks_findings(tmp_path: Path) -> None:
+    from tracelens.testing.planted_ranks import write_job
+
+    paths = write_job(tmp_path / "job", ranks=2, slow_rank=1).files
+    with client_for(make_settings(tmp_path / "data")) as client:
+        answer = client.post(
+            "/api/runs",
+            files=[("file", (p.name, p.read_bytes(), "application/octet-stream")) for p in paths],
+        )
+        run = wait_done(client, answer.json()["id"], timeout=120)
+        assert run["status"] == "ready", run
+        findings = client.get(f"/api/runs/{run['id']}/findings").json()
+        no_rank = client.get(f"/api/runs/{run['id']}/trace/enriched")
+        assert no_rank.status_code == 400 and "?rank=" in no_rank.json()["error"]
+        assert client.get(f"/api/runs/{run['id']}/trace/enriched?rank=7").status_code == 404
+        # the job page offers the rank its timeline shows
+        page = client.get(f"/runs/{run['id']}?rank=1").text
+        assert f"/api/runs/{run['id']}/trace/enriched?rank=1" in page
+        assert "Open rank 1 in Perfetto" in page
+        slices = 0
+        for rank in (0, 1):
+            _, doc = _enriched(client, run["id"], tmp_path, f"?rank={rank}")
+            mine = [f for f in findings if f.get("rank") == rank and f["time_ranges"]]
+            if mine:
+                _check_findings(doc, mine)
+                slices += len(mine)
+            else:
+                assert not [e for e in doc["traceEvents"] if e.get("cat") == FINDING_CATEGORY]
+            kept = client.get(f"/api/runs/{run['id']}/source?rank={rank}").content
+            original = json.loads(gzip.decompress(kept) if kept[:2] == b"\x1f\x8b" else kept)
+            ours = [e for e in doc["traceEvents"] if e.get("pid") == FINDINGS_PID]
+            assert len(doc["traceEvents"]) - len(ours) == len(original["traceEvents"])
+        assert slices, "the planted job has findings with time ranges"

@@ -28,11 +28,18 @@ def perfetto_context(
     query = f"?{urlencode({'rank': rank})}" if rank is not None else ""
     label = run_id if rank is None else f"{run_id}-rank-{rank}"
     return {
+        "rank": rank,
         "trace_url": f"/api/runs/{run_id}/trace/enriched{query}",
         "perfetto_url": settings.perfetto_url,
         "title": f"tracelens {run_name}" + (f" rank {rank}" if rank is not None else ""),
         "file_name": f"{label}-enriched.json.gz",
         "t0_ns": str(t0_ns),
+        # the buttons' tooltip: what leaves whose machine, and what it needs
+        "tip": (
+            f"Sends the enriched trace from your browser to the Perfetto UI at "
+            f"{settings.perfetto_url} (it needs your browser to reach it; the service "
+            "itself sends nothing anywhere)."
+        ),
         "ranges": {
             f["id"]: [
                 [str(int(r["start_ns"])), str(int(r["end_ns"]))]

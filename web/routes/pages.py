@@ -144,10 +144,15 @@ def _render_job_page(
         "highlights": job["highlights"],
         "rank": rank,
     }
+    shown = job["shown_rank"]
+    shown_findings = [f for f in report["findings"] if f.get("rank") == shown]
     return svc.templates.get_template("job_run.html").render(
         run=RunView.of(run),
         report=report,
         job=job,
+        perfetto=perfetto_context(
+            svc.settings, run.id, run.name, shown_findings, meta["t0_ns"], rank=shown
+        ),
         tokens_required=tokens_required,
         page_data=page_data,
         csrf_token=lambda: CSRF_PLACEHOLDER,
