@@ -1,5 +1,5 @@
 """JSON API for runs: upload and list (``/api/runs``), one run's status, deletion,
-re-ingestion and kept original (``/api/runs/{run_id}``)."""
+re-ingestion, kept original and enriched trace (``/api/runs/{run_id}``)."""
 
 from __future__ import annotations
 
