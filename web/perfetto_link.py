@@ -38,7 +38,8 @@ def perfetto_context(
         "tip": (
             f"Sends the enriched trace from your browser to the Perfetto UI at "
             f"{settings.perfetto_url} (it needs your browser to reach it; the service "
-            "itself sends nothing anywhere)."
+            "itself sends nothing anywhere). Perfetto asks whether you trust this site "
+            "before it opens the trace."
         ),
         "ranges": {
             f["id"]: [
