@@ -96,10 +96,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_process(data_dir: Path, *extra: str) -> Iterator[str]:
-    """``tracelens serve`` in a child process on a free loopback port; yields its base URL."""
+def serve_process(
+    data_dir: Path, *extra: str, env_vars: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``tracelens serve`` in a child process on a free loopback port; yields its base URL.
+    ``env_vars``: TRACELENS_* settings it gets (none of the caller's own reach it)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
+    env.update(env_vars or {})
     cmd = [sys.executable, "-m", "tracelens.cli", "serve", "--port", str(port)]
     log_path = data_dir.parent / f"{data_dir.name}-serve.log"
     log = log_path.open("wb")  # a file, not a pipe: a chatty server must never block on it

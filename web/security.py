@@ -7,7 +7,9 @@
   a visitor's browser. HTML forms also carry Litestar's double-submit CSRF token.
 - Uploads are rate limited per client address (memory store, or Redis when configured).
 - Every response carries a strict Content-Security-Policy: scripts, styles and requests
-  only from this origin, no inline script or style, no framing.
+  only from this origin, no inline script or style, no framing. Opening the Perfetto UI
+  and posting it a trace (window.open, postMessage) is no request CSP governs; the
+  opener policy allows the page's own pop-ups to stay reachable for it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
-    "cross-origin-opener-policy": "same-origin",
+    # Not "same-origin": that severs a window this page opens on another site, and "Open
+    # in Perfetto" posts the trace to the Perfetto UI it opened. Pages that open this
+    # service still get a browsing context of their own.
+    "cross-origin-opener-policy": "same-origin-allow-popups",
 }
 UPLOAD_PATH = "/api/runs"
 

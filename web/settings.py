@@ -24,6 +24,9 @@ Environment variables:
   this long is given to another; ``TRACELENS_QUEUE_ATTEMPTS`` (3): tries before the run is
   failed; ``TRACELENS_QUEUE_RETRY_DELAY_S`` (5): the first retry's delay, doubling after;
   ``TRACELENS_QUEUE_JOB_TIMEOUT_S`` (14400): the longest one job may run.
+- ``TRACELENS_PERFETTO_URL``: the Perfetto UI the run page's "Open in Perfetto" opens
+  (``https://ui.perfetto.dev``; a self-hosted copy's address where browsers cannot reach
+  the public one). The service itself never contacts it: the visitor's browser does.
 - ``TRACELENS_OPEN_ACCESS``: ``1`` accepts writes without a token even though catalog tokens
   exist or existed (``tracelens serve --open``); without it, revoking every token locks
   writes rather than opening them.
@@ -42,6 +45,7 @@ from ingest.limits import default_max_decompressed
 from web.catalog import default_database_url
 
 GIB = 1024**3
+DEFAULT_PERFETTO_URL = "https://ui.perfetto.dev"
 
 
 def _int_env(name: str, default: int) -> int:
@@ -80,6 +84,8 @@ class Settings:
     queue_attempts: int = 3
     queue_retry_delay_s: float = 5.0
     queue_job_timeout_s: int = 4 * 3600
+    # Where the run page's "Open in Perfetto" sends a trace, from the visitor's browser.
+    perfetto_url: str = DEFAULT_PERFETTO_URL
 
     @classmethod
     def from_env(cls, data_dir: Path | str | None = None, **overrides: object) -> Settings:
@@ -119,6 +125,7 @@ class Settings:
             "queue_attempts": max(1, _int_env("TRACELENS_QUEUE_ATTEMPTS", 3)),
             "queue_retry_delay_s": float(max(0, _int_env("TRACELENS_QUEUE_RETRY_DELAY_S", 5))),
             "queue_job_timeout_s": max(60, _int_env("TRACELENS_QUEUE_JOB_TIMEOUT_S", 4 * 3600)),
+            "perfetto_url": _perfetto_url(os.environ.get("TRACELENS_PERFETTO_URL", "")),
         }
         values.update(overrides)
         return cls(**values)
@@ -130,6 +137,18 @@ class Settings:
     @property
     def uploads_dir(self) -> Path:
         return self.data_dir / "uploads"
+
+
+def _perfetto_url(raw: str) -> str:
+    """The Perfetto UI's address: an http(s) URL (the page opens it and posts to its
+    origin), without a trailing slash."""
+    from urllib.parse import urlsplit
+
+    url = raw.strip() or DEFAULT_PERFETTO_URL
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SystemExit(f"TRACELENS_PERFETTO_URL must be an http(s) URL, got {raw!r}")
+    return url.rstrip("/")
 
 
 def _stored_secret(home: Path) -> str:

@@ -1,5 +1,5 @@
 """JSON API for runs: upload and list (``/api/runs``), one run's status, deletion,
-re-ingestion and kept original (``/api/runs/{run_id}``)."""
+re-ingestion, kept original and enriched trace (``/api/runs/{run_id}``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import ClientException, NotFoundException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
-from litestar.response import File
+from litestar.response import File, Stream
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
 from ingest.redacted_copy import REDACTION_VERSION
@@ -27,7 +27,9 @@ from web.api_schema import (
 )
 from web.catalog import Run, RunKind
 from web.catalog import runs as catalog_runs
+from web.enriched_trace import enriched_trace
 from web.errors import ConflictException, refuse_when_queue_full
+from web.permalinks import finding_permalink
 from web.routes.blocking import (
     blocking_delete,
     blocking_get,
@@ -35,7 +37,7 @@ from web.routes.blocking import (
     blocking_post,
     blocking_put,
 )
-from web.run_lookup import live_view, load_run
+from web.run_lookup import live_view, load_ready_run, load_run
 from web.services import Services
 from web.storage import RunFiles
 from web.uploads import receive_upload
@@ -233,6 +235,53 @@ class RunController(Controller):
         ext = name[name.index(".") :] if "." in name else ""
         label = f"{run.id}-{name.split('.')[0]}" if rank is not None else run.id
         return File(path=path, filename=f"{label}{ext}", media_type="application/octet-stream")
+
+    @blocking_get(
+        "/trace/enriched",
+        summary="The trace with its findings: Chrome-trace JSON (gzip) for Perfetto or chrome://tracing",
+        description=(
+            "The kept original's events (secrets redacted; an Nsight Systems export's "
+            "kernels, copies, memsets, runtime calls, NVTX ranges and synchronizations, "
+            "written from the run's database), plus a process `tracelens findings`: one "
+            "complete event per time range of each finding (named by its title; `args` "
+            "with id, severity, impact and permalink), and counters of each GPU's busy "
+            "share and, where recorded, its allocated and reserved memory. Always "
+            "gzip-compressed (`application/gzip`, a `.json.gz` attachment), streamed. A "
+            "job's run: one rank's, `?rank=R` (400 without), with that rank's findings. "
+            "Needs `Authorization: Bearer <token>` when the service has API tokens, as "
+            "the original does; 409 until the run is ready."
+        ),
+        media_type="application/gzip",
+        responses=error_responses(401, 404, 409),
+    )
+    def get_enriched_trace(
+        self,
+        request: Request[Any, Any, Any],
+        svc: NamedDependency[Services],
+        run_id: FromPath[str],
+        rank: FromQuery[int | None] = None,
+    ) -> Stream:
+        svc.access.check_read(request)
+        run = load_ready_run(svc, run_id)
+        if run.source_redaction < REDACTION_VERSION:
+            raise ConflictException(
+                f"the original of run {run_id} is being redacted; try again once it is ready"
+            )
+        path = RunFiles(svc.settings.runs_dir, run.id).source(_source_file(run, rank))
+        if not path.exists():
+            raise NotFoundException(f"the original file of run {run_id} is gone")
+        trace = enriched_trace(
+            svc,
+            run,
+            path,
+            rank,
+            lambda fid: finding_permalink(svc.settings, request, run.id, fid),
+        )
+        return Stream(
+            trace.chunks,
+            media_type="application/gzip",
+            headers={"content-disposition": f'attachment; filename="{trace.filename}"'},
+        )
 
 
 def _source_file(run: Run, rank: int | None) -> str:

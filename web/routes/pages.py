@@ -23,6 +23,7 @@ from web.catalog import runs as catalog_runs
 from web.conditional import entity_tag, stored_response
 from web.errors import ConflictException
 from web.finding_history import finding_history
+from web.perfetto_link import perfetto_context
 from web.permalinks import finding_permalink
 from web.routes.blocking import blocking_get, blocking_post
 from web.run_lifecycle import change_slo, describe_run, remove_run
@@ -143,10 +144,15 @@ def _render_job_page(
         "highlights": job["highlights"],
         "rank": rank,
     }
+    shown = job["shown_rank"]
+    shown_findings = [f for f in report["findings"] if f.get("rank") == shown]
     return svc.templates.get_template("job_run.html").render(
         run=RunView.of(run),
         report=report,
         job=job,
+        perfetto=perfetto_context(
+            svc.settings, run.id, run.name, shown_findings, meta["t0_ns"], rank=shown
+        ),
         tokens_required=tokens_required,
         page_data=page_data,
         csrf_token=lambda: CSRF_PLACEHOLDER,
@@ -184,6 +190,9 @@ def _render_run_page(
         t0 = meta["t0_ns"]
         context["report"] = report
         context["choices"] = choices
+        context["perfetto"] = perfetto_context(
+            svc.settings, run.id, context["run"].name, report["findings"], t0
+        )
         # Window offsets count from the first GPU activity, the timeline's from its first
         # event: the hint says how far apart they are.
         context["window_origin_ns"] = ready_report(svc, run)["trace"]["t0_ns"] - t0

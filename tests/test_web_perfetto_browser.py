@@ -1,0 +1,185 @@
+"""In Chromium: "Open in Perfetto" opens the configured Perfetto UI, waits for its PONG and
+posts it the enriched trace at the finding's range.
+
+The Perfetto UI is stood in for by a page this test serves on another origin
+(``TRACELENS_PERFETTO_URL`` points at it): it answers PING with PONG, as Perfetto's
+``post_message_handler`` does, and keeps what it is posted for the test to read. The
+run page must do it without a console error or a CSP violation.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from web_helpers import chromium, free_port, serve_process, write_planted
+
+pytestmark = pytest.mark.browser
+
+STAND_IN = b"""<!doctype html><html><head><title>stand-in UI</title></head><body>
+<script>
+window.__pings = 0;
+window.__posted = null;
+window.addEventListener("message", (e) => {
+  if (e.data === "PING") {
+    window.__pings++;
+    e.source.postMessage("PONG", e.origin);
+    return;
+  }
+  if (e.data && e.data.perfetto) {
+    const p = e.data.perfetto;
+    const bytes = new Uint8Array(p.buffer);
+    let bin = "";
+    for (let i = 0; i < bytes.length; i += 8192) {
+      bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192));
+    }
+    window.__posted = { title: p.title, fileName: p.fileName, url: p.url,
+                        origin: e.origin, b64: btoa(bin) };
+  }
+});
+</script></body></html>"""
+
+
+class _StandIn(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(STAND_IN)))
+        self.end_headers()
+        self.wfile.write(STAND_IN)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), _StandIn)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, stand_in: str) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("serve")
+    with serve_process(data, env_vars={"TRACELENS_PERFETTO_URL": stand_in}) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return bytes(r.read())
+
+
+@pytest.fixture(scope="module")
+def run_id(server: str, browser: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    trace = write_planted(tmp_path_factory.mktemp("trace") / "planted.pt.trace.json.gz")
+    page = browser.new_page()
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(trace))
+    page.wait_for_url("**/runs/*", timeout=120_000)
+    page.wait_for_selector(".finding")
+    rid = urllib.parse.urlsplit(page.url).path.rstrip("/").rsplit("/", 1)[1]
+    page.close()
+    return rid
+
+
+def _padded(start: int, end: int) -> tuple[int, int]:
+    pad = (end - start) // 20 + 1000
+    return start - pad, end + pad
+
+
+def _open(
+    browser: Any, url: str, click: str, select: str | None = None
+) -> tuple[dict[str, Any], str, str]:
+    """Open ``url``, click ``select`` (if any) then ``click``; what the stand-in was
+    posted, its address, and the page's status line."""
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+        " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+    )
+    page.goto(url)
+    if select:  # a finding's own button shows once its card is selected, as a reader does
+        unfold = (
+            "s => { const d = document.querySelector(s).closest('details'); if (d) d.open = true; }"
+        )
+        page.evaluate(unfold, select)
+        page.click(select)
+    with page.expect_popup() as popup_info:
+        page.click(click)
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__posted !== null", timeout=60_000)
+    posted = popup.evaluate("() => window.__posted")
+    assert popup.evaluate("() => window.__pings") >= 1
+    page.wait_for_function(
+        "() => document.getElementById('perfetto-status').dataset.state === 'sent'"
+    )
+    status = page.inner_text("#perfetto-status")
+    popup_url = popup.url
+    csp = page.evaluate("() => window.__csp")
+    context.close()
+    assert not csp, csp
+    assert not errors, errors
+    return posted, popup_url, status
+
+
+def test_open_in_perfetto_posts_the_enriched_trace_at_the_findings_range(
+    server: str, stand_in: str, browser: Any, run_id: str
+) -> None:
+    findings = json.loads(_get(f"{server}/api/runs/{run_id}/findings"))
+    ranged = [f for f in findings if len(f["time_ranges"]) >= 2]
+    assert ranged, "the planted trace has a finding with several ranges"
+    f = ranged[0]
+    page_url = f"{server}/runs/{run_id}?finding={f['id']}&fr=2"
+    posted, popup_url, status = _open(browser, page_url, "#open-perfetto")
+    assert status == "Sent to Perfetto."
+    # the buffer is the enriched trace the API serves
+    served = gzip.decompress(_get(f"{server}/api/runs/{run_id}/trace/enriched"))
+    assert gzip.decompress(base64.b64decode(posted["b64"])) == served
+    assert posted["fileName"] == f"{run_id}-enriched.json.gz"
+    assert posted["url"] == page_url and posted["title"].startswith("tracelens ")
+    # the range: the finding's second range (fr=2), as visStart/visEnd in trace-clock ns
+    r = f["time_ranges"][1]
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(popup_url).query)
+    assert popup_url.startswith(stand_in + "/")
+    assert (int(q["visStart"][0]), int(q["visEnd"][0])) == _padded(r["start_ns"], r["end_ns"])
+
+
+def test_a_findings_own_button_opens_at_its_first_range(
+    server: str, browser: Any, run_id: str
+) -> None:
+    findings = json.loads(_get(f"{server}/api/runs/{run_id}/findings"))
+    f = [f for f in findings if f["time_ranges"]][-1]
+    click = f".perfetto-range[data-finding-id='{f['id']}']"
+    card = f".finding[data-finding-id='{f['id']}'] .finding-title"
+    posted, popup_url, _ = _open(browser, f"{server}/runs/{run_id}", click, card)
+    r = f["time_ranges"][0]
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(popup_url).query)
+    assert (int(q["visStart"][0]), int(q["visEnd"][0])) == _padded(r["start_ns"], r["end_ns"])
+    doc = json.loads(gzip.decompress(base64.b64decode(posted["b64"])))
+    ids = {e["args"]["id"] for e in doc["traceEvents"] if e.get("cat") == "tracelens.finding"}
+    assert f["id"] in ids

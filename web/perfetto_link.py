@@ -1,0 +1,52 @@
+"""What the run page's "Open in Perfetto" needs: where the trace is, where Perfetto is.
+
+The page's script (``static/perfetto.js``) fetches the enriched trace from this service
+and posts it to the Perfetto UI it opened (Perfetto's documented postMessage protocol),
+so the trace goes from the visitor's browser to the UI, never from the server. Times are
+absolute nanoseconds as decimal text: at epoch scale they exceed what a JavaScript
+number holds exactly, and Perfetto's ``visStart``/``visEnd`` take them on the trace's
+clock, which for a Chrome trace is its own microseconds times 1,000.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from web.settings import Settings
+
+
+def perfetto_context(
+    settings: Settings,
+    run_id: str,
+    run_name: str,
+    findings: list[dict[str, Any]],
+    t0_ns: int,
+    rank: int | None = None,
+) -> dict[str, Any]:
+    """The page data of the Perfetto button (and the download link's address)."""
+    query = f"?{urlencode({'rank': rank})}" if rank is not None else ""
+    label = run_id if rank is None else f"{run_id}-rank-{rank}"
+    return {
+        "rank": rank,
+        "trace_url": f"/api/runs/{run_id}/trace/enriched{query}",
+        "perfetto_url": settings.perfetto_url,
+        "title": f"tracelens {run_name}" + (f" rank {rank}" if rank is not None else ""),
+        "file_name": f"{label}-enriched.json.gz",
+        "t0_ns": str(t0_ns),
+        # the buttons' tooltip: what leaves whose machine, and what it needs
+        "tip": (
+            f"Sends the enriched trace from your browser to the Perfetto UI at "
+            f"{settings.perfetto_url} (it needs your browser to reach it; the service "
+            "itself sends nothing anywhere). Perfetto asks whether you trust this site "
+            "before it opens the trace."
+        ),
+        "ranges": {
+            f["id"]: [
+                [str(int(r["start_ns"])), str(int(r["end_ns"]))]
+                for r in f.get("time_ranges") or []
+                if r.get("start_ns") is not None and r.get("end_ns") is not None
+            ]
+            for f in findings
+        },
+    }
