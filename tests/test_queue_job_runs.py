@@ -36,7 +36,7 @@ from web.queue.connection import make_queue
 from web.queue.fanout import fan_out
 from web.queue.jobs import JobContext
 from web.queue.payload import IngestJob, JobKind
-from web.queue.rank_jobs import align, ingest_rank
+from web.queue.rank_jobs import align, discard_late_work, ingest_rank
 from web.queue.recovery import recover_lost_runs
 from web.settings import Settings
 from web.storage import RunFiles
@@ -191,6 +191,40 @@ def test_jobs_of_an_older_generation_do_nothing(job_run: JobRun) -> None:
     run = job_run.run()
     assert (run.status, run.generation, run.finding_count) == (RunStatus.INGESTING, new, 0)
     assert not job_run.files.report(old).exists()
+
+
+def test_late_work_goes_unless_it_is_the_published_runs(job_run: JobRun) -> None:
+    """A job delivered twice may finish after its generation moved on: what it wrote for
+    an older generation goes, but a rank rebuilt in place of a published run's stays."""
+    old = job_run.claim()
+    job_run.build_ranks(old, range(1, 2))
+    generation = job_run.claim()
+    ctx = job_run.ctx()
+    stale = IngestJob(kind=JobKind.RANK, run_id=job_run.id, rank=1, generation=old)
+    discard_late_work(
+        ctx, stale, [job_run.files.rank_database(old, 1)], [job_run.files.rank_extract(old, 1)]
+    )
+    assert not job_run.files.rank_database(old, 1).exists()
+    assert not job_run.files.rank_extract(old, 1).exists()
+    job_run.build_ranks(generation)
+    align(ctx, IngestJob(kind=JobKind.ALIGN, run_id=job_run.id, generation=generation))
+    run = job_run.run()
+    assert run.status == RunStatus.READY and run.generation == generation
+    assert run.facts["job"]["workers"] == {str(r): f"worker-{r % 2}" for r in range(RANKS)}
+    assert job_run.files.rank_extracts(generation) == []  # read into the report
+    # a second delivery of rank 1 that began before the publish, finishing after it
+    job_run.build_ranks(generation, range(1, 2))
+    late = IngestJob(kind=JobKind.RANK, run_id=job_run.id, rank=1, generation=generation)
+    ingest_rank(ctx, late)  # delivered now: the run is published, it does nothing
+    database = job_run.files.rank_database(generation, 1)
+    discard_late_work(ctx, late, [database], [job_run.files.rank_extract(generation, 1)])
+    assert database.is_file() and not job_run.files.rank_extract(generation, 1).exists()
+    assert len(job_run.files.databases(generation)) == RANKS
+    assert job_run.files.report(generation).is_file()
+    # a second align delivery after the publish changes nothing either
+    align(ctx, IngestJob(kind=JobKind.ALIGN, run_id=job_run.id, generation=generation))
+    assert job_run.run().status == RunStatus.READY
+    assert job_run.files.report(generation).is_file()
 
 
 def test_align_never_publishes_with_a_rank_missing(job_run: JobRun) -> None:

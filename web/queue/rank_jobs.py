@@ -17,10 +17,11 @@ attempt. A worker registers both kinds (:func:`register_rank_jobs`).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from ingest import TraceInputError
 from ingest.redaction import redact
-from web.catalog import Run, job_runs
+from web.catalog import Run, RunStatus, job_runs
 from web.catalog import runs as catalog_runs
 from web.ingest_worker import internal_error_message
 from web.job_ingest import align_ranks, build_rank, catalog_facts
@@ -58,11 +59,23 @@ def _failed_attempt(ctx: JobContext, job: IngestJob, what: str, exc: Exception) 
     raise exc
 
 
-def _remove_if_deleted(ctx: JobContext, files: RunFiles, run_id: str) -> None:
+def discard_late_work(
+    ctx: JobContext, job: IngestJob, published_parts: list[Path], scratch: list[Path]
+) -> None:
+    """What ``job`` wrote once its generation was no longer the one ingesting the run:
+    ``scratch`` goes, and so do ``published_parts`` unless that generation is the one
+    published (a late second delivery of a job rebuilt them in place, complete, after the
+    first delivery's align published: they are the ready run's own). A deleted run's whole
+    directory goes."""
+    files = RunFiles(ctx.settings.runs_dir, job.run_id)
     with ctx.catalog.session() as s:
-        gone = catalog_runs.get_run(s, run_id) is None
-    if gone:
+        run = catalog_runs.get_run(s, job.run_id)
+    if run is None:
         files.remove()
+        return
+    published = run.status == RunStatus.READY and run.generation == job.generation
+    for p in scratch if published else [*published_parts, *scratch]:
+        p.unlink(missing_ok=True)
 
 
 def ingest_rank(ctx: JobContext, job: IngestJob) -> None:
@@ -80,11 +93,10 @@ def ingest_rank(ctx: JobContext, job: IngestJob) -> None:
     except Exception as exc:
         _failed_attempt(ctx, job, what, exc)
         return
-    if _current(ctx, job) is None:  # claimed again, deleted or failed meanwhile
+    if _current(ctx, job) is None:  # claimed again, deleted, failed or published meanwhile
         ref = min(int(m["rank"]) for m in run.members or [])
-        files.job_database(job.generation, job.rank, ref).unlink(missing_ok=True)
-        files.rank_extract(job.generation, job.rank).unlink(missing_ok=True)
-        _remove_if_deleted(ctx, files, run.id)
+        database = files.job_database(job.generation, job.rank, ref)
+        discard_late_work(ctx, job, [database], [files.rank_extract(job.generation, job.rank)])
         return
     ctx.report(1.0)
     ctx.on_queue(lambda q: rank_finished(q, ctx.settings, job))
@@ -109,10 +121,8 @@ def align(ctx: JobContext, job: IngestJob) -> None:
     facts["job"]["workers"] = {str(rank): name for rank, name in sorted(workers.items())}
     with ctx.catalog.session() as s:
         published = catalog_runs.mark_ready(s, run.id, generation, fmt, facts, report["findings"])
-    if not published:  # claimed again or deleted meanwhile: what was built is no one's
-        for p in (*files.databases(generation), files.report(generation)):
-            p.unlink(missing_ok=True)
-        _remove_if_deleted(ctx, files, run.id)
+    if not published:  # claimed again, deleted, or published by another delivery meanwhile
+        discard_late_work(ctx, job, [*files.databases(generation), files.report(generation)], [])
         return
     files.remove_generations_before(generation)
     for p in files.rank_extracts(generation):  # read into the report: no longer needed
