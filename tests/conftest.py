@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,47 @@ def trace(planted_path: Path):
     t = tracelens.load(planted_path)
     yield t
     t.close()
+
+
+# The scale-out mode's tests (tests/queue_stack.py has the deployment they start).
+
+
+@pytest.fixture
+def queue_name() -> Iterator[str]:
+    """A queue of this test's own on the real Redis; its keys are removed afterwards."""
+    import uuid
+
+    import redis
+    from queue_stack import REDIS_URL, drop_queue_keys
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except Exception as exc:
+        pytest.skip(f"no Redis at {REDIS_URL} ({exc!s:.80})")
+    name = f"tl-test-{uuid.uuid4().hex[:10]}"
+    try:
+        yield name
+    finally:
+        drop_queue_keys(client, name)
+        client.close()
+
+
+@pytest.fixture
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """PostgreSQL (a fresh schema) where the suite has one, else a SQLite file."""
+    if os.environ.get("TRACELENS_TEST_POSTGRES_URL"):
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+
+
+@pytest.fixture
+def stack(tmp_path: Path, queue_name: str, catalog_url: str) -> Iterator[Any]:
+    """The scale-out deployment on this machine (:class:`queue_stack.Stack`)."""
+    from queue_stack import Stack
+
+    s = Stack(tmp=tmp_path, queue=queue_name, catalog=catalog_url)
+    try:
+        yield s
+    finally:
+        s.stop()

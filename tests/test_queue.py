@@ -3,182 +3,37 @@
 processes, killed and restarted as a deployment would see them.
 
 Each test has a queue of its own (its name, so its Redis keys, are unique) and removes
-its keys afterwards. The slow ingest the kill tests need is a test-only setting
-(``TRACELENS_TEST_ONLY_JOB_DELAY_S``: every job sleeps that long once it has claimed its
-run), so "mid-ingest" is a state the test waits for, not a race it hopes to win.
+its keys afterwards (the processes are started by ``queue_stack``). The slow ingest the
+kill tests need is a test-only setting (``TRACELENS_TEST_ONLY_JOB_DELAY_S``: every job
+sleeps that long once it has claimed its run), so "mid-ingest" is a state the test waits
+for, not a race it hopes to win.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
-from web_helpers import free_port, write_planted
+from queue_stack import REDIS_URL, Stack, drop_queue_keys, job_record, wait_for
+from web_helpers import write_planted
 
 pytest.importorskip("saq", reason="the queue extra (saq) is not installed")
 
 from tracelens.cli import main as cli_main
 
-REDIS_URL = os.environ.get("TRACELENS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 UPLOADS = 20
-# Generous: on a loaded 2-core machine a process's start (imports, migrations) alone can
-# take tens of seconds; on an idle one nothing waits this long.
-START_TIMEOUT_S = 120.0
-WAIT_TIMEOUT_S = 150.0
 
 
 def _cli_findings(path: Path) -> list[dict[str, Any]]:
     result = CliRunner().invoke(cli_main, ["analyze", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)["findings"]
-
-
-@pytest.fixture
-def queue_name() -> Iterator[str]:
-    """A queue of this test's own on the real Redis; its keys are removed afterwards."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except Exception as exc:
-        pytest.skip(f"no Redis at {REDIS_URL} ({exc!s:.80})")
-    name = f"tl-test-{uuid.uuid4().hex[:10]}"
-    try:
-        yield name
-    finally:
-        _drop_queue_keys(client, name)
-        client.close()
-
-
-def _drop_queue_keys(client: Any, name: str) -> None:
-    for pattern in (f"saq:{name}:*", f"saq:job:{name}:*"):
-        keys = list(client.scan_iter(match=pattern, count=500))
-        if keys:
-            client.delete(*keys)
-
-
-@pytest.fixture
-def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """PostgreSQL (a fresh schema) where the suite has one, else a SQLite file."""
-    if os.environ.get("TRACELENS_TEST_POSTGRES_URL"):
-        return str(request.getfixturevalue("postgres_url"))
-    return f"sqlite:///{tmp_path / 'catalog.sqlite'}"
-
-
-def _worker_command() -> list[str]:
-    """``tracelens worker`` as installed; from the source tree where the installed
-    metadata predates the command (an editable install of an older checkout)."""
-    if list(entry_points(group="tracelens.commands", name="worker")):
-        return [sys.executable, "-m", "tracelens.cli", "worker"]
-    return [
-        sys.executable,
-        "-c",
-        "from web.cli import worker; worker(prog_name='tracelens worker')",
-    ]
-
-
-@dataclass
-class Stack:
-    """The deployment on this machine: a web process and workers, one data directory,
-    one catalog, one queue; every process it starts is killed at the end."""
-
-    tmp: Path
-    queue: str
-    catalog: str
-    env_extra: dict[str, str] = field(default_factory=dict)
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    base: str = ""
-
-    @property
-    def data_dir(self) -> Path:
-        return self.tmp / "data"
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
-        env.update(
-            TRACELENS_QUEUE_URL=REDIS_URL,
-            TRACELENS_QUEUE_NAME=self.queue,
-            TRACELENS_DATABASE_URL=self.catalog,
-            TRACELENS_QUEUE_VISIBILITY_S="2",
-            TRACELENS_QUEUE_RETRY_DELAY_S="1",
-        )
-        env.update(self.env_extra)
-        env.update(extra)
-        return env
-
-    def _start(self, cmd: list[str], log_name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = (self.tmp / f"{log_name}.log").open("ab")
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    def web(self, **extra: str) -> subprocess.Popen[bytes]:
-        port = free_port()
-        cmd = [sys.executable, "-m", "tracelens.cli", "serve", "--port", str(port)]
-        proc = self._start([*cmd, "--data-dir", str(self.data_dir)], "web", self.env(**extra))
-        self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            with suppress(httpx.HTTPError):
-                if httpx.get(f"{self.base}/api/health", timeout=1).status_code == 200:
-                    return proc
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("web did not start:\n" + self.log("web"))
-            time.sleep(0.2)
-
-    def worker(self, name: str, **extra: str) -> subprocess.Popen[bytes]:
-        cmd = [*_worker_command(), "--data-dir", str(self.data_dir), "--concurrency", "1"]
-        return self._start([*cmd, "--name", name], name, self.env(**extra))
-
-    def log(self, name: str) -> str:
-        path = self.tmp / f"{name}.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=30)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
-
-
-@pytest.fixture
-def stack(tmp_path: Path, queue_name: str, catalog_url: str) -> Iterator[Stack]:
-    s = Stack(tmp=tmp_path, queue=queue_name, catalog=catalog_url)
-    try:
-        yield s
-    finally:
-        s.stop()
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 40.0, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
 
 
 def upload(c: httpx.Client, path: Path) -> httpx.Response:
@@ -259,21 +114,9 @@ def test_a_worker_killed_mid_ingest_loses_no_run(stack: Stack) -> None:
         assert c.get(f"/api/runs/{run_id}/findings").json() == _cli_findings(trace)
         health = c.get("/api/health").json()
     assert health["queue"]["workers"] == 1  # the killed one has dropped out
-    record = _job_record(stack.queue, f"run:{run_id}")
+    record = job_record(stack.queue, f"run:{run_id}")
     assert record["meta"]["worker"] == survivor
     assert record["attempts"] == 2 and record["status"] == "complete"
-
-
-def _job_record(queue: str, key: str) -> dict[str, Any]:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        raw = client.get(f"saq:job:{queue}:{key}")
-    finally:
-        client.close()
-    assert raw is not None, f"no job record for {key}"
-    return dict(json.loads(raw))
 
 
 def test_a_web_restart_mid_ingest_loses_no_run(stack: Stack) -> None:
@@ -296,7 +139,7 @@ def test_a_web_restart_mid_ingest_loses_no_run(stack: Stack) -> None:
         proc.wait(timeout=10)
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        _drop_queue_keys(client, stack.queue)
+        drop_queue_keys(client, stack.queue)
     finally:
         client.close()
     stack.web()
@@ -360,7 +203,7 @@ def test_failing_attempts_are_retried_then_fail_the_run_with_the_last_error(stac
     assert error.startswith("doomed.pt.trace.json.gz: internal error (IsADirectoryError")
     # Between attempts the run said it would try again.
     assert any(n.startswith("attempt 1 of 3 failed") for n in notes), notes
-    record = _job_record(stack.queue, f"run:{run_id}")
+    record = job_record(stack.queue, f"run:{run_id}")
     assert record["attempts"] == 3 and record["status"] == "failed"
 
 
@@ -385,4 +228,4 @@ def test_a_job_whose_workers_keep_dying_fails_its_run_in_one_line(stack: Stack) 
         "deadly.pt.trace.json.gz: the worker running it stopped answering (killed or out of "
         "memory); gave up after 1 attempt"
     )
-    assert _job_record(stack.queue, f"run:{run_id}")["status"] == "aborted"
+    assert job_record(stack.queue, f"run:{run_id}")["status"] == "aborted"

@@ -50,7 +50,14 @@ def _iso(d: datetime | None) -> str | None:
 
 
 class JobState(msgspec.Struct):
-    """A run's ingest job as the queue has it, whichever worker runs it."""
+    """A run's ingest job as the queue has it, whichever worker runs it.
+
+    A job run of several ranks, once its generation has fanned out, shows the ``run`` job
+    whose claim fanned it out with the state of the whole: ``status`` the furthest along
+    of its jobs still live (else the last one's), ``progress`` from its jobs' (ranks 90 %,
+    the align job the rest), ``worker`` null, and ``parts`` its rank jobs (``rank`` set)
+    and align job, each with the worker running or having run it.
+    """
 
     key: str
     kind: str
@@ -60,6 +67,8 @@ class JobState(msgspec.Struct):
     progress: float
     worker: str | None
     error: str | None
+    rank: int | None = None
+    parts: list[JobState] = msgspec.field(default_factory=list)
 
 
 class QueueHealth(msgspec.Struct):

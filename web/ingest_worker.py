@@ -151,9 +151,7 @@ class IngestWorker:
         progress = on_progress or (lambda f: self._progress(run_id, generation, f))
         try:
             files.remove_partials()
-            if run.source_redaction < REDACTION_VERSION:
-                for source in kept_sources(files, run):
-                    self._redact_original(source, run_id)
+            self.redact_kept_originals(files, run)
             if is_job(run):
                 report = build_job_run(files, generation, run, self.limits, progress)
             else:
@@ -181,6 +179,12 @@ class IngestWorker:
         files.remove_generations_before(generation)
         if self.on_published is not None:
             self.on_published(run_id)
+
+    def redact_kept_originals(self, files: RunFiles, run: Run) -> None:
+        """Originals kept before redaction (or under older rules) are redacted first."""
+        if run.source_redaction < REDACTION_VERSION:
+            for source in kept_sources(files, run):
+                self._redact_original(source, run.id)
 
     def _redact_original(self, path: Path, run_id: str) -> None:
         """An original kept before redaction (or under older rules): redact it first."""

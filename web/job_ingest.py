@@ -5,12 +5,19 @@ ranks are analysed by :func:`tracelens.ranks.job.analyze_job` (at most ``IN_FLIG
 time, each with its share of the ingest's memory); each rank's database is kept with its
 timeline tables, the reference rank's as the run's own database (the run's timeline), and
 the job report is the run's report. Each rank's file is named in it as it was uploaded.
+
+The scale-out mode does the same in two steps, each a queue job of its own (possibly on
+different machines): :func:`build_rank` builds one rank's database and writes its extract
+beside it, and :func:`align_ranks`, once every rank's is there, builds the job report from
+the extracts (:func:`tracelens.ranks.job.job_report`, as :func:`analyze_job` does).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +27,9 @@ from ingest import LoadedTrace, TraceInputError
 from ingest.limits import MIB, IngestLimits
 from ingest.redaction import redact
 from ingest.schema import set_info
-from tracelens.ranks.job import analyze_job
+from tracelens.core.thresholds import Thresholds
+from tracelens.ranks.extract_file import extract_from_json, extract_to_json
+from tracelens.ranks.job import analyze_job, analyze_rank, job_report
 from web.catalog import Run, RunKind
 from web.storage import RunFiles, write_json_atomic
 from web.timeline_store import build_timeline_tables
@@ -91,12 +100,24 @@ def build_job_run(
             pairs, in_flight=IN_FLIGHT, db_path=db_path, limits=share, on_rank=on_rank
         )
     except TraceInputError as exc:
-        for r, p in pairs:
-            if exc.path == str(p):
-                raise TraceInputError(
-                    p, f"rank {r} ({by_rank[r]['filename']}): {exc.problem}"
-                ) from None
-        raise
+        raise _naming_rank(exc, pairs, by_rank) from None
+    return _publishable(files, generation, job, by_rank)
+
+
+def _naming_rank(
+    exc: TraceInputError, pairs: list[tuple[int, Path]], by_rank: dict[int, dict[str, Any]]
+) -> TraceInputError:
+    """``exc`` saying which rank (and which uploaded file) it is about."""
+    for r, p in pairs:
+        if exc.path == str(p):
+            return TraceInputError(p, f"rank {r} ({by_rank[r]['filename']}): {exc.problem}")
+    return exc
+
+
+def _publishable(
+    files: RunFiles, generation: int, job: dict[str, Any], by_rank: dict[int, dict[str, Any]]
+) -> dict[str, Any]:
+    """The job report with each rank's file named as uploaded, written as the run's."""
     for row in job["ranks"]:
         row["file"] = by_rank[row["rank"]]["filename"]
     for rank, rep in job["rank_reports"].items():
@@ -106,3 +127,72 @@ def build_job_run(
     job = json.loads(json.dumps(job, default=str))
     write_json_atomic(files.report(generation), job)
     return job
+
+
+def _members(run: Run) -> tuple[list[dict[str, Any]], int]:
+    """The run's ranks in order, and its reference rank (the first)."""
+    members = sorted(run.members or [], key=lambda m: int(m["rank"]))
+    return members, int(members[0]["rank"])
+
+
+def build_rank(
+    files: RunFiles, generation: int, run: Run, rank: int, limits: IngestLimits, worker: str
+) -> None:
+    """One rank of ``generation``: its database (with its timeline tables) and its extract.
+
+    The database is built under a name of this delivery's own and moved into place only
+    once complete, so a second delivery of the same rank (at-least-once) never replaces
+    it with a half-built one; the extract is written last, atomically: a rank whose
+    extract is there is complete. The extract names ``worker``, who built it.
+    """
+    from web.ingest_worker import INGEST_NOTES_FACT
+
+    members, ref = _members(run)
+    by_rank = {int(m["rank"]): m for m in members}
+    source = files.source(by_rank[rank]["source_file"])
+    target = files.job_database(generation, rank, ref)
+    building = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+
+    def on_rank(_: int, loaded: LoadedTrace) -> None:
+        set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
+        build_timeline_tables(loaded.con)
+        loaded.con.execute("CHECKPOINT")
+
+    try:
+        found = analyze_rank(
+            rank, source, Thresholds(), db_path=building, limits=limits, on_rank=on_rank
+        )
+        os.replace(building, target)
+    except TraceInputError as exc:
+        raise _naming_rank(exc, [(rank, source)], by_rank) from None
+    finally:
+        for p in (building, building.with_name(building.name + ".wal")):
+            p.unlink(missing_ok=True)
+    write_json_atomic(
+        files.rank_extract(generation, rank), {"worker": worker, "extract": extract_to_json(found)}
+    )
+
+
+class RankMissing(Exception):
+    """A rank of the generation has no complete database: the job cannot be published."""
+
+
+def align_ranks(
+    files: RunFiles, generation: int, run: Run
+) -> tuple[dict[str, Any], dict[int, str]]:
+    """The job report of ``generation`` from its ranks' extracts, written as the run's, and
+    which worker built each rank. Raises :class:`RankMissing` unless every rank's database
+    and extract are there."""
+    members, ref = _members(run)
+    by_rank = {int(m["rank"]): m for m in members}
+    extracts = []
+    workers: dict[int, str] = {}
+    for rank in by_rank:
+        path = files.rank_extract(generation, rank)
+        if not path.is_file() or not files.job_database(generation, rank, ref).is_file():
+            raise RankMissing(f"rank {rank} ({by_rank[rank]['filename']}) has no complete database")
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        extracts.append(extract_from_json(kept["extract"]))
+        workers[rank] = str(kept["worker"])
+    job = job_report(extracts, Thresholds())
+    return _publishable(files, generation, job, by_rank), workers

@@ -33,7 +33,7 @@ def live_view(svc: Services, run: Run) -> RunView:
     state on the queue, whose progress is the one the running worker reports."""
     view = RunView.of(run)
     if svc.queue is not None and run.status in (RunStatus.QUEUED, RunStatus.INGESTING):
-        view.ingest_job = svc.queue.job_state(run.id)
+        view.ingest_job = svc.queue.job_state(run)
         if view.ingest_job is not None and run.status == RunStatus.INGESTING:
             view.progress = view.ingest_job.progress
     return view

@@ -8,7 +8,7 @@ from typing import NamedTuple, Protocol
 from litestar.plugins.jinja import JinjaTemplateEngine
 
 from web.api_schema import JobState, QueueHealth
-from web.catalog import Catalog
+from web.catalog import Catalog, Run
 from web.run_data import RunData
 from web.security import AccessControl
 from web.settings import Settings
@@ -33,7 +33,7 @@ class IngestQueue(Ingestion, Protocol):
     which loads the queue's library only when a queue is configured."""
 
     def backpressure(self) -> Backpressure | None: ...
-    def job_state(self, run_id: str) -> JobState | None: ...
+    def job_state(self, run: Run) -> JobState | None: ...
     def health(self) -> QueueHealth: ...
 
 

@@ -4,7 +4,8 @@
 and ``report.<gen>.json`` are what ingest generation ``gen`` produced. A job of several
 ranks keeps each rank's original as ``ranks/rank-<r><ext>`` and each rank's database as
 ``trace.<gen>.rank-<r>.duckdb``, but for its reference rank's, which is
-``trace.<gen>.duckdb`` (the run's timeline). Names come only from
+``trace.<gen>.duckdb`` (the run's timeline); in the scale-out mode each rank's job also
+leaves ``extract.<gen>.rank-<r>.json``, what the align job reads. Names come only from
 the run id (random hex) and the detected format, never from the uploaded file name.
 """
 
@@ -35,6 +36,18 @@ class RunFiles:
     def rank_database(self, generation: int, rank: int) -> Path:
         return self.dir / f"trace.{generation}.rank-{rank}.duckdb"
 
+    def job_database(self, generation: int, rank: int, reference: int) -> Path:
+        """A job's rank's database: the run's own for its reference rank."""
+        return (
+            self.database(generation) if rank == reference else self.rank_database(generation, rank)
+        )
+
+    def rank_extract(self, generation: int, rank: int) -> Path:
+        return self.dir / f"extract.{generation}.rank-{rank}.json"
+
+    def rank_extracts(self, generation: int) -> list[Path]:
+        return sorted(self.dir.glob(f"extract.{generation}.rank-*.json"))
+
     def databases(self, generation: int) -> list[Path]:
         """Every trace database of ``generation``: the run's, and a job's ranks'."""
         return sorted(self.dir.glob(f"trace.{generation}.*duckdb"))
@@ -49,7 +62,8 @@ class RunFiles:
             p.unlink(missing_ok=True)
 
     def remove_generations_before(self, generation: int) -> None:
-        for p in list(self.dir.glob("trace.*.duckdb*")) + list(self.dir.glob("report.*.json")):
+        kinds = ("trace.*.duckdb*", "report.*.json", "extract.*.json")
+        for p in [p for pattern in kinds for p in self.dir.glob(pattern)]:
             gen = p.name.split(".")[1]
             if gen.isdigit() and int(gen) < generation:
                 p.unlink(missing_ok=True)

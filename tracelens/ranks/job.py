@@ -47,26 +47,42 @@ def analyze_job(
     (to add to what is kept of it), before it is closed.
     """
     t = thresholds or Thresholds()
-    from tracelens.report import build_report
 
     def one(item: tuple[int, Path]) -> RankExtract:
         rank, path = item
         target = db_path(rank) if db_path is not None else None
-        loaded = load_trace(path, db_path=target, limits=limits)
-        try:
-            # one TraceDB for both: the extract reuses the derived tables the analyzers built
-            db = TraceDB(loaded.con)
-            report = build_report(loaded, t, top, db=db)
-            found = extract(db, rank, path, report, t)
-            if on_rank is not None:
-                on_rank(rank, loaded)
-            return found
-        finally:
-            loaded.close()
+        return analyze_rank(rank, path, t, top, target, limits, on_rank)
 
     with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
         extracts = list(pool.map(one, files))
     return job_report(extracts, t)
+
+
+def analyze_rank(
+    rank: int,
+    path: Path,
+    t: Thresholds,
+    top: int = 10,
+    db_path: Path | None = None,
+    limits: IngestLimits | None = None,
+    on_rank: Callable[[int, LoadedTrace], None] | None = None,
+) -> RankExtract:
+    """One rank loaded, analysed and reduced to its extract (what :func:`job_report` needs
+    of it), then closed; ``db_path`` and ``on_rank`` as for :func:`analyze_job`. Ranks are
+    independent until :func:`job_report`, so they may be analysed anywhere, in any order."""
+    from tracelens.report import build_report
+
+    loaded = load_trace(path, db_path=db_path, limits=limits)
+    try:
+        # one TraceDB for both: the extract reuses the derived tables the analyzers built
+        db = TraceDB(loaded.con)
+        report = build_report(loaded, t, top, db=db)
+        found = extract(db, rank, path, report, t)
+        if on_rank is not None:
+            on_rank(rank, loaded)
+        return found
+    finally:
+        loaded.close()
 
 
 def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:

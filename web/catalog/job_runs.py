@@ -53,16 +53,28 @@ class UnfinishedRun:
     generation: int
     attempts: int
     label: str  # the upload's file name, for messages
+    # a job run's ranks (each a rank job once its generation fans out); () for one trace
+    ranks: tuple[int, ...] = ()
 
 
 def unfinished_runs(s: Session) -> list[UnfinishedRun]:
     """Every queued or ingesting run, oldest first."""
     rows = s.execute(
-        select(Run.id, Run.status, Run.generation, Run.attempts, Run.original_filename)
+        select(Run.id, Run.status, Run.generation, Run.attempts, Run.original_filename, Run.members)
         .where(Run.status.in_([RunStatus.QUEUED, RunStatus.INGESTING]))
         .order_by(Run.created_at)
     )
-    return [UnfinishedRun(*row) for row in rows]
+    return [
+        UnfinishedRun(
+            id=run_id,
+            status=status,
+            generation=generation,
+            attempts=attempts,
+            label=label,
+            ranks=tuple(sorted(int(m["rank"]) for m in members or [])),
+        )
+        for run_id, status, generation, attempts, label, members in rows
+    ]
 
 
 def requeue_stalled(s: Session, run: UnfinishedRun, max_attempts: int) -> bool:
@@ -92,12 +104,30 @@ def requeue_stalled(s: Session, run: UnfinishedRun, max_attempts: int) -> bool:
 
 def fail_stalled(s: Session, run: UnfinishedRun, error: str) -> None:
     """A run whose job the queue gave up on (its attempts spent) fails with its last error."""
+    fail_ingesting(s, run.id, run.generation, error)
+
+
+def fail_ingesting(s: Session, run_id: str, generation: int, error: str) -> None:
+    """Fail ``generation`` of a run if it is still the one ingesting (a job of an older
+    generation, or one the run finished without, changes nothing)."""
     s.execute(
         update(Run)
         .where(
-            Run.id == run.id,
-            Run.generation == run.generation,
+            Run.id == run_id,
+            Run.generation == generation,
             Run.status == RunStatus.INGESTING,
         )
         .values(status=RunStatus.FAILED, error=error[:2000], updated_at=utcnow())
+    )
+
+
+def ingesting_generation(s: Session, run_id: str, generation: int) -> Run | None:
+    """The run if ``generation`` is the one ingesting it, else None (deleted, finished, or
+    claimed again since): what a rank or align job checks before and after its work."""
+    return s.scalar(
+        select(Run).where(
+            Run.id == run_id,
+            Run.generation == generation,
+            Run.status == RunStatus.INGESTING,
+        )
     )

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 
+import msgspec
+from saq.job import Job
 from saq.queue.redis import RedisQueue
 
 from ingest.redacted_copy import REDACTION_VERSION
 from web.api_schema import JobState, QueueHealth
-from web.catalog import Catalog
+from web.catalog import Catalog, Run, RunKind, RunStatus
 from web.catalog import runs as catalog_runs
 from web.ingest_worker import remove_orphan_dirs
 from web.queue.bridge import LoopThread
 from web.queue.connection import enqueue, make_queue, waiting_jobs
+from web.queue.fanout import generation_jobs
 from web.queue.payload import IngestJob
 from web.queue.recovery import one_line, recover_lost_runs
 from web.services import Backpressure
@@ -77,24 +80,25 @@ class QueueDispatcher:
             return Backpressure(waiting=waiting, retry_after_s=BACKPRESSURE_RETRY_AFTER_S)
         return None
 
-    def job_state(self, run_id: str) -> JobState | None:
-        key = IngestJob.for_run(run_id).key
+    def job_state(self, run: Run) -> JobState | None:
+        """The run's job on the queue; for a job run fanned out, with its rank and align
+        jobs of the ingesting generation as ``parts`` (one read of them all)."""
+        payloads = [IngestJob.for_run(run.id)]
+        if run.kind == RunKind.JOB and run.status == RunStatus.INGESTING:
+            ranks = sorted(int(m["rank"]) for m in run.members or [])
+            payloads += generation_jobs(run.id, run.generation, ranks)
         try:
-            job = self._loop.call(lambda: self.queue.job(key))
+            jobs = self._loop.call(lambda: self.queue.jobs(p.key for p in payloads))
         except Exception:
             return None
-        if job is None:
+        run_job = jobs[0]
+        parts = [_state(job, p.rank) for p, job in zip(payloads[1:], jobs[1:], strict=True) if job]
+        if run_job is None:
             return None
-        return JobState(
-            key=job.key,
-            kind=str(job.meta.get("kind", "run")),
-            status=job.status.value,
-            attempts=job.attempts,
-            max_attempts=job.retries,
-            progress=round(float(job.progress), 4),
-            worker=job.meta.get("worker") or job.worker_id,
-            error=one_line(job.error) if job.error else None,
-        )
+        state = _state(run_job)
+        if not parts:
+            return state
+        return _fanned_out(state, parts, len(payloads) - 2)
 
     def health(self) -> QueueHealth:
         name = self.settings.queue_name
@@ -110,3 +114,46 @@ class QueueDispatcher:
             active=int(info["active"]),
             workers=len(info["workers"]),
         )
+
+
+def _state(job: Job, rank: int | None = None) -> JobState:
+    return JobState(
+        key=job.key,
+        kind=str(job.meta.get("kind", "run")),
+        status=job.status.value,
+        attempts=job.attempts,
+        max_attempts=job.retries,
+        progress=round(float(job.progress), 4),
+        worker=job.meta.get("worker") or job.worker_id,
+        error=one_line(job.error) if job.error else None,
+        rank=rank,
+    )
+
+
+# A job run's progress: building the ranks is most of it; aligning them is the rest.
+_RANKS_SHARE = 0.9
+# From least to furthest along: a fanned-out run shows the furthest any live job is.
+_LIVE_ORDER = ("new", "queued", "active")
+
+
+def _fanned_out(run_job: JobState, parts: list[JobState], ranks: int) -> JobState:
+    """The state of a job run's generation from its rank and align jobs."""
+
+    def done(p: JobState) -> float:
+        return 1.0 if p.status == "complete" else p.progress
+
+    rank_parts = [p for p in parts if p.rank is not None]
+    aligning = [p for p in parts if p.rank is None]
+    progress = _RANKS_SHARE * sum(done(p) for p in rank_parts) / max(1, ranks)
+    progress += (1 - _RANKS_SHARE) * sum(done(p) for p in aligning)
+    live = [p.status for p in parts if p.status in _LIVE_ORDER]
+    status = max(live, key=_LIVE_ORDER.index) if live else parts[-1].status
+    errors = [p.error for p in parts if p.error]
+    return msgspec.structs.replace(
+        run_job,
+        status=status,
+        progress=round(min(progress, 1.0), 4),
+        worker=None,
+        error=errors[-1] if errors else run_job.error,
+        parts=parts,
+    )

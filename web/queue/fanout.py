@@ -1,7 +1,7 @@
 """One run, many jobs: a job per rank, then one ``align`` job once every rank is done.
 
-For a run of several ranks (its ingestion lives with the multi-rank runs): whoever claims
-the run's generation calls :func:`fan_out`; each rank job, once its rank's database is
+For a run of several ranks (:mod:`web.queue.rank_jobs`): the ``run`` job that claims the
+run's generation calls :func:`fan_out`; each rank job, once its rank's database is
 complete, calls :func:`rank_finished`, and the call that completes the set enqueues the
 align job. The set of finished ranks is a Redis set per (run, generation): adding a rank
 is idempotent, so a rank job delivered twice counts once, and the align job's key is
@@ -19,6 +19,17 @@ from web.queue.payload import IngestJob, JobKind
 from web.settings import Settings
 
 
+def generation_jobs(run_id: str, generation: int, ranks: Sequence[int]) -> list[IngestJob]:
+    """The jobs a fan-out of ``generation`` makes: one per rank, then the align job."""
+    return [
+        *(
+            IngestJob(kind=JobKind.RANK, run_id=run_id, rank=r, generation=generation)
+            for r in ranks
+        ),
+        IngestJob(kind=JobKind.ALIGN, run_id=run_id, generation=generation),
+    ]
+
+
 def _ranks_key(queue: RedisQueue, run_id: str, generation: int) -> str:
     return queue.namespace(f"ranks:{run_id}:g{generation}")
 
@@ -31,8 +42,7 @@ async def fan_out(
     # What the set must hold before the align job runs; kept as long as a job may run.
     await queue.redis.delete(key)
     await queue.redis.set(f"{key}:expected", len(ranks), ex=2 * settings.queue_job_timeout_s)
-    for rank in ranks:
-        job = IngestJob(kind=JobKind.RANK, run_id=run_id, rank=rank, generation=generation)
+    for job in generation_jobs(run_id, generation, ranks)[:-1]:
         await enqueue(queue, settings, job)
 
 

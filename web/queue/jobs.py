@@ -6,7 +6,9 @@ quarter of the visibility timeout: the report is also the heartbeat that tells t
 the job is alive, and the state the run page reads, whichever worker runs it.
 
 Handlers are per kind (:class:`~web.queue.payload.JobKind`); ``register`` adds one, so
-the kinds of a run of several ranks plug in beside the single-trace ``run``.
+the kinds of a run of several ranks plug in beside the single-trace ``run``
+(:mod:`web.queue.rank_jobs`): a ``run`` job of a job run claims its generation and fans
+it out instead of ingesting it.
 """
 
 from __future__ import annotations
@@ -16,25 +18,40 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from saq.job import Job
+from saq.queue.redis import RedisQueue
 
+from ingest import TraceInputError
 from ingest.redaction import redact
-from web.catalog import Catalog, job_runs
+from web.catalog import Catalog, Run, job_runs
 from web.catalog import runs as catalog_runs
 from web.ingest_worker import IngestWorker, internal_error_message
+from web.job_ingest import is_job
+from web.queue.bridge import CALL_TIMEOUT_S
 from web.queue.connection import heartbeat_every_s
+from web.queue.fanout import fan_out
 from web.queue.payload import IngestJob, JobKind
 from web.settings import Settings
+from web.storage import RunFiles
 
 log = logging.getLogger("tracelens.queue")
 
-# Test-only: seconds every run job sleeps once it has claimed its run, so tests can kill a
-# worker mid-ingest deterministically. Unset (the default) it does nothing.
+# Test-only: seconds every run or rank job sleeps once it has claimed its run (its
+# generation), so tests can kill a worker mid-ingest deterministically. Unset (the
+# default) it does nothing.
 TEST_DELAY_ENV = "TRACELENS_TEST_ONLY_JOB_DELAY_S"
+
+T = TypeVar("T")
+
+
+def test_delay() -> None:
+    delay = float(os.environ.get(TEST_DELAY_ENV) or 0)
+    if delay > 0:
+        time.sleep(delay)
 
 
 @dataclass
@@ -47,8 +64,19 @@ class JobContext:
     worker_name: str
     attempt: int
     max_attempts: int
+    # the worker's queue and the event loop that owns it, for a handler's own enqueueing
+    queue: RedisQueue | None = None
+    loop: asyncio.AbstractEventLoop | None = None
     progress: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_queue(self, make: Callable[[RedisQueue], Coroutine[Any, Any, T]]) -> T:
+        """Run ``make(queue)`` on the worker's loop from the handler's thread; its result."""
+        if self.queue is None or self.loop is None:
+            raise RuntimeError("this job has no queue to enqueue on")
+        queue = self.queue
+        done = asyncio.run_coroutine_threadsafe(make(queue), self.loop)
+        return done.result(CALL_TIMEOUT_S)
 
     def report(self, fraction: float) -> None:
         with self.lock:
@@ -74,13 +102,14 @@ def ingest_run(ctx: JobContext, job: IngestJob) -> None:
         run = catalog_runs.get_run(s, job.run_id) if generation is not None else None
     if generation is None or run is None:
         return  # deleted, or finished by an earlier delivery
-    delay = float(os.environ.get(TEST_DELAY_ENV) or 0)
-    if delay > 0:
-        time.sleep(delay)
+    test_delay()
     try:
-        ctx.engine.ingest_claimed(
-            run, generation, on_progress=ctx.report, retry_internal_errors=True
-        )
+        if is_job(run):
+            fan_out_run(ctx, run, generation)
+        else:
+            ctx.engine.ingest_claimed(
+                run, generation, on_progress=ctx.report, retry_internal_errors=True
+            )
     except Exception as exc:
         message = redact(internal_error_message(run.original_filename, exc))
         with ctx.catalog.session() as s:
@@ -90,6 +119,24 @@ def ingest_run(ctx: JobContext, job: IngestJob) -> None:
                 note = f"attempt {ctx.attempt} of {ctx.max_attempts} failed ({message}); retrying"
                 job_runs.release_for_retry(s, run.id, generation, note)
         raise
+
+
+def fan_out_run(ctx: JobContext, run: Run, generation: int) -> None:
+    """A job run's claimed generation as one rank job per rank (then one align job):
+    the ranks are ingested by whichever workers take them (:mod:`web.queue.rank_jobs`)."""
+    files = RunFiles(ctx.settings.runs_dir, run.id)
+    # every earlier delivery's leftovers: this generation's rank jobs are not yet queued
+    files.remove_partials()
+    try:
+        ctx.engine.redact_kept_originals(files, run)
+    except TraceInputError as exc:
+        with ctx.catalog.session() as s:
+            job_runs.fail_ingesting(
+                s, run.id, generation, f"{run.original_filename}: {exc.problem}"
+            )
+        return
+    ranks = sorted(int(m["rank"]) for m in run.members or [])
+    ctx.on_queue(lambda q: fan_out(q, ctx.settings, run.id, generation, ranks))
 
 
 register(JobKind.RUN, ingest_run)
@@ -153,6 +200,8 @@ async def ingest_job(ctx: dict[str, Any], **kwargs: Any) -> None:
         worker_name=runtime.name,
         attempt=saq_job.attempts,
         max_attempts=saq_job.retries,
+        queue=ctx["worker"].queue,
+        loop=asyncio.get_running_loop(),
     )
     # The per-job record: which worker ran (runs) it, kept with the job on the queue.
     meta = {**saq_job.meta, "worker": runtime.name}

@@ -24,6 +24,7 @@ from web.ingest_worker import IngestWorker
 from web.queue.connection import make_queue
 from web.queue.jobs import WorkerRuntime, ingest_job
 from web.queue.payload import JOB_FUNCTION
+from web.queue.rank_jobs import register_rank_jobs
 from web.queue.recovery import recover_lost_runs
 from web.settings import Settings
 
@@ -42,6 +43,7 @@ def worker_name() -> str:
 
 
 def build_worker(settings: Settings, concurrency: int, name: str | None = None) -> Worker:
+    register_rank_jobs()
     name = name or worker_name()
     settings.ingest_workers = concurrency  # each job's share of memory (ingest.limits)
     catalog = Catalog(settings.database_url)
