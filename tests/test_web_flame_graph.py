@@ -15,7 +15,7 @@ from web_helpers import client_for, make_settings, upload, wait_done
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived.kernel_ops import UNATTRIBUTED
-from tracelens.flame_graph import OTHER_NAME, ROOT_NAME, flame_graph
+from tracelens.flame_graph import OTHER_NAME, ROOT_NAME, flame_graph, store_call_path_tree
 from tracelens.testing.chrome_writer import header_for, iter_events, write_events
 from tracelens.testing.scenario import CpuOp, Kernel, Scenario
 
@@ -156,6 +156,16 @@ def test_small_frames_fold_into_other_and_the_count_is_bounded(served: Any) -> N
         f"/api/runs/{rid}/flamegraph", params={"metric": "cpu", "min_fraction": 0, "max_frames": 4}
     ).json()
     assert capped["frames_shown"] == len(capped["frames"]) <= 4
+    # the one real frame that fits is the largest (this scenario's sizes are distinct)
+    largest = max((p for p, v in expected.items() if v[1]), key=lambda p: expected[p][1])
+    assert [f["name"] for f in capped["frames"]][:2] == [ROOT_NAME, largest[-1]]
+    for n in range(2, 30):
+        got = client.get(
+            f"/api/runs/{rid}/flamegraph",
+            params={"metric": "gpu", "min_fraction": 0, "max_frames": n},
+        ).json()
+        assert len(got["frames"]) <= n
+        assert got["frames"][0]["value_ns"] == got["gpu_total_ns"]
     assert capped["frames_total"] == sum(1 for v in expected.values() if v[1] > 0)
 
 
@@ -194,6 +204,12 @@ def test_real_trace_totals_match_the_canonical_tables(corpus: Path, tmp_path: Pa
             con.execute("SELECT op_name, sum(dur_ns) FROM kernel_ops GROUP BY 1").fetchall()
         )
         assert {n: v for n, v in own.items() if v} == {n: int(v) for n, v in by_op.items()}
+        # What the web ingest keeps in the database answers as the computation does.
+        store_call_path_tree(TraceDB(con))
+        kept = TraceDB(con)
+        con.execute("DROP TABLE kernel_ops")  # the kept tree needs no kernel attribution
+        for metric, computed in (("gpu", gpu), ("cpu", cpu)):
+            assert flame_graph(kept, metric, min_fraction=0, max_frames=10**6) == computed
     finally:
         con.close()
 
@@ -210,3 +226,7 @@ def test_trace_without_operators_uses_host_ranges(tmp_path: Path) -> None:
     fg = flame_graph(TraceDB(con), "cpu", min_fraction=0)
     assert [(f.name, f.cpu_ns) for f in fg.frames] == [("all", 100), ("outer", 100), ("inner", 40)]
     assert flame_graph(TraceDB(con), "gpu").frames_shown == 1
+    con.execute("DELETE FROM ranges")
+    store_call_path_tree(TraceDB(con))  # an empty tree is kept as an empty table
+    assert flame_graph(TraceDB(con), "cpu").frames == flame_graph(TraceDB(con), "gpu").frames
+    assert con.execute("SELECT count(*) FROM flame_call_paths_v1").fetchone() == (0,)

@@ -21,13 +21,15 @@ Each frame has two sizes:
 
 The paths are found by one recursive query along ``parent_id``, carrying a 64-bit hash of
 the path rather than its text: one integer per call, whatever the depth. The whole tree is
-returned by :func:`call_path_tree`; :func:`flame_graph` prunes it for one metric.
+returned by :func:`call_path_tree`; :func:`flame_graph` prunes it for one metric. The web
+ingest keeps the tree in the run's database (:func:`store_call_path_tree`), since most of
+its cost is the kernel attribution, which an answer then never waits for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -39,6 +41,9 @@ Metric = Literal["gpu", "cpu"]
 METRICS: tuple[Metric, ...] = ("gpu", "cpu")
 ROOT_NAME = "all"
 OTHER_NAME = "(other)"
+# The tree as the web ingest keeps it in a run's database; a new layout takes a new name,
+# so a database written by an older version is computed from its tables instead.
+STORED_TABLE = "flame_call_paths_v1"
 # Frames smaller than this share of the total are folded into their parent's "(other)".
 DEFAULT_MIN_FRACTION = 0.001
 # At most this many frames come back (the "(other)" frames included).
@@ -141,8 +146,53 @@ class FlameGraph(msgspec.Struct):
 
 
 def call_path_tree(db: TraceDB) -> list[CallPath]:
-    """Every call path of the trace with its calls, CPU time and inclusive GPU time."""
-    return db.memo(("call_path_tree",), lambda: _tree(db))
+    """Every call path of the trace with its calls, CPU time and inclusive GPU time: read
+    from :data:`STORED_TABLE` where the database has it, computed otherwise."""
+    return db.memo(("call_path_tree",), lambda: _stored(db) or _tree(db))
+
+
+def store_call_path_tree(db: TraceDB) -> None:
+    """Keep the tree in the trace's database (:data:`STORED_TABLE`), so that reading it
+    later costs a small table's scan instead of the kernel attribution and the walk."""
+    nodes = _tree(db)
+    # dense ids in place of the hashes; 0 is still the root
+    ids = {n.key: i for i, n in enumerate(nodes, start=1)}
+    cols = (
+        [ids[n.key] for n in nodes],
+        [ids.get(n.parent_key, 0) for n in nodes],
+        [n.level for n in nodes],
+        [n.name for n in nodes],
+        [n.calls for n in nodes],
+        [n.cpu_ns for n in nodes],
+        [n.gpu_ns for n in nodes],
+    )
+    db.con.execute(
+        f"""CREATE OR REPLACE TABLE {STORED_TABLE} (key BIGINT, parent_key BIGINT,
+            level INTEGER, name VARCHAR, calls BIGINT, cpu_ns BIGINT, gpu_ns BIGINT)"""
+    )
+    db.con.execute(
+        f"INSERT INTO {STORED_TABLE} SELECT unnest(?), unnest(?), unnest(?), unnest(?), "
+        "unnest(?), unnest(?), unnest(?)",
+        list(cols),
+    )
+
+
+def _stored(db: TraceDB) -> list[CallPath] | None:
+    found = db.scalar(
+        "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = ? AND NOT temporary",
+        [STORED_TABLE],
+    )
+    if not found:
+        return None
+    return _paths(db.con.execute(f"SELECT * FROM {STORED_TABLE}").fetchall())
+
+
+def _paths(rows: list[tuple[Any, ...]]) -> list[CallPath]:
+    """Rows of (key, parent key, level, name, calls, CPU ns, GPU ns) as call paths."""
+    return [
+        CallPath(int(k), int(p), int(lv), str(n), int(c), int(cpu), int(g))
+        for k, p, lv, n, c, cpu, g in rows
+    ]
 
 
 def _walk_sql(db: TraceDB) -> str:
@@ -174,10 +224,7 @@ def _tree(db: TraceDB) -> list[CallPath]:
         ).fetchall()
     finally:
         db.con.execute(f"DROP TABLE IF EXISTS {_WALK_TABLE}")
-    nodes = [
-        CallPath(int(k), int(p), int(lv), str(n), int(c), int(cpu), int(g))
-        for k, p, lv, n, c, cpu, g in rows
-    ]
+    nodes = _paths(rows)
     taken = {n.key for n in nodes}
     for name, gpu_ns in loose:
         key = _pseudo_key(str(name), taken)
@@ -228,12 +275,13 @@ def prune(
     total = gpu_total if metric == "gpu" else cpu_total
     sized = [n for n in nodes if value(n) > 0]
     floor = max(1, int(total * min_fraction))
-    # A frame is never bigger than its parent, so a floor keeps the tree connected; with
-    # up to one "(other)" per kept frame, half the budget goes to real frames.
+    # A frame is never bigger than its parent, so a floor keeps the tree connected. With
+    # the root and up to one "(other)" per kept frame and one under the root, `budget`
+    # real frames fit; the floor above the next frame's size keeps at most that many.
     values = sorted((value(n) for n in sized), reverse=True)
-    budget = max(1, max_frames // 2 - 1)
+    budget = max(0, (max_frames - 2) // 2)
     if len(values) > budget:
-        floor = max(floor, values[budget - 1] + 1)
+        floor = max(floor, values[budget] + 1)
     kept = {n.key for n in sized if value(n) >= floor}
     children: dict[int, list[CallPath]] = {}
     for n in sized:

@@ -26,6 +26,8 @@ from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
 from ingest.schema import set_info
+from tracelens.core.tracedb import TraceDB
+from tracelens.flame_graph import store_call_path_tree
 from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
@@ -217,6 +219,7 @@ class IngestWorker:
             # and its report, as the CLI's, opens with ingest's notes: keep them there.
             set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
             build_timeline_tables(loaded.con)
+            store_call_path_tree(TraceDB(loaded.con))
             loaded.con.execute("CHECKPOINT")
             progress.timeline_built()
         finally:

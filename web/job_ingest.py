@@ -20,6 +20,8 @@ from ingest import LoadedTrace, TraceInputError
 from ingest.limits import MIB, IngestLimits
 from ingest.redaction import redact
 from ingest.schema import set_info
+from tracelens.core.tracedb import TraceDB
+from tracelens.flame_graph import store_call_path_tree
 from tracelens.ranks.job import analyze_job
 from web.catalog import Run, RunKind
 from web.storage import RunFiles, write_json_atomic
@@ -78,6 +80,7 @@ def build_job_run(
     def on_rank(rank: int, loaded: LoadedTrace) -> None:
         set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
         build_timeline_tables(loaded.con)
+        store_call_path_tree(TraceDB(loaded.con))
         loaded.con.execute("CHECKPOINT")
         with lock:
             done[0] += 1
