@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
 import pytest
 from web_helpers import client_for, make_settings, upload, wait_done
 
@@ -230,3 +231,31 @@ def test_trace_without_operators_uses_host_ranges(tmp_path: Path) -> None:
     store_call_path_tree(TraceDB(con))  # an empty tree is kept as an empty table
     assert flame_graph(TraceDB(con), "cpu").frames == flame_graph(TraceDB(con), "gpu").frames
     assert con.execute("SELECT count(*) FROM flame_call_paths_v1").fetchone() == (0,)
+
+
+def test_a_run_without_the_kept_tree_computes_it_and_the_api_is_documented(
+    tmp_path: Path,
+) -> None:
+    sc, _ = _scenario()
+    trace = tmp_path / "flame.pt.trace.json.gz"
+    with gzip.open(trace, "wt", encoding="utf-8") as out:
+        write_events(out, iter_events(sc), header_for(sc))
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        rid = wait_done(client, upload(client, trace).json()["id"])["id"]
+        spec = client.get("/schema/openapi.json").json()
+    op = spec["paths"]["/api/runs/{run_id}/flamegraph"]["get"]
+    assert {p["name"] for p in op["parameters"]} >= {"metric", "min_fraction", "max_frames", "rank"}
+    schema = op["responses"]["200"]["content"]["application/json"]["schema"]
+    props = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]["properties"]
+    # the ingest kept the tree; then the database is made what an older version left
+    db_path = next((settings.runs_dir / rid).glob("trace.*.duckdb"))
+    con = duckdb.connect(str(db_path))
+    assert con.execute("SELECT count(*) FROM flame_call_paths_v1").fetchone()[0] > 0
+    kept = msgspec.to_builtins(flame_graph(TraceDB(con), "gpu", min_fraction=0))
+    con.execute("DROP TABLE flame_call_paths_v1")
+    con.close()
+    assert set(kept) == set(props)
+    with client_for(settings) as client:
+        computed = client.get(f"/api/runs/{rid}/flamegraph", params={"min_fraction": 0})
+        assert computed.status_code == 200 and computed.json() == kept
