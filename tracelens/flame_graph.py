@@ -148,7 +148,12 @@ class FlameGraph(msgspec.Struct):
 def call_path_tree(db: TraceDB) -> list[CallPath]:
     """Every call path of the trace with its calls, CPU time and inclusive GPU time: read
     from :data:`STORED_TABLE` where the database has it, computed otherwise."""
-    return db.memo(("call_path_tree",), lambda: _stored(db) or _tree(db))
+
+    def tree() -> list[CallPath]:
+        stored = _stored(db)
+        return stored if stored is not None else _tree(db)
+
+    return db.memo(("call_path_tree",), tree)
 
 
 def store_call_path_tree(db: TraceDB) -> None:

@@ -26,7 +26,7 @@ MAX_FRAMES = 10_000
 
 class FlameGraphController(Controller):
     path = "/api/runs/{run_id:str}/flamegraph"
-    tags = ("timeline",)
+    tags = ("flame graph",)
 
     @blocking_get(
         "/",
