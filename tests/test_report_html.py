@@ -31,7 +31,9 @@ def _report(path: Path) -> dict[str, Any]:
 
 def _panel(page: str, heading: str) -> str:
     """The ``<section>`` whose heading starts with ``heading``, as rendered."""
-    m = re.search(rf'<section class="panel">\s*<h2>{re.escape(heading)}.*?</section>', page, re.S)
+    m = re.search(
+        rf'<section class="panel"[^>]*>\s*<h2>{re.escape(heading)}.*?</section>', page, re.S
+    )
     assert m, heading
     return m.group(0)
 

@@ -154,6 +154,18 @@ def _check_rank_timelines(client: Any, run_id: str, report: dict[str, Any]) -> N
     late = next(f for f in report["findings"] if f["analyzer"] == "ranks" and f["rank"] == 2)
     assert data["rank"] == 2 and data["highlights"][late["id"]], "the straggler's ranges"
     assert client.get(f"/api/runs/{run_id}/timeline", params={"rank": 9}).status_code == 404
+    # each rank's flame graph is of its own kernels: all of them, as its timeline sums them
+    totals = {}
+    for rank in (0, 2):
+        fg = client.get(f"/api/runs/{run_id}/flamegraph", params={"rank": rank}).json()
+        whole = client.get(
+            f"/api/runs/{run_id}/timeline/range",
+            params={"rank": rank, "start_ns": 0, "end_ns": 2**62},
+        ).json()
+        assert fg["gpu_total_ns"] == whole["kernel_ns"] > 0
+        totals[rank] = fg["gpu_total_ns"]
+    assert totals[0] != totals[2]
+    assert client.get(f"/api/runs/{run_id}/flamegraph", params={"rank": 9}).status_code == 404
 
 
 def test_several_files_are_one_job_run(tmp_path: Path, job: PlantedJob) -> None:

@@ -20,6 +20,7 @@ from tracelens.report.render.html import html_environment
 from web.catalog import Catalog
 from web.errors import EXCEPTION_HANDLERS
 from web.ingest_worker import IngestWorker
+from web.routes.api_flame_graph import FlameGraphController
 from web.routes.api_reference import api_reference
 from web.routes.api_report import ReportController
 from web.routes.api_runs import RunController, RunsController
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, start_worker: bool = True) -> L
             RunController,
             ReportController,
             TimelineController,
+            FlameGraphController,
             CompareApiController,
             health,
             RunListPageController,

@@ -10,7 +10,6 @@ next start re-queues it (or fails it after repeated interruptions), never shows 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -19,36 +18,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
-from ingest.schema import set_info
+from tracelens.core.tracedb import TraceDB
 from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
 from web.catalog import Catalog, Run
 from web.catalog import runs as catalog_runs
 from web.ingest_progress import IngestProgress
 from web.job_ingest import build_job_run, catalog_facts, is_job, kept_sources
+from web.run_tables import keep_run_tables
 from web.settings import Settings
 from web.storage import RunFiles, write_json_atomic
-from web.timeline_store import build_timeline_tables
 
 log = logging.getLogger("tracelens.web.ingest")
 
 # Orphaned run directories younger than this may still be an upload in flight.
 ORPHAN_AGE_S = 600.0
 _PROGRESS_EVERY_S = 0.5
-# The trace_info fact holding what ingest said about the trace (skipped events, ...).
-INGEST_NOTES_FACT = "web_ingest_notes"
-
-
-def stored_ingest_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What ingest said about a run's trace, as kept in its database ([] if never kept)."""
-    row = con.execute("SELECT value FROM trace_info WHERE key = ?", [INGEST_NOTES_FACT]).fetchone()
-    return [str(n) for n in json.loads(row[0])] if row else []
 
 
 def remove_orphan_dirs(runs_dir: Path, known: set[str]) -> None:
@@ -209,19 +198,17 @@ class IngestWorker:
         )
         try:
             progress.loaded()
+            db = TraceDB(loaded.con)
             report = build_report(
                 loaded,
+                db=db,
                 label=label,
                 sha256=run.sha256,
                 inputs=ReportInputs(slo=parse_slo(run.slo) if run.slo else None),
                 on_progress=progress.analysing,
             )
             progress.analysed()
-            # A restricted analysis (web.run_restriction) starts again from the database,
-            # and its report, as the CLI's, opens with ingest's notes: keep them there.
-            set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
-            build_timeline_tables(loaded.con)
-            loaded.con.execute("CHECKPOINT")
+            keep_run_tables(loaded, db)
             progress.timeline_built()
         finally:
             loaded.close()

@@ -25,14 +25,13 @@ from typing import Any
 
 from ingest import LoadedTrace, TraceInputError
 from ingest.limits import MIB, IngestLimits
-from ingest.redaction import redact
-from ingest.schema import set_info
 from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
 from tracelens.ranks.extract_file import extract_from_json, extract_to_json
 from tracelens.ranks.job import analyze_job, analyze_rank, job_report
 from web.catalog import Run, RunKind
+from web.run_tables import keep_run_tables
 from web.storage import RunFiles, write_json_atomic
-from web.timeline_store import build_timeline_tables
 
 IN_FLIGHT = 2
 
@@ -72,8 +71,6 @@ def build_job_run(
     progress: Callable[[float], None],
 ) -> dict[str, Any]:
     """Ingest every rank of ``run``, write the job report, and return it."""
-    from web.ingest_worker import INGEST_NOTES_FACT
-
     members = sorted(run.members or [], key=lambda m: int(m["rank"]))
     pairs = [(int(m["rank"]), files.source(m["source_file"])) for m in members]
     by_rank = {int(m["rank"]): m for m in members}
@@ -84,10 +81,8 @@ def build_job_run(
     def db_path(rank: int) -> Path:
         return files.database(generation) if rank == ref else files.rank_database(generation, rank)
 
-    def on_rank(rank: int, loaded: LoadedTrace) -> None:
-        set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
-        build_timeline_tables(loaded.con)
-        loaded.con.execute("CHECKPOINT")
+    def on_rank(rank: int, loaded: LoadedTrace, db: TraceDB) -> None:
+        keep_run_tables(loaded, db)
         with lock:
             done[0] += 1
             progress(0.95 * done[0] / len(pairs))
@@ -145,18 +140,14 @@ def build_rank(
     it with a half-built one; the extract is written last, atomically: a rank whose
     extract is there is complete. The extract names ``worker``, who built it.
     """
-    from web.ingest_worker import INGEST_NOTES_FACT
-
     members, ref = _members(run)
     by_rank = {int(m["rank"]): m for m in members}
     source = files.source(by_rank[rank]["source_file"])
     target = files.job_database(generation, rank, ref)
     building = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
 
-    def on_rank(_: int, loaded: LoadedTrace) -> None:
-        set_info(loaded.con, {INGEST_NOTES_FACT: json.dumps(redact(loaded.notes))})
-        build_timeline_tables(loaded.con)
-        loaded.con.execute("CHECKPOINT")
+    def on_rank(_: int, loaded: LoadedTrace, db: TraceDB) -> None:
+        keep_run_tables(loaded, db)
 
     try:
         found = analyze_rank(

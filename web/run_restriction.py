@@ -44,9 +44,9 @@ from tracelens.ranks.grouping import finding_scope as scope_of
 from tracelens.report import ReportInputs, build_report_from_db
 from tracelens.report.model import Finding
 from web.catalog import Run, RunKind
-from web.ingest_worker import stored_ingest_notes
 from web.run_data import finding_without_rank
 from web.run_lookup import load_ready_run, open_run_database, ready_report
+from web.run_tables import stored_ingest_notes
 from web.services import Services
 
 T = TypeVar("T")

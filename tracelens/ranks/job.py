@@ -38,12 +38,13 @@ def analyze_job(
     in_flight: int = 2,
     db_path: Callable[[int], Path | None] | None = None,
     limits: IngestLimits | None = None,
-    on_rank: Callable[[int, LoadedTrace], None] | None = None,
+    on_rank: Callable[[int, LoadedTrace, TraceDB], None] | None = None,
 ) -> dict[str, Any]:
     """The job report of ``files`` ((rank, path) pairs).
 
     ``db_path(rank)`` keeps a rank's trace database in that file (default: in memory);
-    ``on_rank(rank, loaded)`` is called with each rank's open database once it is analysed
+    ``on_rank(rank, loaded, db)`` is called with each rank's open database (and the TraceDB
+    its analysis used) once it is analysed
     (to add to what is kept of it), before it is closed.
     """
     t = thresholds or Thresholds()
@@ -65,7 +66,7 @@ def analyze_rank(
     top: int = 10,
     db_path: Path | None = None,
     limits: IngestLimits | None = None,
-    on_rank: Callable[[int, LoadedTrace], None] | None = None,
+    on_rank: Callable[[int, LoadedTrace, TraceDB], None] | None = None,
 ) -> RankExtract:
     """One rank loaded, analysed and reduced to its extract (what :func:`job_report` needs
     of it), then closed; ``db_path`` and ``on_rank`` as for :func:`analyze_job`. Ranks are
@@ -79,7 +80,7 @@ def analyze_rank(
         report = build_report(loaded, t, top, db=db)
         found = extract(db, rank, path, report, t)
         if on_rank is not None:
-            on_rank(rank, loaded)
+            on_rank(rank, loaded, db)
         return found
     finally:
         loaded.close()
