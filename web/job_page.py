@@ -111,15 +111,19 @@ def rank_highlights(report: dict[str, Any], t0_ns: int, shown: int) -> dict[str,
     return out
 
 
-def aligned_highlights(report: dict[str, Any], clock: AlignedClock) -> dict[str, list[list[Any]]]:
-    """Every finding's ranges on the aligned timeline as [start, end, rank, role]: ``own``
-    for a range on the finding's own rank (a straggler's time before the collectives),
-    ``wait`` for another rank's (its wait inside the collective for the straggler)."""
+def aligned_highlights(
+    report: dict[str, Any], clock: AlignedClock, shown: list[int]
+) -> dict[str, list[list[Any]]]:
+    """Every finding's ranges on the ranks ``shown``, on the aligned timeline, as [start,
+    end, rank, role]: ``own`` for a range on the finding's own rank (a straggler's time
+    before the collectives), ``wait`` for another rank's (its wait inside the collective
+    for the straggler)."""
+    on = set(shown)
     out: dict[str, list[list[Any]]] = {}
     for f in report["findings"]:
         ranges = []
         for s, e, rank in _timed(f):
-            if rank is None or rank not in clock.ranks:
+            if rank is None or rank not in on or rank not in clock.ranks:
                 continue
             role = "own" if rank == f.get("rank") else "wait"
             ranges.append([clock.aligned(rank, s), clock.aligned(rank, e), rank, role])
@@ -148,7 +152,7 @@ def job_context(
         "offsets": offsets,
         "strips": heat_strips(report["ranks"]),
         "idle_causes": idle_causes(report["ranks"]),
-        "highlights": aligned_highlights(report, clock)
+        "highlights": aligned_highlights(report, clock, aligned_ranks or [])
         if clock is not None
         else rank_highlights(report, t0_ns, shown),
     }
