@@ -159,6 +159,18 @@ def test_all_ranks_view_groups_ranks_and_draws_the_straggler(
     assert _groups(page)[f"r{SLOW_RANK}/host"][0] is True
     assert any(k.startswith(f"r{SLOW_RANK}/") and ":" in k for k in _groups(page))  # a thread
 
+    # a search runs over every rank; a match's details come from its own rank
+    page.fill("#tl-search", "expert_gemm")
+    page.click("#tl-search-form button[type=submit]")
+    page.wait_for_function("() => !document.getElementById('tl-details').hidden")
+    page.wait_for_function("() => document.getElementById('tl-canvas').dataset.detailsMs")
+    count = int(page.locator("#tl-search-count").evaluate("e => e.dataset.count"))
+    assert count == 4 * 10 - 1  # a compute kernel a step, the late-starting rank one less
+    details = page.inner_text("#tl-details")
+    assert "expert_gemm" in details and "rank" in details, details
+    page.wait_for_function(r"() => /event=kernel%3A\d+%40\d/.test(location.search)")
+    page.click("#tl-details .tl-close")
+
     # the straggler finding: the late rank's time before the collective, the others' waits
     page.locator(f".finding[data-finding-id='{late['id']}']").click()
     page.wait_for_function("() => document.getElementById('tl-canvas').dataset.highlightRanks")
