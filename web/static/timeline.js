@@ -238,7 +238,7 @@
   // --- layout: the groups' header rows, their lanes (none when closed), the counters ---
   function rankLabel(r) {
     const c = rankClock[r.rank] || {};
-    const off = c.method === "reference" ? "reference clock" : c.offset_ns ? "offset " + fmt(c.offset_ns) : "offset unknown";
+    const off = c.method === "reference" ? "reference clock" : c.method === "none" ? "own clock (no offset found)" : "offset " + fmt(c.offset_ns || 0);
     return "rank " + r.rank + " · " + off;
   }
 
@@ -797,7 +797,8 @@
       const px = Math.floor((nsAt(e.clientX) - data.start_ns) / data.ns_per_px);
       if (row.counter === "busy") {
         const v = data.busy[row.device][px];
-        if (v !== undefined) text = "GPU " + row.device + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
+        const [owner, gpu] = row.device.includes("/") ? row.device.split("/") : [null, row.device];
+        if (v !== undefined) text = (owner !== null ? "rank " + owner + " · " : "") + "GPU " + gpu + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
       } else {
         const p = row.c.points.filter((q) => q[0] <= px).pop();
         if (p) text = row.c.label + "\nallocated " + fmtBytes(p[1]) + ", reserved " + fmtBytes(p[2]);
