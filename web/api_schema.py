@@ -187,8 +187,9 @@ class FindingView(msgspec.Struct, omit_defaults=True):
     rank: int | None = None
 
 
-class TimelineWindow(msgspec.Struct):
-    """Lanes in a window; see :func:`web.timeline_store.timeline_window` for the items."""
+class TimelineWindow(msgspec.Struct, omit_defaults=True):
+    """Lanes in a window; see :func:`web.timeline_store.timeline_window` for the items
+    (:func:`web.timeline_aligned.aligned_window` for several ranks on one clock)."""
 
     t0_ns: int
     span_ns: int
@@ -200,6 +201,8 @@ class TimelineWindow(msgspec.Struct):
     names: list[str]
     kinds: list[str]
     counters: list[dict[str, Any]]
+    # several ranks on the reference clock: each rank's clock and whether its host lanes came
+    ranks: list[dict[str, Any]] | None = None
 
 
 class TimelineEvent(msgspec.Struct):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracelens.core.units import fmt_ns
+from web.timeline_aligned import AlignedClock
 
 # The cells' colours, light to dark: the value's place between the metric's least and
 # largest over the ranks.
@@ -89,29 +90,69 @@ def idle_causes(ranks: list[dict[str, Any]]) -> list[str]:
     return sorted(totals, key=lambda c: -totals[c])
 
 
-def job_context(report: dict[str, Any], t0_ns: int, rank: int | None = None) -> dict[str, Any]:
+def _timed(f: dict[str, Any]) -> list[tuple[int, int, int | None]]:
+    """A finding's time ranges as (start, end, the rank whose clock they are on)."""
+    return [
+        (int(r["start_ns"]), int(r["end_ns"]), r.get("rank", f.get("rank")))
+        for r in f.get("time_ranges") or []
+        if r.get("start_ns") is not None and r.get("end_ns") is not None
+    ]
+
+
+def rank_highlights(report: dict[str, Any], t0_ns: int, shown: int) -> dict[str, list[list[int]]]:
+    """What one rank's timeline (its own clock) highlights of each finding: the ranges on
+    that rank's clock, of its findings and of the cross-rank ones reaching it (a
+    straggler's: its own time before the collectives, or this rank's waits for it)."""
+    out = {}
+    for f in report["findings"]:
+        mine = [[s - t0_ns, e - t0_ns] for s, e, rank in _timed(f) if rank == shown]
+        if mine or f.get("rank") == shown:
+            out[f["id"]] = mine
+    return out
+
+
+def aligned_highlights(
+    report: dict[str, Any], clock: AlignedClock, shown: list[int]
+) -> dict[str, list[list[Any]]]:
+    """Every finding's ranges on the ranks ``shown``, on the aligned timeline, as [start,
+    end, rank, role]: ``own`` for a range on the finding's own rank (a straggler's time
+    before the collectives), ``wait`` for another rank's (its wait inside the collective
+    for the straggler)."""
+    on = set(shown)
+    out: dict[str, list[list[Any]]] = {}
+    for f in report["findings"]:
+        ranges = []
+        for s, e, rank in _timed(f):
+            if rank is None or rank not in on or rank not in clock.ranks:
+                continue
+            role = "own" if rank == f.get("rank") else "wait"
+            ranges.append([clock.aligned(rank, s), clock.aligned(rank, e), rank, role])
+        out[f["id"]] = ranges
+    return out
+
+
+def job_context(
+    report: dict[str, Any],
+    t0_ns: int,
+    rank: int | None = None,
+    clock: AlignedClock | None = None,
+    aligned_ranks: list[int] | None = None,
+) -> dict[str, Any]:
     """What job_run.html needs of a job report beyond the report itself; the timeline is
-    ``rank``'s (None: the reference rank's)."""
+    ``rank``'s (None: the reference rank's), or with ``clock`` ``aligned_ranks`` together
+    on the reference clock."""
     ref = report["clock"]["reference_rank"]
     shown = ref if rank is None else rank
     offsets = {o["rank"]: o for o in report["clock"]["offsets"]}
-    highlights = {
-        f["id"]: [
-            [int(r["start_ns"]) - t0_ns, int(r["end_ns"]) - t0_ns]
-            for r in f.get("time_ranges") or []
-            if r.get("start_ns") is not None and r.get("end_ns") is not None
-        ]
-        for f in report["findings"]
-        # the timeline is one rank's, on its own clock: only that rank's findings' times
-        # (a shared finding's are those of the rank it shows; a straggler's, the late rank's)
-        if f.get("rank") == shown
-    }
     return {
         "reference_rank": ref,
         "shown_rank": shown,
+        "aligned_ranks": aligned_ranks or [],
         "ranks": [r["rank"] for r in report["ranks"]],
         "offsets": offsets,
         "strips": heat_strips(report["ranks"]),
         "idle_causes": idle_causes(report["ranks"]),
-        "highlights": highlights,
+        "highlights": aligned_highlights(report, clock, aligned_ranks or [])
+        if clock is not None
+        else rank_highlights(report, t0_ns, shown),
     }

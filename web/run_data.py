@@ -93,7 +93,9 @@ class RunData:
         self,
         runs_dir: Path,
         reports: int = 64,
-        databases: int = 16,
+        # a job's aligned timeline reads up to MAX_ALIGNED_RANKS ranks' databases per
+        # request, and opening one costs tens of ms: kept open beside a few single runs'
+        databases: int = 80,
         restricted: int = 24,
         series_points: int = 4096,
     ) -> None:

@@ -385,8 +385,17 @@ def timeline_window(
     end_ns: int | None,
     width_px: int,
     meta: dict[str, Any] | None = None,
+    *,
+    exact: bool = False,
+    only_lanes: set[int] | None = None,
+    counters: bool = True,
 ) -> dict[str, Any]:
     """Lanes for the window ``[start_ns, end_ns)`` (relative ns), at ``width_px`` pixels.
+
+    ``exact`` takes the window as given, even where it reaches outside the trace, so
+    several traces' answers share one pixel grid (the job view's ranks, each shifted by
+    its clock offset); otherwise it is clamped to the trace. ``only_lanes`` leaves the
+    other lanes out of the answer; ``counters=False`` leaves out the memory counters.
 
     Each lane has ``events`` as ``[start_ns, end_ns, name_index, kind_index, ref]`` and,
     when aggregated, ``buckets`` as ``[pixel, count, busy_fraction, name_index]``; names and
@@ -395,9 +404,11 @@ def timeline_window(
     """
     meta = meta or timeline_meta(con)
     span = meta["span_ns"]
-    start = 0 if start_ns is None else max(0, int(start_ns))
-    end = span if end_ns is None else min(span, int(end_ns))
-    if end <= start:
+    start = 0 if start_ns is None else int(start_ns) if exact else max(0, int(start_ns))
+    end = span if end_ns is None else int(end_ns) if exact else min(span, int(end_ns))
+    if exact:
+        end = max(end, start + 1)
+    elif end <= start:
         end = min(span, start + 1)
         start = max(0, end - 1)
     width = max(1, min(MAX_WIDTH_PX, int(width_px)))
@@ -430,6 +441,9 @@ def timeline_window(
         "WHERE start_ns < $e AND end_ns > $s ORDER BY lane_id, start_ns",
         {"s": start, "e": end},
     ).fetchall()
+    if only_lanes is not None:
+        counts = {lane: n for lane, n in counts.items() if lane in only_lanes}
+        long_rows = [r for r in long_rows if r[0] in only_lanes]
     dense = sorted(lane for lane, n in counts.items() if n > width)
     sparse = sorted(lane for lane, n in counts.items() if n <= width)
 
@@ -442,8 +456,9 @@ def timeline_window(
             table[key] = len(table)
         return table[key]
 
+    shown = [lane for lane in meta["lanes"] if only_lanes is None or lane["id"] in only_lanes]
     lanes: dict[int, dict[str, Any]] = {
-        lane["id"]: {"id": lane["id"], "events": [], "buckets": None} for lane in meta["lanes"]
+        lane["id"]: {"id": lane["id"], "events": [], "buckets": None} for lane in shown
     }
     if sparse:
         rows = con.execute(
@@ -515,10 +530,11 @@ def timeline_window(
         "width_px": width,
         "ns_per_px": ns_per_px,
         "lanes": [
-            {**lane, **lanes[lane["id"]], "count": counts.get(lane["id"], 0)}
-            for lane in meta["lanes"]
+            {**lane, **lanes[lane["id"]], "count": counts.get(lane["id"], 0)} for lane in shown
         ],
         "names": list(names),
         "kinds": list(kinds),
-        "counters": _memory_counters(con, meta["t0_ns"], start, end, width, ns_per_px),
+        "counters": _memory_counters(con, meta["t0_ns"], start, end, width, ns_per_px)
+        if counters
+        else [],
     }

@@ -113,19 +113,42 @@ def straggler_findings(
                     ],
                 },
                 "advice": _ADVICE.get(s.cause, _ADVICE["unknown"]),
-                "time_ranges": [
-                    {
-                        "start_ns": g.members[s.rank].since_ns,
-                        "end_ns": g.members[s.rank].start_ns,
-                        "device_id": g.members[s.rank].device_id,
-                        "label": f"rank {s.rank} before {g.kind}",
-                    }
-                    for g in mine[:5]
-                ],
+                "time_ranges": _straggler_ranges(s.rank, mine[:5]),
                 "supersedes": [],
                 "rank": s.rank,
             }
         )
+    return out
+
+
+def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:
+    """For each of the collectives it was latest for: what the late rank did since its
+    previous collective, then every other rank's wait inside it until the late rank came.
+    Each range names the rank on whose own clock it is (``rank``): the late rank's are
+    what held the job, the others' what it cost them."""
+    out: list[dict[str, Any]] = []
+    for g in worst:
+        mine = g.members[late]
+        out.append(
+            {
+                "start_ns": mine.since_ns,
+                "end_ns": mine.start_ns,
+                "device_id": mine.device_id,
+                "label": f"rank {late} before {g.kind}",
+                "rank": late,
+            }
+        )
+        out += [
+            {
+                "start_ns": c.start_ns,
+                "end_ns": c.start_ns + g.waits[r],
+                "device_id": c.device_id,
+                "label": f"rank {r} waits in {g.kind} for rank {late}",
+                "rank": r,
+            }
+            for r, c in sorted(g.members.items())
+            if r != late and g.waits[r] > 0
+        ]
     return out
 
 

@@ -123,13 +123,16 @@ class Workload(Struct, forbid_unknown_fields=True):
     attention: Attention | None
 
 
-class TimeRange(Struct, forbid_unknown_fields=True):
+class TimeRange(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """An interval of the trace's own clock that a finding points at."""
 
     start_ns: int
     end_ns: int
     device_id: int | None
     label: str | None
+    # present in a job report's cross-rank findings: the rank on whose own clock it is
+    # (a straggler finding's: the late rank's ranges, then the others' waits for it)
+    rank: int | None = None
 
 
 class Finding(Struct, forbid_unknown_fields=True):

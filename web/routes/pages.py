@@ -108,6 +108,15 @@ def _subject_names(finding: dict[str, Any]) -> list[str]:
     return []
 
 
+def _finding_info(findings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What the timeline shows of each finding it highlights: its title, severity and
+    (without time ranges) the names of its subject's events."""
+    return {
+        f["id"]: {"title": f["title"], "severity": f["severity"], "subject": _subject_names(f)}
+        for f in findings
+    }
+
+
 @dataclass(frozen=True)
 class RestrictionForm:
     """What the run page says of its restriction: the form's fields as sent, the
@@ -126,26 +135,55 @@ class RestrictionForm:
 
 
 def _render_job_page(
-    svc: Services, run: Run, tokens_required: bool, rank: int | None = None
+    svc: Services,
+    run: Run,
+    tokens_required: bool,
+    rank: int | None = None,
+    ranks: str | None = None,
 ) -> str:
     """A ready job's page: its ranks, clocks, stragglers, findings, and one rank's timeline
-    (``rank``, by default the reference rank, whose database is the run's own)."""
+    (``rank``, by default the reference rank, whose database is the run's own), or the
+    ranks ``ranks`` names together on the reference clock."""
     from web.job_page import job_context
+    from web.job_timeline import chosen_ranks, job_clock
 
     report = ready_report(svc, run)
-    cur, meta = open_run_database(svc, run, rank)
-    cur.close()
-    job = job_context(report, meta["t0_ns"], rank)
-    page_data = {
-        "run_id": run.id,
-        "status": run.status,
-        "t0_ns": meta["t0_ns"],
-        "span_ns": meta["span_ns"],
-        "highlights": job["highlights"],
-        "rank": rank,
-    }
+    aligned = chosen_ranks(run, ranks) if ranks and ranks.strip() else []
+    if aligned:
+        clock = job_clock(svc, run)
+        job = job_context(report, clock.t0_ns, None, clock, aligned)
+        page_data: dict[str, Any] = {
+            "run_id": run.id,
+            "status": run.status,
+            "t0_ns": clock.t0_ns,
+            "span_ns": clock.span_ns,
+            "highlights": job["highlights"],
+            "findings": _finding_info(report["findings"]),
+            "rank": None,
+            "aligned": {
+                "ranks": [clock.ranks[r].as_dict() for r in aligned],
+                "all": ranks.strip() == "all" if ranks else False,
+                "job_ranks": len(job["ranks"]),
+            },
+        }
+    else:
+        cur, meta = open_run_database(svc, run, rank)
+        cur.close()
+        job = job_context(report, meta["t0_ns"], rank)
+        page_data = {
+            "run_id": run.id,
+            "status": run.status,
+            "t0_ns": meta["t0_ns"],
+            "span_ns": meta["span_ns"],
+            "highlights": job["highlights"],
+            "findings": _finding_info(report["findings"]),
+            "rank": rank,
+        }
     shown = job["shown_rank"]
     shown_findings = [f for f in report["findings"] if f.get("rank") == shown]
+    if aligned:  # the Perfetto download is one rank's, on its own clock: the reference's
+        cur, meta = open_run_database(svc, run, shown)
+        cur.close()
     return svc.templates.get_template("job_run.html").render(
         run=RunView.of(run),
         report=report,
@@ -165,9 +203,10 @@ def _render_run_page(
     tokens_required: bool,
     form: RestrictionForm | None = None,
     rank: int | None = None,
+    ranks: str | None = None,
 ) -> str:
     if run.kind == RunKind.JOB and run.status == RunStatus.READY:
-        return _render_job_page(svc, run, tokens_required, rank)
+        return _render_job_page(svc, run, tokens_required, rank, ranks)
     form = form or RestrictionForm.showing(None)
     active = form.active
     context: dict[str, Any] = {
@@ -201,14 +240,7 @@ def _render_run_page(
                 "t0_ns": t0,
                 "span_ns": meta["span_ns"],
                 "highlights": _highlights(report["findings"], t0),
-                "findings": {
-                    f["id"]: {
-                        "title": f["title"],
-                        "severity": f["severity"],
-                        "subject": _subject_names(f),
-                    }
-                    for f in report["findings"]
-                },
+                "findings": _finding_info(report["findings"]),
             }
         )
         if active is not None:  # the timeline opens on the part analysed
@@ -233,12 +265,13 @@ def _render_page(
     tokens_required: bool,
     restriction: Restriction | None,
     rank: int | None = None,
+    ranks: str | None = None,
 ) -> str:
     """The page of a ready run, of the whole trace or of the part ``restriction`` selects;
-    a job's with ``rank``'s timeline."""
+    a job's with ``rank``'s timeline, or ``ranks`` together."""
     analysis = analysis_of(svc, run, restriction) if restriction is not None else None
     form = RestrictionForm.showing(analysis)
-    return _render_run_page(svc, run, tokens_required, form, rank)
+    return _render_run_page(svc, run, tokens_required, form, rank, ranks)
 
 
 class RunListPageController(Controller):
@@ -294,6 +327,11 @@ class RunPagesController(Controller):
         rank: int | None = Parameter(
             default=None, ge=0, le=1_000_000, description="a job's rank whose timeline to show"
         ),
+        ranks: str | None = Parameter(
+            default=None,
+            max_length=20_000,
+            description="a job's ranks to show together on the reference clock: all, or a list",
+        ),
     ) -> Response[bytes]:
         fields = {"window": window, "steps": steps, "range": range_name}
         if any(v is not None and not v.strip() for v in fields.values()):
@@ -315,9 +353,9 @@ class RunPagesController(Controller):
                     svc,
                     run,
                     restriction,
-                    ("page", tokens_required, rank),
+                    ("page", tokens_required, rank, ranks),
                     lambda: StoredPage.of(
-                        _render_page(svc, run, tokens_required, restriction, rank)
+                        _render_page(svc, run, tokens_required, restriction, rank, ranks)
                     ),
                 )
             except BadRestrictionError as exc:

@@ -8,6 +8,11 @@
 // the time axis pans, drag in the plot selects a stretch (its length, kernel time and busy
 // share), click selects an event (details, flows to its launch), double-click zooms to it,
 // Escape clears. The window, the selected event and finding are kept in the address.
+//
+// Lanes come in collapsible groups (timeline_groups.js): per process and thread, and on a
+// job's page with several ranks (page.aligned) one group per rank, every rank's times on
+// the reference rank's clock as the server shifted them; an event's details are then
+// asked of its own rank and shifted the same way.
 "use strict";
 (function () {
   const page = JSON.parse(document.getElementById("page-data").textContent);
@@ -21,6 +26,12 @@
   const details = $("tl-details");
   const ctx = canvas.getContext("2d");
   const api = "/api/runs/" + encodeURIComponent(page.run_id) + "/timeline";
+  const Groups = window.TimelineGroups;
+  // A job's ranks on one clock: each rank's shift (its own time = aligned + shift_ns).
+  const aligned = page.aligned || null;
+  const LANE_STRIDE = 1000000;  // an aligned lane's id: rank * LANE_STRIDE + its own id
+  const rankClock = {};
+  if (aligned) for (const r of aligned.ranks) rankClock[r.rank] = r;
 
   const LABEL_W = 200, AXIS_H = 22, GPU_H = 20, ROW_H = 16, HEAD_H = 18, COUNTER_H = 26, MIN_WINDOW_NS = 1000;
   const GROUP_COLORS = { gpu: 210, thread: 140, range: 28, api: 290, python: 180 };
@@ -28,9 +39,12 @@
   const findings = page.findings || {};
   const view = page.view_ns ? padded(page.view_ns[0], page.view_ns[1], 0.02) : { start: 0, end: span };
   let data = null;          // last answer from the API
-  let rows = [];            // drawn rows: {y, h, lane} or {y, h, header: thread key}
+  let rows = [];            // drawn rows: {y, h, lane} or {y, h, header: group key, ...}
   let laneY = {};           // lane id -> {y, h}
+  let rankY = {};           // an aligned view's rank -> {y0, y1}: its group's rows
   const collapsed = new Set();
+  // the ranks whose host lanes are asked for (an aligned view): few ranks open, many closed
+  const hostRanks = new Set(aligned && aligned.ranks.length <= 2 ? aligned.ranks.map((r) => r.rank) : []);
   let showPython = false;
   let selected = null;      // {kind, ref, lane, start_ns, end_ns, name}
   let detail = null;        // the details answer of the selected event
@@ -93,6 +107,11 @@
       view.start = tl[0];
       view.end = tl[1];
     }
+    for (const k of Groups.readList(q, "tlg")) collapsed.add(k);
+    if (aligned && q.has("tlh")) {
+      hostRanks.clear();
+      for (const r of Groups.readList(q, "tlh")) if (Number(r) in rankClock) hostRanks.add(Number(r));
+    }
     return { event: q.get("event"), finding: q.get("finding"), fr: Number(q.get("fr") || 1) };
   }
 
@@ -102,7 +121,10 @@
     urlTimer = setTimeout(() => {
       const q = new URLSearchParams(window.location.search);
       q.set("tl", Math.floor(view.start) + "_" + Math.ceil(view.end));
-      if (selected) q.set("event", selected.kind + ":" + selected.ref); else q.delete("event");
+      if (selected) q.set("event", selected.kind + ":" + selected.ref + (aligned ? "@" + selected.rank : ""));
+      else q.delete("event");
+      if (collapsed.size) q.set("tlg", Array.from(collapsed).join(",")); else q.delete("tlg");
+      if (aligned) q.set("tlh", Array.from(hostRanks).sort((a, b) => a - b).join(","));
       if (finding) { q.set("finding", finding.id); q.set("fr", String(finding.i + 1)); }
       else { q.delete("finding"); q.delete("fr"); }
       history.replaceState(null, "", window.location.pathname + "?" + q.toString() + window.location.hash);
@@ -129,11 +151,14 @@
     timer = setTimeout(load, 60);
   }
 
-  // a job's page may show another rank than the reference one: every answer is that rank's
+  // a job's page may show another rank than the reference one: every answer is that rank's;
+  // or several ranks (an event's details are then its own rank's: `rank` given)
   const rankQuery = page.rank !== undefined && page.rank !== null ? "&rank=" + page.rank : "";
+  const ranksQuery = aligned ? "&ranks=" + aligned.ranks.map((r) => r.rank).join(",") : "";
 
-  function getJson(url, signal) {
-    return fetch(url + rankQuery, { signal: signal, headers: { Accept: "application/json" } })
+  function getJson(url, signal, rank) {
+    const which = rank !== undefined && rank !== null ? "&rank=" + rank : aligned ? ranksQuery : rankQuery;
+    return fetch(url + which, { signal: signal, headers: { Accept: "application/json" } })
       .then((r) => r.json().then((d) => {
         if (!r.ok) throw new Error(d.error || ("HTTP " + r.status));
         return d;
@@ -144,7 +169,8 @@
     if (pending) pending.abort();
     pending = new AbortController();
     const url = api + "?start_ns=" + Math.floor(view.start) + "&end_ns=" + Math.ceil(view.end) +
-      "&width_px=" + Math.round(plotWidth());
+      "&width_px=" + Math.round(plotWidth()) +
+      (aligned && hostRanks.size ? "&host_ranks=" + Array.from(hostRanks).join(",") : "");
     getJson(url, pending.signal)
       .then((d) => {
         data = d;
@@ -164,7 +190,8 @@
     const npp = d.ns_per_px;
     for (const lane of d.lanes) {
       if (lane.row !== "gpu") continue;
-      const device = lane.key.split(":")[1];
+      // an aligned view's devices are its ranks': the same GPU number on two ranks is two
+      const device = (lane.rank !== undefined ? lane.rank + "/" : "") + lane.key.split(":")[1];
       const acc = out[device] || (out[device] = new Float32Array(d.width_px));
       if (lane.buckets) for (const [px, , busy] of lane.buckets) acc[px] += busy;
       for (const [s, e] of lane.events) {
@@ -208,42 +235,76 @@
     ctx.stroke();
   }
 
-  // --- layout: a header row per thread, then its lanes (none when collapsed) ---
+  // --- layout: the groups' header rows, their lanes (none when closed), the counters ---
+  function rankLabel(r) {
+    const c = rankClock[r.rank] || {};
+    const off = c.method === "reference" ? "reference clock" : c.method === "none" ? "own clock (no offset found)" : "offset " + fmt(c.offset_ns || 0);
+    return "rank " + r.rank + " · " + off;
+  }
+
   function layout() {
     rows = [];
     laneY = {};
-    let y = AXIS_H, thread = null;
+    rankY = {};
+    let y = AXIS_H;
     const hasPython = data.lanes.some((l) => l.row === "py");
     $("tl-python-label").hidden = !hasPython;
-    const counterRows = () => {
-      for (const [device] of Object.entries(data.busy)) {
-        rows.push({ y: y, h: COUNTER_H, counter: "busy", device: device, label: "GPU " + device + " busy %" });
-        y += COUNTER_H;
+    const place = (row, rank) => {
+      rows.push(row);
+      if (rank !== undefined && rank !== null) {
+        const r = rankY[rank] || (rankY[rank] = { y0: y, y1: y });
+        r.y1 = y + row.h;
+      }
+      y += row.h;
+    };
+    const counterRows = (rank, level) => {
+      for (const device of Object.keys(data.busy)) {
+        const [owner, gpu] = device.includes("/") ? device.split("/") : [null, device];
+        if (rank !== null && Number(owner) !== rank) continue;
+        place({ y: y, h: COUNTER_H, counter: "busy", device: device, level: level, label: "GPU " + gpu + " busy %" }, rank);
       }
       for (const c of data.counters) {
-        rows.push({ y: y, h: COUNTER_H, counter: "memory", c: c, label: c.label + " (≤ " + fmtBytes(c.max_bytes) + ")" });
-        y += COUNTER_H;
+        if (rank !== null && c.rank !== rank) continue;
+        const label = (rank !== null ? "GPU " + c.device_id + " memory" : c.label) + " (≤ " + fmtBytes(c.max_bytes) + ")";
+        place({ y: y, h: COUNTER_H, counter: "memory", c: c, level: level, label: label }, rank);
       }
     };
-    let countersPlaced = false;
-    for (const lane of data.lanes) {
-      if (lane.thread && !countersPlaced) { counterRows(); countersPlaced = true; }
-      if (lane.row === "py" && !showPython) continue;
-      if (lane.thread && lane.thread !== thread) {
-        thread = lane.thread;
-        rows.push({ y: y, h: HEAD_H, header: thread, label: lane.thread_label });
-        y += HEAD_H;
+    const items = Groups.rows(data, { collapsed: collapsed, hostRanks: hostRanks, showPython: showPython, rankLabel: rankLabel });
+    for (const it of items) {
+      if (it.kind === "counters") { counterRows(it.rank, it.rank === null ? 0 : 2); continue; }
+      if (it.kind === "header") {
+        place({ y: y, h: HEAD_H, header: it.key, label: it.label, level: it.level, open: it.open, host: it.host ? it.rank : undefined, rankGroup: !!it.rankGroup }, it.rank);
+        continue;
       }
-      if (lane.thread && collapsed.has(lane.thread)) continue;
+      const lane = it.lane;
       const h = lane.thread ? ROW_H : GPU_H;
-      rows.push({ y: y, h: h, lane: lane });
       laneY[lane.id] = { y: y, h: h };
-      y += h;
+      place({ y: y, h: h, lane: lane, level: it.level }, lane.rank);
     }
-    if (!countersPlaced) counterRows();
     canvas.dataset.rows = String(rows.length);
     canvas.dataset.counters = rows.filter((r) => r.counter).map((r) => r.counter + ":" + (r.device || r.c.device_id)).join(",");
     canvas.dataset.lanes = JSON.stringify(Object.entries(laneY).map(([id, r]) => [Number(id), r.y, r.h]));
+    canvas.dataset.groups = JSON.stringify(rows.filter((r) => r.header).map((r) => [r.header, r.open, r.y]));
+    if (aligned) {
+      const shown = {};
+      for (const r of aligned.ranks) shown[r.rank] = 0;
+      for (const r of rows) if (r.lane) shown[r.lane.rank] += 1;
+      canvas.dataset.rankLanes = JSON.stringify(shown);
+    }
+  }
+
+  // A header row's click: a group opens or closes; a rank's host group is fetched when opened.
+  function toggle(row) {
+    if (row.host !== undefined) {
+      if (hostRanks.has(row.host)) hostRanks.delete(row.host); else hostRanks.add(row.host);
+      layout();
+      schedule();
+      return;
+    }
+    if (collapsed.has(row.header)) collapsed.delete(row.header); else collapsed.add(row.header);
+    layout();
+    draw();
+    writeUrl();
   }
 
   function contentHeight() { return rows.length ? rows[rows.length - 1].y + rows[rows.length - 1].h + 4 : AXIS_H + 24; }
@@ -370,7 +431,7 @@
     ctx.clip();
     rows.forEach((row, i) => {
       if (row.header) {
-        ctx.fillStyle = "#e9edf4";
+        ctx.fillStyle = row.rankGroup ? "#dbe2ee" : "#e9edf4";
         ctx.fillRect(LABEL_W, row.y, plotWidth(), row.h);
         return;
       }
@@ -379,17 +440,40 @@
       drawLane(row.lane, row.y, row.h, width, scale);
     });
     if (finding) {
-      finding.ranges.forEach(([s, e], i) => {
+      const drawn = { own: new Set(), wait: new Set() };
+      finding.ranges.forEach((r, i) => {
+        const [s, e, rank, role] = r;
         const x = xOf(s);
         const w = Math.max(2, (e - s) * scale);
         if (x > width || x + w < LABEL_W) return;
+        // on an aligned view a range lies on its rank's rows only, styled by whose it is
+        let y0 = AXIS_H, y1 = height;
+        if (rank !== undefined) {
+          const ry = rankY[rank];
+          if (!ry) return;
+          y0 = ry.y0;
+          y1 = ry.y1;
+        }
         const current = i === finding.i;
-        ctx.fillStyle = current ? "rgba(255, 153, 0, 0.30)" : "rgba(255, 153, 0, 0.14)";
-        ctx.fillRect(x, AXIS_H, w, height - AXIS_H);
-        ctx.strokeStyle = current ? "rgba(200, 90, 0, 1)" : "rgba(230, 110, 0, 0.6)";
-        ctx.strokeRect(x + 0.5, AXIS_H + 0.5, w - 1, height - AXIS_H - 1);
+        const wait = role === "wait";
+        if (rank !== undefined) drawn[wait ? "wait" : "own"].add(rank);
+        if (wait) {
+          ctx.fillStyle = current ? "rgba(96, 64, 200, 0.30)" : "rgba(96, 64, 200, 0.14)";
+          ctx.strokeStyle = current ? "rgba(70, 40, 170, 1)" : "rgba(96, 64, 200, 0.6)";
+        } else {
+          ctx.fillStyle = current ? "rgba(255, 153, 0, 0.30)" : "rgba(255, 153, 0, 0.14)";
+          ctx.strokeStyle = current ? "rgba(200, 90, 0, 1)" : "rgba(230, 110, 0, 0.6)";
+        }
+        ctx.fillRect(x, y0, w, y1 - y0);
+        if (wait) ctx.setLineDash([4, 3]);
+        ctx.strokeRect(x + 0.5, y0 + 0.5, w - 1, y1 - y0 - 1);
+        ctx.setLineDash([]);
       });
-    }
+      canvas.dataset.highlightRanks = JSON.stringify({
+        own: Array.from(drawn.own).sort((a, b) => a - b),
+        wait: Array.from(drawn.wait).sort((a, b) => a - b),
+      });
+    } else canvas.dataset.highlightRanks = "";
     if (range) {
       const x = xOf(range.start);
       const w = Math.max(1, (range.end - range.start) * scale);
@@ -412,20 +496,21 @@
     ctx.fillStyle = "#fff";
     ctx.fillRect(0, AXIS_H, LABEL_W, height - AXIS_H);
     for (const row of rows) {
+      const indent = 10 * (row.level || 0);
       if (row.header) {
-        ctx.fillStyle = "#e9edf4";
+        ctx.fillStyle = row.rankGroup ? "#dbe2ee" : "#e9edf4";
         ctx.fillRect(0, row.y, LABEL_W, row.h);
         ctx.fillStyle = "#1d2330";
-        ctx.font = "600 12px system-ui, sans-serif";
-        ctx.fillText((collapsed.has(row.header) ? "▸ " : "▾ ") + row.label.slice(0, 28), 6, row.y + 13);
+        ctx.font = (row.rankGroup ? "700" : "600") + " 12px system-ui, sans-serif";
+        ctx.fillText((row.open ? "▾ " : "▸ ") + row.label.slice(0, 28 - indent / 8), 6 + indent, row.y + 13);
       } else if (row.counter) {
         ctx.fillStyle = "#39414f";
         ctx.font = "11px system-ui, sans-serif";
-        ctx.fillText(row.label.slice(0, 34), 8, row.y + row.h - 8);
+        ctx.fillText(row.label.slice(0, 34 - indent / 6), 8 + indent, row.y + row.h - 8);
       } else {
         ctx.fillStyle = "#39414f";
         ctx.font = (row.lane.thread ? "11px" : "12px") + " system-ui, sans-serif";
-        ctx.fillText(row.lane.label.slice(0, 30), row.lane.thread ? 18 : 8, row.y + row.h - 5);
+        ctx.fillText(row.lane.label.slice(0, 30 - indent / 6), 8 + indent, row.y + row.h - 5);
       }
     }
     ctx.strokeStyle = "#d5d9e0";
@@ -461,7 +546,7 @@
     }
     if (!best) return null;
     const [s, en, nameIx, kindIx, ref] = best.ev;
-    return { lane: row.lane.id, start_ns: s, end_ns: en, name: data.names[nameIx], kind: data.kinds[kindIx], ref: ref, laneLabel: row.lane.label };
+    return { lane: row.lane.id, start_ns: s, end_ns: en, name: data.names[nameIx], kind: data.kinds[kindIx], ref: ref, laneLabel: row.lane.label, rank: row.lane.rank };
   }
 
   // --- selection and the details panel ---
@@ -479,11 +564,21 @@
     return String(v);
   }
 
-  function findingsOf(s, e) {
+  function findingsOf(s, e, rank) {
     const out = [];
     for (const [id, ranges] of Object.entries(page.highlights || {})) {
-      if (ranges.some((r) => r[0] < e && r[1] > s)) out.push(id);
+      if (ranges.some((r) => r[0] < e && r[1] > s && (r.length < 3 || r[2] === rank))) out.push(id);
     }
+    return out;
+  }
+
+  // An event's details from its own rank's clock and lanes onto the aligned view's.
+  function onAligned(ev, rank) {
+    const shift = rankClock[rank].shift_ns;
+    const out = Object.assign({}, ev, { start_ns: ev.start_ns - shift, end_ns: ev.end_ns - shift, rank: rank });
+    if (ev.lane !== null && ev.lane !== undefined) out.lane = rank * LANE_STRIDE + ev.lane;
+    if (ev.stack) out.stack = ev.stack.map((x) => onAligned(x, rank));
+    if (ev.flows) out.flows = ev.flows.map((x) => onAligned(x, rank));
     return out;
   }
 
@@ -510,6 +605,7 @@
     details.appendChild(head);
     const dl = el("dl", null, "tl-args");
     const add = (k, v) => { dl.appendChild(el("dt", k)); dl.appendChild(el("dd", v, "num")); };
+    if (aligned) add("rank", String(d.rank));
     add("kind", d.kind);
     add("start", fmt(d.start_ns));
     add("duration", fmt(d.dur_ns));
@@ -527,7 +623,7 @@
       d.flows.forEach((f) => ul.appendChild(eventLink(f, f.relation)));
       details.appendChild(ul);
     }
-    const fs = findingsOf(d.start_ns, d.end_ns);
+    const fs = findingsOf(d.start_ns, d.end_ns, d.rank);
     if (fs.length) {
       details.appendChild(el("h4", "Findings"));
       const ul = el("ul", null, "tl-findings");
@@ -545,7 +641,7 @@
   }
 
   function selectEvent(ev, reveal) {
-    selected = { kind: ev.kind, ref: ev.ref, lane: ev.lane, start_ns: ev.start_ns, end_ns: ev.end_ns, name: ev.name };
+    selected = { kind: ev.kind, ref: ev.ref, lane: ev.lane, start_ns: ev.start_ns, end_ns: ev.end_ns, name: ev.name, rank: ev.rank };
     detail = null;
     if (reveal && (ev.start_ns > view.end || ev.end_ns < view.start)) {
       const w = Math.max(view.end - view.start, (ev.end_ns - ev.start_ns) * 1.2);
@@ -554,9 +650,11 @@
     }
     schedule();
     const t = performance.now();
-    getJson(api + "/event?kind=" + encodeURIComponent(ev.kind) + "&ref=" + ev.ref)
-      .then((d) => {
-        if (!selected || selected.ref !== d.ref || selected.kind !== d.kind) return;
+    const rank = aligned ? ev.rank : undefined;
+    getJson(api + "/event?kind=" + encodeURIComponent(ev.kind) + "&ref=" + ev.ref, undefined, rank)
+      .then((answer) => {
+        const d = aligned ? onAligned(answer, rank) : answer;
+        if (!selected || selected.ref !== d.ref || selected.kind !== d.kind || selected.rank !== d.rank) return;
         detail = d;
         selected.lane = d.lane;
         selected.start_ns = d.start_ns;
@@ -590,7 +688,8 @@
     getJson(api + "/range?start_ns=" + Math.max(0, Math.floor(r.start)) + "&end_ns=" + Math.ceil(r.end))
       .then((d) => {
         if (!range || range.start !== r.start || range.end !== r.end) return;
-        const busy = d.devices.map((x) => "GPU " + x.device_id + " busy " + x.busy_pct.toFixed(1) + "%").join(", ");
+        const named = d.devices.map((x) => (x.rank !== undefined ? "rank " + x.rank + " " : "") + "GPU " + x.device_id + " busy " + x.busy_pct.toFixed(1) + "%");
+        const busy = named.slice(0, 8).join(", ") + (named.length > 8 ? ", …" : "");
         rangeLabel.textContent = "selected " + fmt(d.length_ns) + " · " + d.kernels.toLocaleString("en-US") +
           " kernels, " + fmt(d.kernel_ns) + " kernel time" + (busy ? " · " + busy : "");
         rangeLabel.dataset.kernelNs = String(d.kernel_ns);
@@ -634,11 +733,7 @@
     const x = e.clientX - r.left, y = e.clientY - r.top;
     if (x < LABEL_W) {
       const row = rowAt(e.clientY);
-      if (row && row.header) {
-        if (collapsed.has(row.header)) collapsed.delete(row.header); else collapsed.add(row.header);
-        layout();
-        draw();
-      }
+      if (row && row.header) toggle(row);
       return;
     }
     drag = { x: e.clientX, t: nsAt(e.clientX), start: view.start, end: view.end, pan: y < AXIS_H, moved: false };
@@ -702,7 +797,8 @@
       const px = Math.floor((nsAt(e.clientX) - data.start_ns) / data.ns_per_px);
       if (row.counter === "busy") {
         const v = data.busy[row.device][px];
-        if (v !== undefined) text = "GPU " + row.device + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
+        const [owner, gpu] = row.device.includes("/") ? row.device.split("/") : [null, row.device];
+        if (v !== undefined) text = (owner !== null ? "rank " + owner + " · " : "") + "GPU " + gpu + " busy " + Math.round(100 * v) + "% at " + fmt(nsAt(e.clientX));
       } else {
         const p = row.c.points.filter((q) => q[0] <= px).pop();
         if (p) text = row.c.label + "\nallocated " + fmtBytes(p[1]) + ", reserved " + fmtBytes(p[2]);
@@ -725,7 +821,8 @@
       }
     }
     if (!text) { tooltip.hidden = true; return; }
-    tooltip.textContent = (row.lane.thread ? row.lane.thread_label + " · " : "") + row.lane.label + "\n" + text;
+    tooltip.textContent = (row.lane.rank !== undefined ? "rank " + row.lane.rank + " · " : "") +
+      (row.lane.thread ? row.lane.thread_label + " · " : "") + row.lane.label + "\n" + text;
     tooltip.hidden = false;
     // Placed after it is shown, so its width is known: it stays inside the timeline.
     const left = Math.max(0, Math.min(e.clientX - r.left + 12, box.clientWidth - tooltip.offsetWidth - 4));
@@ -744,10 +841,10 @@
   function stepSearch(delta) {
     if (!search || !search.matches.length) return;
     search.i = (search.i + delta + search.matches.length) % search.matches.length;
-    const [s, e, lane, kind, ref] = search.matches[search.i];
+    const [s, e, lane, kind, ref, rank] = search.matches[search.i];
     searchCount.textContent = (search.i + 1) + " of " + search.count.toLocaleString("en-US");
     searchCount.dataset.count = String(search.count);
-    selectEvent({ kind: kind, ref: ref, lane: lane, start_ns: s, end_ns: e, name: search.query }, true);
+    selectEvent({ kind: kind, ref: ref, lane: lane, start_ns: s, end_ns: e, name: search.query, rank: rank }, true);
   }
   searchForm.addEventListener("submit", (e) => {
     e.preventDefault();
@@ -801,7 +898,8 @@
       const mine = finding;
       getJson(api + "/search?regex=true&q=" + encodeURIComponent(q)).then((d) => {
         if (finding !== mine) return;
-        mine.ranges = d.matches.map((m) => [m[0], m[1]]);
+        // on an aligned view each instance lies on its own rank's rows
+        mine.ranges = d.matches.map((m) => (m.length > 5 ? [m[0], m[1], m[5], "own"] : [m[0], m[1]]));
         mine.word = "instance";
         mine.total = d.count;
         fnav.hidden = !mine.ranges.length;
@@ -816,8 +914,10 @@
     if (!finding || !finding.ranges.length) return;
     const n = finding.ranges.length;
     finding.i = Math.min(n - 1, (finding.i + delta + n) % n);
+    const [, , rank, role] = finding.ranges[finding.i];
     $("tl-finding-pos").textContent = finding.word + " " + (finding.i + 1) + " of " + finding.total.toLocaleString("en-US") +
-      (finding.total > n ? " (first " + n.toLocaleString("en-US") + ")" : "");
+      (finding.total > n ? " (first " + n.toLocaleString("en-US") + ")" : "") +
+      (rank !== undefined ? " · rank " + rank + (role === "wait" ? " waiting" : "") : "");
     canvas.dataset.highlights = String(n);
     if (zoomIn !== false) {
       const [s, e] = finding.ranges[finding.i];
@@ -847,9 +947,10 @@
     view.start = keep.start;
     view.end = keep.end;
   }
-  if (initial.event && /^[a-z]+:\d+$/.test(initial.event)) {
-    const [kind, ref] = initial.event.split(":");
-    selectEvent({ kind: kind, ref: Number(ref), lane: null, start_ns: 0, end_ns: 0, name: "" }, false);
+  const named = initial.event && /^([a-z]+):(\d+)(?:@(\d+))?$/.exec(initial.event);
+  if (named && (!aligned || (named[3] !== undefined && Number(named[3]) in rankClock))) {
+    const rank = named[3] === undefined ? undefined : Number(named[3]);
+    selectEvent({ kind: named[1], ref: Number(named[2]), lane: null, start_ns: 0, end_ns: 0, name: "", rank: rank }, false);
   }
   schedule();
   urlLive = true;

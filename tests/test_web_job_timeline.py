@@ -1,0 +1,224 @@
+"""A job's ranks on one timeline: every rank's lanes shifted onto the reference clock.
+
+The planted job's ranks record on clocks offset by known amounts, and one rank's trace
+starts a step later than the others' (its first step was not captured), so on their own
+clocks the ranks' collectives are a step apart; on the aligned timeline every all-reduce
+ends at the same instant on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_helpers import client_for, make_settings, wait_done
+
+from ingest import load_trace
+from tracelens.testing.planted_ranks import ALLREDUCE_KERNEL, PlantedJob, write_job
+from web.timeline_aligned import LANE_STRIDE, MAX_ALIGNED_RANKS, aligned_clock, aligned_window
+from web.timeline_store import build_timeline_tables, timeline_meta
+
+# Uneven offsets, one of them negative: a sign or a rank mixed up shows.
+OFFSETS = {0: 0, 1: 1_234_567_000, 2: -987_654_321, 3: 55_555_555}
+LATE_START_RANK = 1
+SLOW_RANK = 2
+
+
+def _drop_first_ms(path: Path, ms: int) -> None:
+    """Leave out the first ``ms`` of a rank's trace (its first step), times kept exact."""
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    t0 = min(e["ts"] for e in doc["traceEvents"])
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["ts"] >= t0 + ms * 1000]
+    text = json.dumps(doc, default=lambda d: f"{d:.3f}")
+    path.write_text(re.sub(r'"(ts|dur)": "([0-9-]+\.[0-9]{3})"', r'"\1": \2', text))
+
+
+def planted_job(folder: Path, ranks: int = 4, steps: int = 10) -> PlantedJob:
+    offsets = OFFSETS if ranks == 4 else {r: r * 7_654_321 for r in range(ranks)}
+    job = write_job(folder, ranks=ranks, steps=steps, slow_rank=SLOW_RANK, offsets_ns=offsets)
+    _drop_first_ms(job.files[LATE_START_RANK], 6)
+    return job
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("aligned")
+    job = planted_job(tmp / "job")
+    with client_for(make_settings(tmp / "data")) as client:
+        res = client.post(
+            "/api/runs",
+            files=[
+                ("file", (p.name, p.read_bytes(), "application/octet-stream")) for p in job.files
+            ],
+        )
+        assert res.status_code in (200, 201), res.text
+        run = wait_done(client, res.json()["id"], timeout=120)
+        assert run["status"] == "ready", run["error"]
+        yield client, run["id"], job
+
+
+def _allreduce_ends(answer: dict[str, Any]) -> dict[int, list[int]]:
+    """Each rank's all-reduce kernel ends in a timeline answer, in time order."""
+    ix = answer["names"].index(ALLREDUCE_KERNEL)
+    ends: dict[int, list[int]] = {}
+    for lane in answer["lanes"]:
+        if lane["row"] != "gpu":
+            continue
+        assert lane["buckets"] is None, "a planted GPU lane is sparse at this width"
+        ends.setdefault(lane.get("rank", -1), []).extend(e[1] for e in lane["events"] if e[2] == ix)
+    return {r: sorted(v) for r, v in ends.items()}
+
+
+def test_aligned_view_puts_each_collectives_end_at_one_instant(served: Any) -> None:
+    client, run_id, job = served
+    report = client.get(f"/api/runs/{run_id}/report").json()
+    aligned = client.get(
+        f"/api/runs/{run_id}/timeline", params={"ranks": "all", "width_px": 4000}
+    ).json()
+    assert [r["rank"] for r in aligned["ranks"]] == [0, 1, 2, 3]
+    for row in aligned["ranks"]:
+        assert abs(row["offset_ns"] - job.offsets_ns[row["rank"]]) <= 2_000, row
+        assert row["host"] is False and row["host_lanes"] > 0
+    # GPU lanes only by default, each naming its rank; ids unique across ranks
+    assert {lane["rank"] for lane in aligned["lanes"]} == {0, 1, 2, 3}
+    assert all(lane["thread"] == "" for lane in aligned["lanes"])
+    ids = [lane["id"] for lane in aligned["lanes"]]
+    assert len(set(ids)) == len(ids)
+    assert all(
+        lane["id"] == lane["rank"] * LANE_STRIDE + lane["local_id"] for lane in aligned["lanes"]
+    )
+
+    ends = _allreduce_ends(aligned)
+    # the late-starting rank lacks the first step's all-reduce: compare from its first
+    n = len(ends[LATE_START_RANK])
+    assert n == job.steps - 1
+    for r in (0, 2, 3):
+        assert len(ends[r]) == job.steps
+        ends[r] = ends[r][-n:]
+    for k in range(n):
+        at = [ends[r][k] for r in range(4)]
+        assert max(at) - min(at) <= 5_000, (k, at)  # within a few µs on the aligned clock
+
+    # on their own clocks they are a step apart (what the alignment corrects)
+    own = {}
+    for r in range(4):
+        one = client.get(
+            f"/api/runs/{run_id}/timeline", params={"rank": r, "width_px": 4000}
+        ).json()
+        own[r] = _allreduce_ends(one)[-1][-n:]
+        # the aligned time is the rank's own time read on the reference clock
+        shift = next(x["shift_ns"] for x in aligned["ranks"] if x["rank"] == r)
+        t0_al = aligned["t0_ns"]
+        for mine, al in zip(own[r], ends[r], strict=True):
+            assert al == mine - shift
+            assert abs((one["t0_ns"] + mine - job.offsets_ns[r]) - (t0_al + al)) <= 2_000
+    assert abs(own[LATE_START_RANK][0] - own[0][0]) > 1_000_000
+    assert report["clock"]["reference_rank"] == 0
+
+
+def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
+    client, run_id, _ = served
+    api = f"/api/runs/{run_id}/timeline"
+    both = client.get(api, params={"ranks": "0,2", "host_ranks": "2", "width_px": 1000}).json()
+    assert {lane["rank"] for lane in both["lanes"]} == {0, 2}
+    hosts = {lane["rank"] for lane in both["lanes"] if lane["thread"]}
+    assert hosts == {2}
+    assert [r["host"] for r in both["ranks"]] == [False, True]
+
+    found = client.get(api + "/search", params={"q": "AllReduce", "ranks": "all"}).json()
+    per_rank = {r: sum(1 for m in found["matches"] if m[5] == r) for r in range(4)}
+    assert per_rank == {0: 10, 1: 9, 2: 10, 3: 10}, per_rank
+    assert found["count"] == len(found["matches"])
+    assert [m[0] for m in found["matches"]] == sorted(m[0] for m in found["matches"])
+    # a match's lane is the aligned window's, and its event is that rank's
+    m = found["matches"][-1]
+    ev = client.get(api + "/event", params={"kind": m[3], "ref": m[4], "rank": m[5]}).json()
+    assert ev["name"] == ALLREDUCE_KERNEL and ev["lane"] == m[2] - m[5] * LANE_STRIDE
+
+    stretch = client.get(
+        api + "/range", params={"start_ns": 0, "end_ns": both["span_ns"], "ranks": "all"}
+    ).json()
+    assert {d["rank"] for d in stretch["devices"]} == {0, 1, 2, 3}
+    assert stretch["kernels"] == sum(d["kernels"] for d in stretch["devices"])
+
+    # refusals: both rank and ranks, ranks the job lacks, a single trace's run
+    assert client.get(api, params={"rank": 1, "ranks": "all"}).status_code == 400
+    bad = client.get(api, params={"ranks": "0,9"})
+    assert bad.status_code == 400 and "no rank 9" in bad.json()["error"]
+    assert client.get(api, params={"ranks": "x"}).status_code == 400
+    # single-rank answers are unchanged: no ranks list, lanes without a rank
+    plain = client.get(api, params={"rank": 2}).json()
+    assert "ranks" not in plain and all("rank" not in lane for lane in plain["lanes"])
+
+
+def test_straggler_finding_names_the_late_rank_and_the_others_waits(served: Any) -> None:
+    client, run_id, _ = served
+    report = client.get(f"/api/runs/{run_id}/report").json()
+    late = next(
+        f for f in report["findings"] if f["analyzer"] == "ranks" and f["rank"] == SLOW_RANK
+    )
+    ranges = late["time_ranges"]
+    own = [r for r in ranges if r["rank"] == SLOW_RANK]
+    waits = [r for r in ranges if r["rank"] != SLOW_RANK]
+    assert len(own) == 5 and {r["rank"] for r in waits} == {0, 1, 3}
+    assert all("waits in" in r["label"] for r in waits)
+
+    page = client.get(f"/runs/{run_id}", params={"ranks": "all"})
+    assert page.status_code == 200
+    assert "on rank 0&#39;s clock" in page.text or "on rank 0's clock" in page.text
+    data = json.loads(page.text.split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    assert [r["rank"] for r in data["aligned"]["ranks"]] == [0, 1, 2, 3]
+    marks = data["highlights"][late["id"]]
+    assert {m[3] for m in marks if m[2] == SLOW_RANK} == {"own"}
+    assert {m[2] for m in marks if m[3] == "wait"} == {0, 1, 3}
+    # on the aligned clock, each wait ends where the late rank's time before it ends
+    # (it arrives): the first worst collective's
+    ends_own = sorted(m[1] for m in marks if m[3] == "own")
+    for m in (m for m in marks if m[3] == "wait"):
+        assert min(abs(m[1] - e) for e in ends_own) <= 5_000, m
+    # a view of some ranks highlights ranges on those ranks only
+    some = client.get(f"/runs/{run_id}", params={"ranks": "0,2"}).text
+    part = json.loads(some.split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    assert {m[2] for m in part["highlights"][late["id"]]} == {0, 2}
+    # a punctual rank's own-clock page highlights its waits for the straggler
+    page0 = client.get(f"/runs/{run_id}", params={"rank": 3}).text
+    data0 = json.loads(page0.split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data0["highlights"][late["id"]]) == 5
+
+
+def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
+    """64 ranks' timelines (ingested, not analysed: the window is what is measured) on one
+    clock: GPU lanes only unless asked, so the answer stays small and quick to make."""
+    job = planted_job(tmp_path / "job", ranks=MAX_ALIGNED_RANKS, steps=4)
+    loaded = {}
+    for r, path in enumerate(job.files):
+        loaded[r] = load_trace(path)
+        build_timeline_tables(loaded[r].con)
+    metas = {r: timeline_meta(t.con) for r, t in loaded.items()}
+    # the planted offsets stand in for the job report's
+    report = {
+        "clock": {"offsets": [{"rank": r, "offset_ns": o} for r, o in job.offsets_ns.items()]}
+    }
+    clock = aligned_clock(report, metas)
+
+    def open_rank(rank: int) -> tuple[Any, dict[str, Any]]:
+        return loaded[rank].con.cursor(), metas[rank]
+
+    ranks = list(range(MAX_ALIGNED_RANKS))
+    t = time.perf_counter()
+    gpu = aligned_window(open_rank, clock, ranks, set(), None, None, 1500)
+    took = time.perf_counter() - t
+    size = len(json.dumps(gpu))
+    print(f"64 ranks, GPU lanes: {size} bytes in {1000 * took:.0f} ms")
+    assert len(gpu["lanes"]) == 2 * MAX_ALIGNED_RANKS  # two streams a rank
+    assert all(not lane["thread"] for lane in gpu["lanes"]) and not gpu["counters"]
+    assert size < 1_000_000 and took < 10, (size, took)
+    both = aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
+    assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == set(ranks)
+    for t_ in loaded.values():
+        t_.close()
