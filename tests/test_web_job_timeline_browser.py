@@ -128,9 +128,10 @@ def test_all_ranks_view_groups_ranks_and_draws_the_straggler(
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
 
-    # from the job page's rank picker to the view of every rank
-    page.goto(f"{server}/runs/{run_id}")
+    # a job's page opens on every rank; the picker goes to one rank and back to all
+    page.goto(f"{server}/runs/{run_id}?rank=1")
     _wait_loads(page, 1)
+    assert "rank 1 on its own clock" in page.inner_text("#timeline-rank-note")
     page.click("#all-ranks-link")
     page.wait_for_url("**ranks=all**")
     _wait_loads(page, 1)

@@ -133,7 +133,7 @@ def _check_job_page(client: Any, run_id: str, report: dict[str, Any]) -> None:
     assert "1.23 s" in clock or "1.235 s" in clock
     shown = re.findall(r'data-finding-id="([^"]+)"', html)
     assert sorted(shown) == sorted(f["id"] for f in report["findings"])
-    assert "The timeline shows rank 0 on its own clock" in html
+    assert "The timeline shows every rank on rank 0" in html  # all ranks, by default
     assert "style=" not in html  # the CSP allows no inline style
     _check_rank_timelines(client, run_id, report)
 

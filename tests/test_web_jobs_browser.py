@@ -97,7 +97,7 @@ def test_two_dropped_rank_files_are_one_job_run(
     assert first.get_attribute("data-finding-id") == top["id"]
     first.click()  # opened: its body (advice, rank) shows
     assert "names rank 1" in first.inner_text() and "Rank 1 arrives last" in first.inner_text()
-    assert "rank 0 on its own clock" in page.inner_text("#timeline-rank-note")
+    assert "every rank on rank 0's clock" in page.inner_text("#timeline-rank-note")
     page.wait_for_function("() => Number(document.getElementById('tl-canvas').dataset.loads) >= 1")
     page.screenshot(path=str(ARTIFACTS / "browser-job-run-1440.png"), full_page=True)
 

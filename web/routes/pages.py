@@ -141,14 +141,16 @@ def _render_job_page(
     rank: int | None = None,
     ranks: str | None = None,
 ) -> str:
-    """A ready job's page: its ranks, clocks, stragglers, findings, and one rank's timeline
-    (``rank``, by default the reference rank, whose database is the run's own), or the
-    ranks ``ranks`` names together on the reference clock."""
+    """A ready job's page: its ranks, clocks, stragglers, findings, and its timeline: the
+    ranks ``ranks`` names (by default all of them) together on the reference clock, or one
+    rank's (``rank``) on its own clock."""
     from web.job_page import job_context
     from web.job_timeline import chosen_ranks, job_clock
 
     report = ready_report(svc, run)
-    aligned = chosen_ranks(run, ranks) if ranks and ranks.strip() else []
+    # every rank together on the reference clock unless one rank is asked for
+    spec = ranks if ranks and ranks.strip() else ("all" if rank is None else None)
+    aligned = chosen_ranks(run, spec) if spec else []
     if aligned:
         clock = job_clock(svc, run)
         job = job_context(report, clock.t0_ns, None, clock, aligned)
@@ -162,7 +164,7 @@ def _render_job_page(
             "rank": None,
             "aligned": {
                 "ranks": [clock.ranks[r].as_dict() for r in aligned],
-                "all": ranks.strip() == "all" if ranks else False,
+                "all": spec.strip() == "all",
                 "job_ranks": len(job["ranks"]),
             },
         }
