@@ -164,7 +164,7 @@ def _render_job_page(
             "rank": None,
             "aligned": {
                 "ranks": [clock.ranks[r].as_dict() for r in aligned],
-                "all": spec.strip() == "all",
+                "all": (spec or "").strip() == "all",
                 "job_ranks": len(job["ranks"]),
             },
         }
