@@ -187,10 +187,19 @@ def test_real_trace_totals_match_the_canonical_tables(corpus: Path, tmp_path: Pa
         gpu = flame_graph(db, "gpu", min_fraction=0, max_frames=10**6)
         cpu = flame_graph(db, "cpu", min_fraction=0, max_frames=10**6)
         kernel_ns = con.execute("SELECT sum(end_ns - start_ns) FROM kernels").fetchone()[0]
+        # the roots: outermost operators, the step markers (roots here) looked through
         root_ns = con.execute(
             "SELECT sum(end_ns - start_ns) FROM cpu_ops "
-            "WHERE parent_id IS NULL AND category = 'cpu_op'"
+            "WHERE category = 'cpu_op' AND name NOT LIKE 'ProfilerStep#%' AND (parent_id IS NULL"
+            " OR parent_id IN (SELECT op_id FROM cpu_ops WHERE name LIKE 'ProfilerStep#%'"
+            " AND parent_id IS NULL))"
         ).fetchone()[0]
+        assert (
+            root_ns
+            < con.execute(
+                "SELECT sum(end_ns - start_ns) FROM cpu_ops WHERE parent_id IS NULL"
+            ).fetchone()[0]
+        ), "the trace has step markers at its roots"
         assert gpu.total_ns == kernel_ns
         assert cpu.total_ns == root_ns
         assert gpu.frames_shown == gpu.frames_total + 1  # nothing folded, plus the root
@@ -230,7 +239,36 @@ def test_trace_without_operators_uses_host_ranges(tmp_path: Path) -> None:
     con.execute("DELETE FROM ranges")
     store_call_path_tree(TraceDB(con))  # an empty tree is kept as an empty table
     assert flame_graph(TraceDB(con), "cpu").frames == flame_graph(TraceDB(con), "gpu").frames
-    assert con.execute("SELECT count(*) FROM flame_call_paths_v1").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM flame_call_paths_v2").fetchone() == (0,)
+
+
+def test_step_markers_and_llm_annotations_are_looked_through(tmp_path: Path) -> None:
+    """A root per ProfilerStep#N (or per request) would split every path by step: the
+    markers are looked through, as kernel attribution leaves them out."""
+    con = duckdb.connect(str(tmp_path / "steps.duckdb"))
+    from ingest.schema import create_schema
+
+    create_schema(con)
+    rows = []
+    for step in range(3):
+        base, sid = step * 1000, 10 * step + 1
+        rows += [
+            (sid, f"ProfilerStep#{step}", base, base + 900, None, 0),
+            (sid + 1, "llm.request", base + 10, base + 800, sid, 1),
+            (sid + 2, "forward", base + 20, base + 520, sid + 1, 2),
+            (sid + 3, "attention", base + 30, base + 130, sid + 2, 3),
+        ]
+    con.executemany(
+        "INSERT INTO ranges (range_id, pid, tid, name, start_ns, end_ns, parent_id, depth) "
+        "VALUES (?, 1, 1, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    fg = flame_graph(TraceDB(con), "cpu", min_fraction=0)
+    assert [(f.name, f.calls, f.cpu_ns) for f in fg.frames] == [
+        ("all", 0, 1500),
+        ("forward", 3, 1500),
+        ("attention", 3, 300),
+    ]
 
 
 def test_a_run_without_the_kept_tree_computes_it_and_the_api_is_documented(
@@ -251,9 +289,9 @@ def test_a_run_without_the_kept_tree_computes_it_and_the_api_is_documented(
     # the ingest kept the tree; then the database is made what an older version left
     db_path = next((settings.runs_dir / rid).glob("trace.*.duckdb"))
     con = duckdb.connect(str(db_path))
-    assert con.execute("SELECT count(*) FROM flame_call_paths_v1").fetchone()[0] > 0
+    assert con.execute("SELECT count(*) FROM flame_call_paths_v2").fetchone()[0] > 0
     kept = msgspec.to_builtins(flame_graph(TraceDB(con), "gpu", min_fraction=0))
-    con.execute("DROP TABLE flame_call_paths_v1")
+    con.execute("DROP TABLE flame_call_paths_v2")
     con.close()
     assert set(kept) == set(props)
     with client_for(settings) as client:

@@ -3,7 +3,9 @@
 A call path is the names of the operators enclosing a call, outermost first, ending with
 the call's own name; every call with the same path is one frame. Python frames are
 looked through: an operator called from a Python function is a child of the nearest
-enclosing *operator* (or a root), so the paths read as the framework's operators do.
+enclosing *operator* (or a root), so the paths read as the framework's operators do; so
+are step markers (``ProfilerStep#N``), LLM annotations and serving engines' step labels,
+which would otherwise make one path per step or request.
 Traces without operators (Nsight exports) use their host annotation ranges instead, as
 :mod:`tracelens.derived.kernel_ops` does for attribution.
 
@@ -33,7 +35,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from ingest.profiler_steps import is_not_step, is_step
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import ENGINE_STEP_SQL
 from tracelens.derived import require
 from tracelens.derived.kernel_ops import KERNEL_OPS, UNATTRIBUTED
 
@@ -43,35 +47,38 @@ ROOT_NAME = "all"
 OTHER_NAME = "(other)"
 # The tree as the web ingest keeps it in a run's database; a new layout takes a new name,
 # so a database written by an older version is computed from its tables instead.
-STORED_TABLE = "flame_call_paths_v1"
+STORED_TABLE = "flame_call_paths_v2"
 # Frames smaller than this share of the total are folded into their parent's "(other)".
 DEFAULT_MIN_FRACTION = 0.001
 # At most this many frames come back (the "(other)" frames included).
 DEFAULT_MAX_FRAMES = 2000
 
 # The walk: every call gets the hash of its operator path (`key`), its parent frame's key
-# and its depth in operators. A Python frame passes its parent's values through, so the
-# operators below it hang from the enclosing operator, and a kernel it launched goes to
-# that operator (key 0, the root, where there is none).
+# and its depth in operators. A call looked through (``through``: a Python frame, a step
+# marker, an LLM request/step annotation or a serving engine's step label) passes its
+# parent's values on, so what it encloses hangs from the enclosing operator and a kernel
+# it launched goes to that operator (key 0, the root, where there is none). Markers are
+# looked through as kernel attribution leaves them out: a root per ProfilerStep#N would
+# split every path by step and grow the tree with the trace's length.
 _WALK = """
 WITH RECURSIVE src AS (
-    SELECT {id_col} AS oid, parent_id, name, {python} AS python,
+    SELECT {id_col} AS oid, parent_id, name, {through} AS through,
            end_ns - start_ns AS dur_ns
     FROM {table} {where}
 ),
-walk(oid, key, parent_key, level, python, dur_ns, name) AS (
+walk(oid, key, parent_key, level, through, dur_ns, name) AS (
     SELECT oid,
-           CASE WHEN python THEN 0::UBIGINT ELSE hash(0::UBIGINT, name) END,
+           CASE WHEN through THEN 0::UBIGINT ELSE hash(0::UBIGINT, name) END,
            0::UBIGINT,
-           CASE WHEN python THEN 0 ELSE 1 END,
-           python, dur_ns, name
+           CASE WHEN through THEN 0 ELSE 1 END,
+           through, dur_ns, name
     FROM src WHERE parent_id IS NULL
   UNION ALL
     SELECT c.oid,
-           CASE WHEN c.python THEN w.key ELSE hash(w.key, c.name) END,
-           CASE WHEN c.python THEN w.parent_key ELSE w.key END,
-           CASE WHEN c.python THEN w.level ELSE w.level + 1 END,
-           c.python, c.dur_ns, c.name
+           CASE WHEN c.through THEN w.key ELSE hash(w.key, c.name) END,
+           CASE WHEN c.through THEN w.parent_key ELSE w.key END,
+           CASE WHEN c.through THEN w.level ELSE w.level + 1 END,
+           c.through, c.dur_ns, c.name
     FROM walk w JOIN src c ON c.parent_id = w.oid
 )
 SELECT * FROM walk
@@ -87,7 +94,7 @@ WITH gpu AS (
 frames AS (
     SELECT key, any_value(parent_key) AS parent_key, any_value(level) AS level,
            any_value(name) AS name, count(*) AS calls, sum(dur_ns) AS cpu_ns
-    FROM {walk} WHERE NOT python GROUP BY key
+    FROM {walk} WHERE NOT through GROUP BY key
 )
 SELECT f.key, f.parent_key, f.level, f.name, f.calls, f.cpu_ns, coalesce(g.gpu_ns, 0)
 FROM frames f LEFT JOIN gpu g USING (key)
@@ -204,14 +211,14 @@ def _walk_sql(db: TraceDB) -> str:
     if db.scalar("SELECT count(*) > 0 FROM cpu_ops"):
         fmt = {
             "id_col": "op_id",
-            "python": "category = 'python_function'",
+            "through": f"(category = 'python_function' OR {is_step()})",
             "table": "cpu_ops",
             "where": "",
         }
     else:
         fmt = {
             "id_col": "range_id",
-            "python": "false",
+            "through": f"(NOT {is_not_step()} OR name LIKE 'llm.%' OR {ENGINE_STEP_SQL})",
             "table": "ranges",
             "where": "WHERE device_id IS NULL",
         }
