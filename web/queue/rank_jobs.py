@@ -99,7 +99,8 @@ def ingest_rank(ctx: JobContext, job: IngestJob) -> None:
         discard_late_work(ctx, job, [database], [files.rank_extract(job.generation, job.rank)])
         return
     ctx.report(1.0)
-    ctx.on_queue(lambda q: rank_finished(q, ctx.settings, job))
+    ranks = len(run.members or [])
+    ctx.on_queue(lambda q: rank_finished(q, ctx.settings, job, ranks))
 
 
 def align(ctx: JobContext, job: IngestJob) -> None:
