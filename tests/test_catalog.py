@@ -111,6 +111,43 @@ def test_lifecycle_claim_ready_with_findings_and_generation_guard(catalog: Catal
         assert R.get_run(s, run.id).status == RunStatus.QUEUED
 
 
+def _finding(fid: str, severity: str = "medium") -> dict[str, object]:
+    return {
+        "id": fid,
+        "analyzer": "idle_gpu",
+        "severity": severity,
+        "impact_ns": 3,
+        "impact_pct": 1.0,
+        "title": f"finding {fid}",
+    }
+
+
+def test_a_publish_that_loses_its_generation_leaves_the_findings_alone(
+    catalog: Catalog,
+) -> None:
+    """A late delivery's publish (its generation stale, the run already ready, or the run
+    deleted) changes nothing: the findings shown stay those of the run's own facts."""
+    with catalog.session() as s:
+        run, _ = R.create_run(s, _new("e" * 64))
+    with catalog.session() as s:
+        gen = R.claim(s, run.id)
+        assert gen is not None
+    with catalog.session() as s:  # a stale generation while the run ingests
+        assert not R.mark_ready(s, run.id, gen + 1, "torch_chrome", {}, [_finding("old")])
+    with catalog.session() as s:
+        assert R.findings_of(s, run.id) == []
+        assert R.mark_ready(s, run.id, gen, "torch_chrome", {}, [_finding("a"), _finding("b")])
+    with catalog.session() as s:  # a second delivery of the published generation
+        assert not R.mark_ready(s, run.id, gen, "torch_chrome", {}, [_finding("late", "high")])
+    with catalog.session() as s:
+        got = R.get_run(s, run.id)
+        assert got is not None and got.finding_count == 2 and got.top_severity == "medium"
+        assert [f["id"] for f in R.findings_of(s, run.id)] == ["a", "b"]
+        assert R.delete_run(s, run.id)
+    with catalog.session() as s:  # the run deleted meanwhile: nothing to publish into
+        assert not R.mark_ready(s, run.id, gen, "torch_chrome", {}, [_finding("gone")])
+
+
 def test_restart_requeues_interrupted_runs_and_fails_repeat_offenders(catalog: Catalog) -> None:
     with catalog.session() as s:
         retry, _ = R.create_run(s, _new("c" * 64, "retry"))

@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from web.catalog import Catalog, Run, RunKind, RunStatus, job_runs
 from web.catalog import runs as catalog_runs
 from web.ingest_worker import IngestWorker
 from web.job_ingest import RankMissing, align_ranks, build_job_run, build_rank
+from web.queue import rank_jobs
 from web.queue.connection import make_queue
 from web.queue.fanout import fan_out
 from web.queue.jobs import JobContext
@@ -193,34 +195,67 @@ def test_jobs_of_an_older_generation_do_nothing(job_run: JobRun) -> None:
     assert not job_run.files.report(old).exists()
 
 
-def test_late_work_goes_unless_it_is_the_published_runs(job_run: JobRun) -> None:
+def test_late_work_goes_unless_it_is_the_published_runs(
+    job_run: JobRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A job delivered twice may finish after its generation moved on: what it wrote for
-    an older generation goes, but a rank rebuilt in place of a published run's stays."""
+    an older generation goes; a second delivery of a published generation's rank leaves
+    the published database as it is (never replaced: another machine may have it open)."""
     old = job_run.claim()
     job_run.build_ranks(old, range(1, 2))
     generation = job_run.claim()
     ctx = job_run.ctx()
     stale = IngestJob(kind=JobKind.RANK, run_id=job_run.id, rank=1, generation=old)
+    ingest_rank(ctx, stale)  # delivered after the run was claimed again: it does nothing
     discard_late_work(
         ctx, stale, [job_run.files.rank_database(old, 1)], [job_run.files.rank_extract(old, 1)]
     )
     assert not job_run.files.rank_database(old, 1).exists()
     assert not job_run.files.rank_extract(old, 1).exists()
     job_run.build_ranks(generation)
-    align(ctx, IngestJob(kind=JobKind.ALIGN, run_id=job_run.id, generation=generation))
-    run = job_run.run()
-    assert run.status == RunStatus.READY and run.generation == generation
-    assert run.facts["job"]["workers"] == {str(r): f"worker-{r % 2}" for r in range(RANKS)}
-    assert job_run.files.rank_extracts(generation) == []  # read into the report
-    # a second delivery of rank 1 that began before the publish, finishing after it
-    job_run.build_ranks(generation, range(1, 2))
+    # A second delivery of rank 1 passes its generation check, then is held (the hook
+    # every job takes once it has its generation) until the first deliveries published.
+    began, go_on = threading.Event(), threading.Event()
+
+    def held() -> None:
+        began.set()
+        assert go_on.wait(60)
+
+    monkeypatch.setattr(rank_jobs, "test_delay", held)
     late = IngestJob(kind=JobKind.RANK, run_id=job_run.id, rank=1, generation=generation)
-    ingest_rank(ctx, late)  # delivered now: the run is published, it does nothing
-    database = job_run.files.rank_database(generation, 1)
-    discard_late_work(ctx, late, [database], [job_run.files.rank_extract(generation, 1)])
-    assert database.is_file() and not job_run.files.rank_extract(generation, 1).exists()
+    errors: list[BaseException] = []
+
+    def deliver() -> None:
+        try:
+            ingest_rank(ctx, late)
+        except BaseException as exc:
+            errors.append(exc)
+
+    second = threading.Thread(target=deliver)
+    second.start()
+    try:
+        assert began.wait(60)
+        align(ctx, IngestJob(kind=JobKind.ALIGN, run_id=job_run.id, generation=generation))
+        run = job_run.run()
+        assert run.status == RunStatus.READY and run.generation == generation
+        assert run.facts["job"]["workers"] == {str(r): f"worker-{r % 2}" for r in range(RANKS)}
+        assert job_run.files.rank_extracts(generation) == []  # read into the report
+        database = job_run.files.rank_database(generation, 1)
+        published = database.stat()
+    finally:
+        go_on.set()
+        second.join(120)
+    assert not second.is_alive() and errors == []
+    # the published database is the same file; what the late delivery built is gone
+    assert database.stat().st_ino == published.st_ino
+    assert database.stat().st_mtime_ns == published.st_mtime_ns
+    assert not job_run.files.rank_extract(generation, 1).exists()
+    assert list(job_run.files.dir.glob(".*")) == []
     assert len(job_run.files.databases(generation)) == RANKS
     assert job_run.files.report(generation).is_file()
+    monkeypatch.undo()
+    ingest_rank(ctx, late)  # delivered now: the run is published, it does nothing
+    assert database.stat().st_ino == published.st_ino
     # a second align delivery after the publish changes nothing either
     align(ctx, IngestJob(kind=JobKind.ALIGN, run_id=job_run.id, generation=generation))
     assert job_run.run().status == RunStatus.READY

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from tracelens.ranks.extract_file import extract_from_json, extract_to_json
 from tracelens.ranks.job import analyze_job, analyze_rank, job_report
 from web.catalog import Run, RunKind
 from web.run_tables import keep_run_tables
-from web.storage import RunFiles, write_json_atomic
+from web.storage import RunFiles, publish_once, write_json_atomic, write_json_once
 
 IN_FLIGHT = 2
 
@@ -136,9 +135,11 @@ def build_rank(
     """One rank of ``generation``: its database (with its timeline tables) and its extract.
 
     The database is built under a name of this delivery's own and moved into place only
-    once complete, so a second delivery of the same rank (at-least-once) never replaces
-    it with a half-built one; the extract is written last, atomically: a rank whose
-    extract is there is complete. The extract names ``worker``, who built it.
+    once complete, and never over one that is there (:func:`web.storage.publish_once`):
+    a second delivery of the same rank (at-least-once) keeps the first one's, which may
+    already be published and open, and discards its own (the same rank, built the same).
+    The extract is written last, the same way: a rank whose extract is there is complete.
+    The extract names ``worker``, the delivery that wrote it.
     """
     members, ref = _members(run)
     by_rank = {int(m["rank"]): m for m in members}
@@ -153,13 +154,13 @@ def build_rank(
         found = analyze_rank(
             rank, source, Thresholds(), db_path=building, limits=limits, on_rank=on_rank
         )
-        os.replace(building, target)
+        publish_once(building, target)
     except TraceInputError as exc:
         raise _naming_rank(exc, [(rank, source)], by_rank) from None
     finally:
         for p in (building, building.with_name(building.name + ".wal")):
             p.unlink(missing_ok=True)
-    write_json_atomic(
+    write_json_once(
         files.rank_extract(generation, rank), {"worker": worker, "extract": extract_to_json(found)}
     )
 

@@ -11,9 +11,11 @@ the run id (random hex) and the detected format, never from the uploaded file na
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -79,3 +81,49 @@ def write_json_atomic(path: Path, data: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+# What link() answers on a filesystem without hard links (some network and FUSE ones).
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
+def publish_once(built: Path, target: Path) -> bool:
+    """Move the complete file ``built`` to ``target`` unless a file is already there; True
+    if this one was put in place. ``built`` is gone either way.
+
+    For a file two deliveries of one job may each build (the queue delivers at least
+    once). The one there is never replaced: it is complete (only complete files are moved
+    into place), the same as ``built``, and a reader may have it open, on a network
+    filesystem another machine's, which a replaced file gives stale-handle errors.
+    link() refuses an existing target atomically, where rename() would replace it.
+    """
+    try:
+        os.link(built, target)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        # No hard links: the check and the rename are two steps, so two deliveries
+        # finishing at the same instant may still replace one another's file.
+        if target.exists():
+            return False
+        os.replace(built, target)
+    finally:
+        built.unlink(missing_ok=True)
+    return True
+
+
+def write_json_once(path: Path, data: Any) -> bool:
+    """``data`` as ``path``, written whole, unless ``path`` is already there
+    (:func:`publish_once`); True if this one was written. Written first under a name of
+    its own (a ``.partial``, as ``remove_partials`` clears), so two writers never mix."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(data, f, default=str, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        return publish_once(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -177,22 +177,13 @@ def mark_ready(
     facts: dict[str, Any],
     findings: list[dict[str, Any]],
 ) -> bool:
-    """Publish a finished ingest: findings replaced and status ready, in one transaction."""
-    s.execute(delete(FindingRow).where(FindingRow.run_id == run_id))
-    s.add_all(
-        FindingRow(
-            run_id=run_id,
-            finding_id=f["id"],
-            rank=i,
-            analyzer=f["analyzer"],
-            severity=f["severity"],
-            impact_ns=int(f["impact_ns"]),
-            impact_pct=float(f["impact_pct"]),
-            title=f["title"],
-            json=f,
-        )
-        for i, f in enumerate(_unique_by_id(findings))
-    )
+    """Publish a finished ingest: status ready and findings replaced, in one transaction.
+
+    The guarded update comes first and the findings are replaced only if it matched: a
+    late delivery (its generation stale, the run already published or deleted) must not
+    swap the findings of a ready run for its own, nor insert findings for a run that is
+    gone.
+    """
     top = max((Severity.parse(f["severity"]) for f in findings), default=None)
     recorded = (facts.get("trace") or {}).get("recorded_at_ns")
     res = s.execute(
@@ -215,7 +206,24 @@ def mark_ready(
             updated_at=utcnow(),
         )
     )
-    return res.rowcount == 1  # type: ignore[attr-defined]
+    if res.rowcount != 1:  # type: ignore[attr-defined]
+        return False
+    s.execute(delete(FindingRow).where(FindingRow.run_id == run_id))
+    s.add_all(
+        FindingRow(
+            run_id=run_id,
+            finding_id=f["id"],
+            rank=i,
+            analyzer=f["analyzer"],
+            severity=f["severity"],
+            impact_ns=int(f["impact_ns"]),
+            impact_pct=float(f["impact_pct"]),
+            title=f["title"],
+            json=f,
+        )
+        for i, f in enumerate(_unique_by_id(findings))
+    )
+    return True
 
 
 def _unique_by_id(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -64,8 +64,8 @@ def discard_late_work(
 ) -> None:
     """What ``job`` wrote once its generation was no longer the one ingesting the run:
     ``scratch`` goes, and so do ``published_parts`` unless that generation is the one
-    published (a late second delivery of a job rebuilt them in place, complete, after the
-    first delivery's align published: they are the ready run's own). A deleted run's whole
+    published (then they are the ready run's own: a late second delivery of a rank job
+    never replaced them, :func:`web.job_ingest.build_rank`). A deleted run's whole
     directory goes."""
     files = RunFiles(ctx.settings.runs_dir, job.run_id)
     with ctx.catalog.session() as s:
@@ -99,7 +99,8 @@ def ingest_rank(ctx: JobContext, job: IngestJob) -> None:
         discard_late_work(ctx, job, [database], [files.rank_extract(job.generation, job.rank)])
         return
     ctx.report(1.0)
-    ctx.on_queue(lambda q: rank_finished(q, ctx.settings, job))
+    ranks = len(run.members or [])
+    ctx.on_queue(lambda q: rank_finished(q, ctx.settings, job, ranks))
 
 
 def align(ctx: JobContext, job: IngestJob) -> None:
