@@ -86,11 +86,34 @@
 
   function plotWidth() { return Math.max(50, box.clientWidth - LABEL_W); }
 
+  // A redraw paints thousands of rectangles; hashing each name and building (and the
+  // canvas parsing) a colour string for each one was most of a frame. Both are cached:
+  // hues per name and group, fill styles per hue and alpha step.
+  const hueCache = new Map();
+  const styleCache = new Map();
   function hue(name, group) {
-    let h = 0;
-    for (let i = 0; i < name.length && i < 64; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
-    const base = GROUP_COLORS[group] || 260;
-    return (base + (Math.abs(h) % 50) - 25 + 360) % 360;
+    const key = group + "\u0000" + name;
+    let v = hueCache.get(key);
+    if (v === undefined) {
+      let h = 0;
+      for (let i = 0; i < name.length && i < 64; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+      const base = GROUP_COLORS[group] || 260;
+      v = (base + (Math.abs(h) % 50) - 25 + 360) % 360;
+      if (hueCache.size > 50000) hueCache.clear();
+      hueCache.set(key, v);
+    }
+    return v;
+  }
+  // a bucket's colour: its hue, more opaque the busier (in 1/32 steps); an event's: solid
+  function fillStyle(h, busy) {
+    const step = busy === null ? -1 : Math.round(32 * busy);
+    const key = h * 64 + step;
+    let v = styleCache.get(key);
+    if (v === undefined) {
+      v = step < 0 ? "hsl(" + h + ",60%,52%)" : "hsla(" + h + ",62%,48%," + (0.25 + 0.75 * step / 32).toFixed(3) + ")";
+      styleCache.set(key, v);
+    }
+    return v;
   }
 
   function clampView() {
@@ -354,7 +377,7 @@
       for (const [px, , busy, nameIx] of lane.buckets) {
         const x = xOf(data.start_ns + px * data.ns_per_px);
         const w = Math.max(1, data.ns_per_px * scale);
-        ctx.fillStyle = "hsla(" + hue(data.names[nameIx], lane.group) + ",62%,48%," + (0.25 + 0.75 * busy).toFixed(3) + ")";
+        ctx.fillStyle = fillStyle(hue(data.names[nameIx], lane.group), busy);
         ctx.fillRect(x, y + 1, w, h - 2);
       }
     }
@@ -365,7 +388,7 @@
       const w = Math.max(1, (e - s) * scale);
       if (x > width || x + w < LABEL_W) continue;
       const name = data.names[nameIx];
-      ctx.fillStyle = "hsl(" + hue(name, lane.group) + ",60%,52%)";
+      ctx.fillStyle = fillStyle(hue(name, lane.group), null);
       ctx.fillRect(x, y + 1, w, h - 2);
       if (matches(name)) {
         ctx.strokeStyle = "#f5c400";
