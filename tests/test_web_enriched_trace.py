@@ -177,12 +177,20 @@ def test_a_jobs_download_is_one_ranks_with_that_ranks_findings(tmp_path: Path) -
         assert f"/api/runs/{run['id']}/trace/enriched?rank=1" in page
         assert "Open rank 1 in Perfetto" in page
         slices = 0
+        waits: dict[int, int] = {}
         for rank in (0, 1):
             _, doc = _enriched(client, run["id"], tmp_path, f"?rank={rank}")
-            mine = [f for f in findings if f.get("rank") == rank and f["time_ranges"]]
+            # every range on this rank's clock, whichever finding holds it: a straggler's
+            # finding is the late rank's, but the other ranks' waits in it are on theirs
+            mine = [
+                {**f, "time_ranges": on_rank}
+                for f in findings
+                if (on_rank := [r for r in f["time_ranges"] if r.get("rank", f["rank"]) == rank])
+            ]
             if mine:
                 _check_findings(doc, mine)
                 slices += len(mine)
+                waits[rank] = sum(1 for f in mine for r in f["time_ranges"] if f["rank"] != rank)
             else:
                 assert not [e for e in doc["traceEvents"] if e.get("cat") == FINDING_CATEGORY]
             kept = client.get(f"/api/runs/{run['id']}/source?rank={rank}").content
@@ -190,3 +198,5 @@ def test_a_jobs_download_is_one_ranks_with_that_ranks_findings(tmp_path: Path) -
             ours = [e for e in doc["traceEvents"] if e.get("pid") == FINDINGS_PID]
             assert len(doc["traceEvents"]) - len(ours) == len(original["traceEvents"])
         assert slices, "the planted job has findings with time ranges"
+        # rank 0 waited for the slow rank 1: those waits are in rank 0's download
+        assert waits.get(0), "the planted straggler makes rank 0 wait"

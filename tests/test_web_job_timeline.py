@@ -191,6 +191,50 @@ def test_straggler_finding_names_the_late_rank_and_the_others_waits(served: Any)
     assert len(data0["highlights"][late["id"]]) == 5
 
 
+def _page_json(page: str, node: str) -> Any:
+    return json.loads(page.split(f'id="{node}">', 1)[1].split("</script>", 1)[0])
+
+
+def test_perfetto_opens_on_what_the_job_timeline_shows(served: Any) -> None:
+    """The Perfetto download is one rank's; the button opens it at the timeline's window
+    (``tl``, relative to the page's origin) or at the range the timeline steps to
+    (``fr``, an index into the finding's ranges sorted by start)."""
+    client, run_id, _ = served
+    report = client.get(f"/api/runs/{run_id}/report").json()
+    offset = {int(o["rank"]): int(o["offset_ns"] or 0) for o in report["clock"]["offsets"]}
+    ref = report["clock"]["reference_rank"]
+    late = next(
+        f for f in report["findings"] if f["analyzer"] == "ranks" and f["rank"] == SLOW_RANK
+    )
+    for params, ranks in (({"ranks": "all"}, [0, 1, 2, 3]), ({"ranks": "0,2"}, [0, 2])):
+        page = client.get(f"/runs/{run_id}", params=params).text
+        data, perfetto = _page_json(page, "page-data"), _page_json(page, "perfetto-data")
+        assert perfetto["rank"] == ref
+        # the reference rank's trace, read on its own clock: the aligned origin there
+        assert int(perfetto["t0_ns"]) == data["t0_ns"] - offset[ref]
+        # each range shown, at its instant on the reference clock, in the timeline's order
+        expected = sorted(
+            (int(r["start_ns"]) - offset[r["rank"]], int(r["end_ns"]) - offset[r["rank"]])
+            for r in late["time_ranges"]
+            if r["rank"] in ranks
+        )
+        got = [(int(s), int(e)) for s, e in perfetto["ranges"][late["id"]]]
+        assert [s for s, _ in got] == [s for s, _ in expected]
+        assert sorted(got) == expected
+        stepped = sorted(data["highlights"][late["id"]], key=lambda m: m[0])
+        t0 = int(perfetto["t0_ns"])
+        assert [(t0 + m[0], t0 + m[1]) for m in stepped] == got
+    # a punctual rank's own page: its waits on its own clock, in start order
+    page3 = client.get(f"/runs/{run_id}", params={"rank": 3}).text
+    data3, perfetto3 = _page_json(page3, "page-data"), _page_json(page3, "perfetto-data")
+    assert perfetto3["rank"] == 3 and int(perfetto3["t0_ns"]) == data3["t0_ns"]
+    waits = sorted(
+        (int(r["start_ns"]), int(r["end_ns"])) for r in late["time_ranges"] if r["rank"] == 3
+    )
+    assert len(waits) == 5
+    assert [(int(s), int(e)) for s, e in perfetto3["ranges"][late["id"]]] == waits
+
+
 def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     """64 ranks' timelines (ingested, not analysed: the window is what is measured) on one
     clock: GPU lanes only unless asked, so the answer stays small and quick to make."""

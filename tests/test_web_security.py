@@ -137,6 +137,30 @@ def test_pages_escape_kernel_names_and_send_a_strict_csp(tmp_path: Path) -> None
         assert client.get("/api/runs").headers["x-content-type-options"] == "nosniff"
 
 
+def test_only_the_pages_that_open_perfetto_relax_the_opener_policy(
+    tmp_path: Path, planted: Path
+) -> None:
+    coop = "cross-origin-opener-policy"
+    with client_for(make_settings(tmp_path / "data")) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+        assert run["status"] == "ready", run
+        page = client.get(f"/runs/{run['id']}", headers=HTML)
+        assert 'id="open-perfetto"' in page.text
+        # it posts the trace to the Perfetto window it opens: that window must stay reachable
+        assert page.headers[coop] == "same-origin-allow-popups"
+        finding = client.get(f"/api/runs/{run['id']}/findings").json()[0]["id"]
+        for path in (
+            "/",
+            f"/runs/{run['id']}/findings/{finding}",
+            f"/api/runs/{run['id']}",
+            "/api/runs",
+            "/no/such/page",
+        ):
+            answer = client.get(path, headers=HTML)
+            assert 'id="open-perfetto"' not in answer.text, path
+            assert answer.headers[coop] == "same-origin", path
+
+
 def test_secrets_in_trace_metadata_are_never_stored_or_shown(tmp_path: Path) -> None:
     secret = "hf_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2"
     trace = write_planted(tmp_path / "leaky.pt.trace.json.gz", host=f"gpu-07 HF_TOKEN={secret}")

@@ -12,8 +12,10 @@ The download is gzip-compressed Chrome-trace JSON (both viewers open ``.json.gz`
   finding range, GPU busy and memory counters).
 
 Memory follows the 8 MiB chunk (or the database batch), whatever the size of the trace.
-A job run's download is one rank's (``rank``): its original on its own clock, and the
-findings whose times are that rank's — as the job page's timeline shows them.
+A job run's download is one rank's (``rank``): its original on its own clock, and every
+finding range on that rank's clock (a range names its rank, else it is its finding's) —
+as the job page's timeline shows them: a straggler's finding puts its own time in the late
+rank's file and each other rank's wait for it in that rank's.
 """
 
 from __future__ import annotations
@@ -49,11 +51,19 @@ class EnrichedTrace:
 
 
 def _rank_findings(report: dict[str, Any], run: Run, rank: int | None) -> list[dict[str, Any]]:
-    """The findings whose time ranges lie on this trace's clock."""
+    """The findings with the time ranges that lie on this trace's clock.
+
+    Ranges are chosen, not findings: a cross-rank finding (a straggler's) is one rank's but
+    holds ranges on other ranks' clocks too (their waits for it), each naming its rank."""
     if run.kind != RunKind.JOB:
         return list(report["findings"])
     shown = report["clock"]["reference_rank"] if rank is None else rank
-    return [f for f in report["findings"] if f.get("rank") == shown]
+    out = []
+    for f in report["findings"]:
+        mine = [r for r in f.get("time_ranges") or [] if r.get("rank", f.get("rank")) == shown]
+        if mine:
+            out.append({**f, "time_ranges": mine})
+    return out
 
 
 def enriched_trace(

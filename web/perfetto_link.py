@@ -20,11 +20,17 @@ def perfetto_context(
     settings: Settings,
     run_id: str,
     run_name: str,
-    findings: list[dict[str, Any]],
+    highlights: dict[str, list[list[Any]]],
     t0_ns: int,
     rank: int | None = None,
 ) -> dict[str, Any]:
-    """The page data of the Perfetto button (and the download link's address)."""
+    """The page data of the Perfetto button (and the download link's address).
+
+    ``highlights`` are the page timeline's, each range's start and end relative to its
+    origin, ``t0_ns`` that origin on the downloaded trace's clock. The timeline steps
+    through a finding's ranges sorted by start and keeps the one shown in the address
+    (``fr``); the ranges here are that list in that order, so ``fr`` names one range in
+    both. (The timeline's ``tl`` window is relative to the same origin.)"""
     query = f"?{urlencode({'rank': rank})}" if rank is not None else ""
     label = run_id if rank is None else f"{run_id}-rank-{rank}"
     return {
@@ -42,11 +48,11 @@ def perfetto_context(
             "before it opens the trace."
         ),
         "ranges": {
-            f["id"]: [
-                [str(int(r["start_ns"])), str(int(r["end_ns"]))]
-                for r in f.get("time_ranges") or []
-                if r.get("start_ns") is not None and r.get("end_ns") is not None
+            fid: [
+                [str(t0_ns + int(r[0])), str(t0_ns + int(r[1]))]
+                # stable, as the timeline's sort: equal starts keep the highlights' order
+                for r in sorted(ranges, key=lambda r: int(r[0]))
             ]
-            for f in findings
+            for fid, ranges in highlights.items()
         },
     }

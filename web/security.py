@@ -9,12 +9,14 @@
 - Every response carries a strict Content-Security-Policy: scripts, styles and requests
   only from this origin, no inline script or style, no framing. Opening the Perfetto UI
   and posting it a trace (window.open, postMessage) is no request CSP governs; the
-  opener policy allows the page's own pop-ups to stay reachable for it.
+  opener policy is ``same-origin`` except on the pages with "Open in Perfetto" (a run's
+  or a job's page), whose own pop-ups it lets stay reachable for them.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from typing import Any
 
@@ -41,11 +43,13 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
-    # Not "same-origin": that severs a window this page opens on another site, and "Open
-    # in Perfetto" posts the trace to the Perfetto UI it opened. Pages that open this
-    # service still get a browsing context of their own.
-    "cross-origin-opener-policy": "same-origin-allow-popups",
+    "cross-origin-opener-policy": "same-origin",
 }
+# The pages that open the Perfetto UI (a run's page, a job's page: /runs/{id}) and post it
+# the trace: "same-origin" would sever the window they open on another site. Only they
+# get the looser policy; a page that opens one of them still gets a context of its own.
+PERFETTO_OPENER_POLICY = "same-origin-allow-popups"
+_PERFETTO_PAGE = re.compile(r"/runs/[^/]+/?")
 UPLOAD_PATH = "/api/runs"
 
 
@@ -86,6 +90,8 @@ async def security_headers_hook(message: Message, scope: Scope) -> None:
         headers = MutableScopeHeaders.from_message(message)
         for name, value in SECURITY_HEADERS.items():
             headers[name] = value
+        if _PERFETTO_PAGE.fullmatch(scope.get("path", "")):
+            headers["cross-origin-opener-policy"] = PERFETTO_OPENER_POLICY
 
 
 def _own_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> str:

@@ -182,16 +182,17 @@ def _render_job_page(
             "rank": rank,
         }
     shown = job["shown_rank"]
-    shown_findings = [f for f in report["findings"] if f.get("rank") == shown]
-    if aligned:  # the Perfetto download is one rank's, on its own clock: the reference's
-        cur, meta = open_run_database(svc, run, shown)
-        cur.close()
+    # The Perfetto download is one rank's, on its own clock (the reference's on the aligned
+    # page), and opens on what the timeline shows: its highlights and window, relative to
+    # the timeline's origin, which is this rank's first event or, aligned, the earliest
+    # instant of any rank (read on the reference clock, this rank's clock plus its offset).
+    origin = clock.t0_ns + clock.ranks[shown].offset_ns if aligned else int(meta["t0_ns"])
     return svc.templates.get_template("job_run.html").render(
         run=RunView.of(run),
         report=report,
         job=job,
         perfetto=perfetto_context(
-            svc.settings, run.id, run.name, shown_findings, meta["t0_ns"], rank=shown
+            svc.settings, run.id, run.name, job["highlights"], origin, rank=shown
         ),
         tokens_required=tokens_required,
         page_data=page_data,
@@ -231,8 +232,9 @@ def _render_run_page(
         t0 = meta["t0_ns"]
         context["report"] = report
         context["choices"] = choices
+        highlights = _highlights(report["findings"], t0)
         context["perfetto"] = perfetto_context(
-            svc.settings, run.id, context["run"].name, report["findings"], t0
+            svc.settings, run.id, context["run"].name, highlights, t0
         )
         # Window offsets count from the first GPU activity, the timeline's from its first
         # event: the hint says how far apart they are.
@@ -241,7 +243,7 @@ def _render_run_page(
             {
                 "t0_ns": t0,
                 "span_ns": meta["span_ns"],
-                "highlights": _highlights(report["findings"], t0),
+                "highlights": highlights,
                 "findings": _finding_info(report["findings"]),
             }
         )

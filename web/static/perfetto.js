@@ -3,7 +3,10 @@
 // it {perfetto: {buffer, title, fileName, url}} (Perfetto's documented postMessage
 // protocol). The trace goes from this browser to the UI; the service sends nothing. The
 // window opens on a range with the UI's visStart/visEnd arguments (ns on the trace clock):
-// a finding's range, or the timeline's window when the address names one.
+// a finding's range, or the timeline's window when the address names one. cfg.ranges are
+// the timeline's highlights in the order it steps through them (sorted by start), and
+// cfg.t0_ns its origin on the downloaded trace's clock (web/perfetto_link.py), so `fr`
+// and `tl` mean here what they mean there.
 "use strict";
 (function () {
   const node = document.getElementById("perfetto-data");
