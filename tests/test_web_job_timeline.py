@@ -193,7 +193,8 @@ def test_straggler_finding_names_the_late_rank_and_the_others_waits(served: Any)
 
 def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     """64 ranks' timelines (ingested, not analysed: the window is what is measured) on one
-    clock: GPU lanes only unless asked, so the answer stays small and quick to make."""
+    clock: GPU lanes only unless asked, so the answer stays small. Its time is printed,
+    not asserted: on a loaded machine any bound is either loose or flaky."""
     job = planted_job(tmp_path / "job", ranks=MAX_ALIGNED_RANKS, steps=4)
     loaded = {}
     for r, path in enumerate(job.files):
@@ -217,7 +218,7 @@ def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     print(f"64 ranks, GPU lanes: {size} bytes in {1000 * took:.0f} ms")
     assert len(gpu["lanes"]) == 2 * MAX_ALIGNED_RANKS  # two streams a rank
     assert all(not lane["thread"] for lane in gpu["lanes"]) and not gpu["counters"]
-    assert size < 1_000_000 and took < 10, (size, took)
+    assert size < 1_000_000, size
     both = aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
     assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == set(ranks)
     for t_ in loaded.values():
