@@ -20,7 +20,15 @@ from web_helpers import client_for, make_settings, wait_done
 
 from ingest import load_trace
 from tracelens.testing.planted_ranks import ALLREDUCE_KERNEL, PlantedJob, write_job
-from web.timeline_aligned import LANE_STRIDE, MAX_ALIGNED_RANKS, aligned_clock, aligned_window
+from web import timeline_aligned
+from web.timeline_aligned import (
+    LANE_STRIDE,
+    MAX_ALIGNED_RANKS,
+    MAX_HOST_RANKS,
+    BadRanksError,
+    aligned_clock,
+    aligned_window,
+)
 from web.timeline_store import build_timeline_tables, timeline_meta
 
 # Uneven offsets, one of them negative: a sign or a rank mixed up shows.
@@ -121,7 +129,9 @@ def test_aligned_view_puts_each_collectives_end_at_one_instant(served: Any) -> N
     assert report["clock"]["reference_rank"] == 0
 
 
-def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
+def test_host_lanes_search_and_range_on_the_aligned_clock(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client, run_id, _ = served
     api = f"/api/runs/{run_id}/timeline"
     both = client.get(api, params={"ranks": "0,2", "host_ranks": "2", "width_px": 1000}).json()
@@ -151,6 +161,13 @@ def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
     bad = client.get(api, params={"ranks": "0,9"})
     assert bad.status_code == 400 and "no rank 9" in bad.json()["error"]
     assert client.get(api, params={"ranks": "x"}).status_code == 400
+    # host lanes are the wide part of an answer: a few ranks' at once, however many shown
+    # (the planted job has four ranks: the cap is lowered below that to be passed)
+    monkeypatch.setattr(timeline_aligned, "MAX_HOST_RANKS", 2)
+    many = client.get(api, params={"ranks": "all", "host_ranks": "all"})
+    assert many.status_code == 400 and "host lanes" in many.json()["error"], many.text
+    ok = client.get(api, params={"ranks": "all", "host_ranks": "1,3"}).json()
+    assert {lane["rank"] for lane in ok["lanes"] if lane["thread"]} == {1, 3}
     # single-rank answers are unchanged: no ranks list, lanes without a rank
     plain = client.get(api, params={"rank": 2}).json()
     assert "ranks" not in plain and all("rank" not in lane for lane in plain["lanes"])
@@ -219,7 +236,10 @@ def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     assert len(gpu["lanes"]) == 2 * MAX_ALIGNED_RANKS  # two streams a rank
     assert all(not lane["thread"] for lane in gpu["lanes"]) and not gpu["counters"]
     assert size < 1_000_000, size
-    both = aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
-    assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == set(ranks)
+    with pytest.raises(BadRanksError, match="host lanes"):
+        aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
+    some = set(ranks[-MAX_HOST_RANKS:])
+    both = aligned_window(open_rank, clock, ranks, some, None, None, 1500)
+    assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == some
     for t_ in loaded.values():
         t_.close()

@@ -10,9 +10,10 @@ A window of the aligned view is answered rank by rank: the same window shifted i
 rank's clock, at the same width and unclamped (``timeline_window(exact=True)``), so every
 rank's per-pixel buckets fall on one pixel grid; its events' times are shifted back. Lane
 ids are made unique across ranks (``rank * LANE_STRIDE + lane``), names and kinds merged
-into one list. A request is bounded: at most :data:`MAX_ALIGNED_RANKS` ranks, and only
-the GPU lanes of a rank whose host lanes were not asked for (``host_ranks``), so its size
-is GPU lanes x ranks x pixels however large the job.
+into one list. A request is bounded: at most :data:`MAX_ALIGNED_RANKS` ranks, and the
+host lanes of at most :data:`MAX_HOST_RANKS` of them (``host_ranks``; the others' GPU
+lanes only), so its size is (GPU lanes x ranks + a few ranks' host lanes) x pixels
+however large the job.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ MAX_ALIGNED_RANKS = 64
 # reads its catalog), and its queries release the GIL, so a cold 64-rank view opens them
 # side by side.
 RANKS_AT_ONCE = 8
+# Ranks whose host lanes one aligned request may hold: a rank has a few GPU lanes but often
+# dozens of host lanes (threads, flame-chart rows), each up to a window's width of pixels.
+MAX_HOST_RANKS = 4
 
 # A rank's cursor and timeline metadata, closed by the caller's context.
 OpenRank = Callable[[int], tuple[duckdb.DuckDBPyConnection, dict[str, Any]]]
@@ -140,6 +144,11 @@ def aligned_window(
 ) -> dict[str, Any]:
     """The window ``[start_ns, end_ns)`` of the aligned timeline for ``ranks``: each rank's
     GPU lanes, and its host lanes (and memory counters) where it is in ``host_ranks``."""
+    host_ranks = host_ranks & set(ranks)
+    if len(host_ranks) > MAX_HOST_RANKS:
+        raise BadRanksError(
+            f"host lanes of at most {MAX_HOST_RANKS} ranks at once, not {len(host_ranks)}"
+        )
     span = clock.span_ns
     start = 0 if start_ns is None else max(0, int(start_ns))
     end = span if end_ns is None else min(span, int(end_ns))
