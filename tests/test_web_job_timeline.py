@@ -27,6 +27,7 @@ from web.timeline_aligned import (
     MAX_HOST_RANKS,
     BadRanksError,
     aligned_clock,
+    aligned_range,
     aligned_window,
 )
 from web.timeline_store import build_timeline_tables, timeline_meta
@@ -44,6 +45,36 @@ def _drop_first_ms(path: Path, ms: int) -> None:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e["ts"] >= t0 + ms * 1000]
     text = json.dumps(doc, default=lambda d: f"{d:.3f}")
     path.write_text(re.sub(r'"(ts|dur)": "([0-9-]+\.[0-9]{3})"', r'"\1": \2', text))
+
+
+def _drop_before_first_kernel(path: Path) -> None:
+    """Leave out what a rank's trace holds before its first kernel: its timeline starts
+    with a kernel (as a GPU-only capture's does)."""
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    first = min(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["ts"] >= first]
+    text = json.dumps(doc, default=lambda d: f"{d:.3f}")
+    path.write_text(re.sub(r'"(ts|dur)": "([0-9-]+\.[0-9]{3})"', r'"\1": \2', text))
+
+
+def _loaded(job: PlantedJob) -> tuple[dict[int, Any], dict[int, dict[str, Any]], Any]:
+    """Each rank's trace loaded with its timeline tables, their metadata, and the aligned
+    clock the planted offsets give (standing in for the job report's)."""
+    loaded = {}
+    for r, path in enumerate(job.files):
+        loaded[r] = load_trace(path)
+        build_timeline_tables(loaded[r].con)
+    metas = {r: timeline_meta(t.con) for r, t in loaded.items()}
+    report = {
+        "clock": {
+            "reference_rank": 0,
+            "offsets": [
+                {"rank": r, "offset_ns": o, "method": "reference" if r == 0 else "collectives"}
+                for r, o in job.offsets_ns.items()
+            ],
+        }
+    }
+    return loaded, metas, aligned_clock(report, metas)
 
 
 def planted_job(folder: Path, ranks: int = 4, steps: int = 10) -> PlantedJob:
@@ -213,16 +244,7 @@ def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     clock: GPU lanes only unless asked, so the answer stays small. Its time is printed,
     not asserted: on a loaded machine any bound is either loose or flaky."""
     job = planted_job(tmp_path / "job", ranks=MAX_ALIGNED_RANKS, steps=4)
-    loaded = {}
-    for r, path in enumerate(job.files):
-        loaded[r] = load_trace(path)
-        build_timeline_tables(loaded[r].con)
-    metas = {r: timeline_meta(t.con) for r, t in loaded.items()}
-    # the planted offsets stand in for the job report's
-    report = {
-        "clock": {"offsets": [{"rank": r, "offset_ns": o} for r, o in job.offsets_ns.items()]}
-    }
-    clock = aligned_clock(report, metas)
+    loaded, metas, clock = _loaded(job)
 
     def open_rank(rank: int) -> tuple[Any, dict[str, Any]]:
         return loaded[rank].con.cursor(), metas[rank]
@@ -243,3 +265,55 @@ def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == some
     for t_ in loaded.values():
         t_.close()
+
+
+def test_a_stretch_before_a_ranks_start_holds_none_of_its_kernels(tmp_path: Path) -> None:
+    """The late-starting rank's timeline opens with a kernel: a stretch of the aligned
+    clock that ends before the rank's first event holds none of its kernels, and one that
+    reaches past it does."""
+    job = planted_job(tmp_path / "job", ranks=3, steps=3)
+    _drop_before_first_kernel(job.files[LATE_START_RANK])
+    loaded, metas, clock = _loaded(job)
+
+    def open_rank(rank: int) -> tuple[Any, dict[str, Any]]:
+        return loaded[rank].con.cursor(), metas[rank]
+
+    begins = -clock.ranks[LATE_START_RANK].shift_ns  # its first event on the aligned clock
+    assert begins > 1_000_000, begins
+    before = aligned_range(open_rank, clock, [0, LATE_START_RANK], 0, begins - 1_000)
+    assert {d["rank"] for d in before["devices"]} == {0}, before["devices"]
+    across = aligned_range(open_rank, clock, [0, LATE_START_RANK], 0, begins + 1_000)
+    late = [d for d in across["devices"] if d["rank"] == LATE_START_RANK]
+    assert late and late[0]["kernels"] >= 1, across["devices"]
+    for t_ in loaded.values():
+        t_.close()
+
+
+def test_a_rank_without_a_clock_offset_starts_with_the_reference_rank() -> None:
+    """A rank whose clock could not be aligned (method none) keeps its own recorded clock:
+    ns since boot, say, beside the others' epoch times. It is drawn from the reference
+    rank's first event and does not move the aligned origin or stretch the span."""
+    epoch = 1_700_000_000_000_000_000
+    report = {
+        "clock": {
+            "reference_rank": 0,
+            "offsets": [
+                {"rank": 0, "offset_ns": 0, "method": "reference"},
+                {"rank": 1, "offset_ns": 3_000_000, "method": "collectives"},
+                {"rank": 2, "offset_ns": 0, "method": "none"},
+            ],
+        }
+    }
+    metas = {
+        0: {"t0_ns": epoch, "span_ns": 50_000_000},
+        1: {"t0_ns": epoch + 1_000_000, "span_ns": 60_000_000},  # 2 ms before rank 0
+        2: {"t0_ns": 9_000_000, "span_ns": 40_000_000},
+    }
+    clock = aligned_clock(report, metas)
+    assert clock.t0_ns == epoch - 2_000_000
+    assert clock.span_ns == 60_000_000  # rank 1's, which starts first and ends last
+    unsynced = clock.ranks[2]
+    assert unsynced.method == "none"
+    # its first event (its own time 0) is where the reference rank's is
+    assert -unsynced.shift_ns == -clock.ranks[0].shift_ns == 2_000_000
+    assert clock.aligned(2, metas[2]["t0_ns"]) == clock.aligned(0, metas[0]["t0_ns"])
