@@ -176,6 +176,12 @@ def test_host_lanes_search_and_range_on_the_aligned_clock(
     assert per_rank == {0: 10, 1: 9, 2: 10, 3: 10}, per_rank
     assert found["count"] == len(found["matches"])
     assert [m[0] for m in found["matches"]] == sorted(m[0] for m in found["matches"])
+    # past the cap, the first matches in time order of all ranks together
+    monkeypatch.setattr(timeline_aligned, "MAX_MATCHES", 7)
+    first = client.get(api + "/search", params={"q": "AllReduce", "ranks": "all"}).json()
+    by_time = sorted(found["matches"], key=lambda m: (m[0], m[2]))
+    assert first["count"] == found["count"] and first["matches"] == by_time[:7]
+    assert len({m[5] for m in first["matches"]}) > 1  # the first few come from several ranks
     # a match's lane is the aligned window's, and its event is that rank's
     m = found["matches"][-1]
     ev = client.get(api + "/event", params={"kind": m[3], "ref": m[4], "rank": m[5]}).json()
