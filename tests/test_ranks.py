@@ -14,8 +14,11 @@ from click.testing import CliRunner
 from ingest import TraceInputError
 from ingest.loader import rank_files
 from tracelens.cli import main
+from tracelens.ranks.extract import Collective
 from tracelens.ranks.grouping import ranks_label
 from tracelens.ranks.job import analyze_job
+from tracelens.ranks.job_findings import WAITS_SHOWN, _straggler_ranges
+from tracelens.ranks.stragglers import Group
 from tracelens.testing.planted_ranks import write_job
 
 
@@ -198,3 +201,34 @@ def test_no_storm_without_small_collectives(tmp_path: Path) -> None:
     write_job(tmp_path / "job", ranks=3, slow_rank=None)
     job = _job(tmp_path / "job")
     assert not [f for f in job["findings"] if "collectives of under" in f["title"]]
+
+
+def test_straggler_ranges_keep_the_longest_waits_per_collective(tmp_path: Path) -> None:
+    """With twelve ranks, each collective the straggler held up names the late rank's time
+    before it and the longest waits only, so the ranges do not grow with the world size."""
+    write_job(tmp_path / "job", ranks=12, slow_rank=5)
+    job = _job(tmp_path / "job")
+    late = next(
+        f for f in job["findings"] if f["analyzer"] == "ranks" and "arrives last" in f["title"]
+    )
+    ranges = late["time_ranges"]
+    own = [i for i, r in enumerate(ranges) if r["rank"] == 5]
+    assert len(own) == len(late["evidence"]["worst"]) == 5
+    for a, b in zip(own, [*own[1:], len(ranges)], strict=True):
+        waits = ranges[a + 1 : b]  # this collective's waiting ranks, after the late one's
+        assert len(waits) == WAITS_SHOWN < 11, waits
+        assert len({w["rank"] for w in waits}) == WAITS_SHOWN
+        assert 5 not in {w["rank"] for w in waits}
+    assert len(ranges) == 5 * (1 + WAITS_SHOWN)
+
+
+def test_straggler_ranges_name_the_ranks_that_waited_longest() -> None:
+    members = {
+        r: Collective("allreduce", 0, r, 1_000 + 10 * r, 50_000, 0, 0, 0, None) for r in range(12)
+    }
+    # rank 11 arrives last; the others' waits grow with their rank's distance from 3
+    waits = {r: 0 if r == 11 else 100 + 10 * abs(r - 3) for r in range(12)}
+    g = Group("allreduce", members, {}, 11, 0, 0, waits)
+    got = [r["rank"] for r in _straggler_ranges(11, [g])]
+    longest = sorted(range(11), key=lambda r: (-waits[r], r))[:WAITS_SHOWN]
+    assert got[0] == 11 and sorted(got[1:]) == sorted(longest)

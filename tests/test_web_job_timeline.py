@@ -20,7 +20,16 @@ from web_helpers import client_for, make_settings, wait_done
 
 from ingest import load_trace
 from tracelens.testing.planted_ranks import ALLREDUCE_KERNEL, PlantedJob, write_job
-from web.timeline_aligned import LANE_STRIDE, MAX_ALIGNED_RANKS, aligned_clock, aligned_window
+from web import timeline_aligned
+from web.timeline_aligned import (
+    LANE_STRIDE,
+    MAX_ALIGNED_RANKS,
+    MAX_HOST_RANKS,
+    BadRanksError,
+    aligned_clock,
+    aligned_range,
+    aligned_window,
+)
 from web.timeline_store import build_timeline_tables, timeline_meta
 
 # Uneven offsets, one of them negative: a sign or a rank mixed up shows.
@@ -36,6 +45,36 @@ def _drop_first_ms(path: Path, ms: int) -> None:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e["ts"] >= t0 + ms * 1000]
     text = json.dumps(doc, default=lambda d: f"{d:.3f}")
     path.write_text(re.sub(r'"(ts|dur)": "([0-9-]+\.[0-9]{3})"', r'"\1": \2', text))
+
+
+def _drop_before_first_kernel(path: Path) -> None:
+    """Leave out what a rank's trace holds before its first kernel: its timeline starts
+    with a kernel (as a GPU-only capture's does)."""
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    first = min(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["ts"] >= first]
+    text = json.dumps(doc, default=lambda d: f"{d:.3f}")
+    path.write_text(re.sub(r'"(ts|dur)": "([0-9-]+\.[0-9]{3})"', r'"\1": \2', text))
+
+
+def _loaded(job: PlantedJob) -> tuple[dict[int, Any], dict[int, dict[str, Any]], Any]:
+    """Each rank's trace loaded with its timeline tables, their metadata, and the aligned
+    clock the planted offsets give (standing in for the job report's)."""
+    loaded = {}
+    for r, path in enumerate(job.files):
+        loaded[r] = load_trace(path)
+        build_timeline_tables(loaded[r].con)
+    metas = {r: timeline_meta(t.con) for r, t in loaded.items()}
+    report = {
+        "clock": {
+            "reference_rank": 0,
+            "offsets": [
+                {"rank": r, "offset_ns": o, "method": "reference" if r == 0 else "collectives"}
+                for r, o in job.offsets_ns.items()
+            ],
+        }
+    }
+    return loaded, metas, aligned_clock(report, metas)
 
 
 def planted_job(folder: Path, ranks: int = 4, steps: int = 10) -> PlantedJob:
@@ -121,7 +160,9 @@ def test_aligned_view_puts_each_collectives_end_at_one_instant(served: Any) -> N
     assert report["clock"]["reference_rank"] == 0
 
 
-def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
+def test_host_lanes_search_and_range_on_the_aligned_clock(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client, run_id, _ = served
     api = f"/api/runs/{run_id}/timeline"
     both = client.get(api, params={"ranks": "0,2", "host_ranks": "2", "width_px": 1000}).json()
@@ -135,6 +176,12 @@ def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
     assert per_rank == {0: 10, 1: 9, 2: 10, 3: 10}, per_rank
     assert found["count"] == len(found["matches"])
     assert [m[0] for m in found["matches"]] == sorted(m[0] for m in found["matches"])
+    # past the cap, the first matches in time order of all ranks together
+    monkeypatch.setattr(timeline_aligned, "MAX_MATCHES", 7)
+    first = client.get(api + "/search", params={"q": "AllReduce", "ranks": "all"}).json()
+    by_time = sorted(found["matches"], key=lambda m: (m[0], m[2]))
+    assert first["count"] == found["count"] and first["matches"] == by_time[:7]
+    assert len({m[5] for m in first["matches"]}) > 1  # the first few come from several ranks
     # a match's lane is the aligned window's, and its event is that rank's
     m = found["matches"][-1]
     ev = client.get(api + "/event", params={"kind": m[3], "ref": m[4], "rank": m[5]}).json()
@@ -151,6 +198,13 @@ def test_host_lanes_search_and_range_on_the_aligned_clock(served: Any) -> None:
     bad = client.get(api, params={"ranks": "0,9"})
     assert bad.status_code == 400 and "no rank 9" in bad.json()["error"]
     assert client.get(api, params={"ranks": "x"}).status_code == 400
+    # host lanes are the wide part of an answer: a few ranks' at once, however many shown
+    # (the planted job has four ranks: the cap is lowered below that to be passed)
+    monkeypatch.setattr(timeline_aligned, "MAX_HOST_RANKS", 2)
+    many = client.get(api, params={"ranks": "all", "host_ranks": "all"})
+    assert many.status_code == 400 and "host lanes" in many.json()["error"], many.text
+    ok = client.get(api, params={"ranks": "all", "host_ranks": "1,3"}).json()
+    assert {lane["rank"] for lane in ok["lanes"] if lane["thread"]} == {1, 3}
     # single-rank answers are unchanged: no ranks list, lanes without a rank
     plain = client.get(api, params={"rank": 2}).json()
     assert "ranks" not in plain and all("rank" not in lane for lane in plain["lanes"])
@@ -237,18 +291,10 @@ def test_perfetto_opens_on_what_the_job_timeline_shows(served: Any) -> None:
 
 def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     """64 ranks' timelines (ingested, not analysed: the window is what is measured) on one
-    clock: GPU lanes only unless asked, so the answer stays small and quick to make."""
+    clock: GPU lanes only unless asked, so the answer stays small. Its time is printed,
+    not asserted: on a loaded machine any bound is either loose or flaky."""
     job = planted_job(tmp_path / "job", ranks=MAX_ALIGNED_RANKS, steps=4)
-    loaded = {}
-    for r, path in enumerate(job.files):
-        loaded[r] = load_trace(path)
-        build_timeline_tables(loaded[r].con)
-    metas = {r: timeline_meta(t.con) for r, t in loaded.items()}
-    # the planted offsets stand in for the job report's
-    report = {
-        "clock": {"offsets": [{"rank": r, "offset_ns": o} for r, o in job.offsets_ns.items()]}
-    }
-    clock = aligned_clock(report, metas)
+    loaded, metas, clock = _loaded(job)
 
     def open_rank(rank: int) -> tuple[Any, dict[str, Any]]:
         return loaded[rank].con.cursor(), metas[rank]
@@ -261,8 +307,63 @@ def test_sixty_four_ranks_stay_bounded(tmp_path: Path) -> None:
     print(f"64 ranks, GPU lanes: {size} bytes in {1000 * took:.0f} ms")
     assert len(gpu["lanes"]) == 2 * MAX_ALIGNED_RANKS  # two streams a rank
     assert all(not lane["thread"] for lane in gpu["lanes"]) and not gpu["counters"]
-    assert size < 1_000_000 and took < 10, (size, took)
-    both = aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
-    assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == set(ranks)
+    assert size < 1_000_000, size
+    with pytest.raises(BadRanksError, match="host lanes"):
+        aligned_window(open_rank, clock, ranks, set(ranks), None, None, 1500)
+    some = set(ranks[-MAX_HOST_RANKS:])
+    both = aligned_window(open_rank, clock, ranks, some, None, None, 1500)
+    assert {lane["rank"] for lane in both["lanes"] if lane["thread"]} == some
     for t_ in loaded.values():
         t_.close()
+
+
+def test_a_stretch_before_a_ranks_start_holds_none_of_its_kernels(tmp_path: Path) -> None:
+    """The late-starting rank's timeline opens with a kernel: a stretch of the aligned
+    clock that ends before the rank's first event holds none of its kernels, and one that
+    reaches past it does."""
+    job = planted_job(tmp_path / "job", ranks=3, steps=3)
+    _drop_before_first_kernel(job.files[LATE_START_RANK])
+    loaded, metas, clock = _loaded(job)
+
+    def open_rank(rank: int) -> tuple[Any, dict[str, Any]]:
+        return loaded[rank].con.cursor(), metas[rank]
+
+    begins = -clock.ranks[LATE_START_RANK].shift_ns  # its first event on the aligned clock
+    assert begins > 1_000_000, begins
+    before = aligned_range(open_rank, clock, [0, LATE_START_RANK], 0, begins - 1_000)
+    assert {d["rank"] for d in before["devices"]} == {0}, before["devices"]
+    across = aligned_range(open_rank, clock, [0, LATE_START_RANK], 0, begins + 1_000)
+    late = [d for d in across["devices"] if d["rank"] == LATE_START_RANK]
+    assert late and late[0]["kernels"] >= 1, across["devices"]
+    for t_ in loaded.values():
+        t_.close()
+
+
+def test_a_rank_without_a_clock_offset_starts_with_the_reference_rank() -> None:
+    """A rank whose clock could not be aligned (method none) keeps its own recorded clock:
+    ns since boot, say, beside the others' epoch times. It is drawn from the reference
+    rank's first event and does not move the aligned origin or stretch the span."""
+    epoch = 1_700_000_000_000_000_000
+    report = {
+        "clock": {
+            "reference_rank": 0,
+            "offsets": [
+                {"rank": 0, "offset_ns": 0, "method": "reference"},
+                {"rank": 1, "offset_ns": 3_000_000, "method": "collectives"},
+                {"rank": 2, "offset_ns": 0, "method": "none"},
+            ],
+        }
+    }
+    metas = {
+        0: {"t0_ns": epoch, "span_ns": 50_000_000},
+        1: {"t0_ns": epoch + 1_000_000, "span_ns": 60_000_000},  # 2 ms before rank 0
+        2: {"t0_ns": 9_000_000, "span_ns": 40_000_000},
+    }
+    clock = aligned_clock(report, metas)
+    assert clock.t0_ns == epoch - 2_000_000
+    assert clock.span_ns == 60_000_000  # rank 1's, which starts first and ends last
+    unsynced = clock.ranks[2]
+    assert unsynced.method == "none"
+    # its first event (its own time 0) is where the reference rank's is
+    assert -unsynced.shift_ns == -clock.ranks[0].shift_ns == 2_000_000
+    assert clock.aligned(2, metas[2]["t0_ns"]) == clock.aligned(0, metas[0]["t0_ns"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from decimal import Decimal
@@ -261,5 +262,45 @@ def test_a_trace_of_two_processes_groups_lanes_per_process(
     _click_header(again, "p1000")
     assert first <= {lane for lane, _, _ in json.loads(_state(again, "lanes"))}
     assert page.evaluate("() => window.__csp") == []
+    assert errors == []
+    context.close()
+
+
+def test_opening_one_host_group_too_many_closes_the_longest_open(
+    server: str, browser: Any, run_id: str
+) -> None:
+    """The server sends a few ranks' host lanes at once (``max_host_ranks``; lowered to two
+    here in the page as served, the planted job having four ranks): opening a third host
+    group closes the one opened first, and the window asked for names two ranks."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/timeline?" in r.url else None)
+
+    def lowered(route: Any) -> None:
+        res = route.fetch()
+        body = res.text()
+        assert '"max_host_ranks":' in body.replace(" ", "")
+        body = re.sub(r'"max_host_ranks":\s*\d+', '"max_host_ranks": 2', body)
+        route.fulfill(response=res, body=body)
+
+    page.route(re.compile(r".*/runs/[0-9a-f]+\?ranks=all$"), lowered)
+    page.goto(f"{server}/runs/{run_id}?ranks=all")
+    _wait_loads(page, 1)
+    for n, r in enumerate((2, 0, 3), start=1):
+        before = _loads(page)
+        _click_header(page, f"r{r}/host")
+        _wait_loads(page, before + 1)
+        page.wait_for_function(
+            f"() => JSON.parse(document.getElementById('tl-canvas').dataset.rankLanes)[{r}] > 2"
+        )
+        assert _groups(page)[f"r{r}/host"][0] is True, n
+    groups = _groups(page)
+    assert [groups[f"r{r}/host"][0] for r in (2, 0, 3)] == [False, True, True], groups
+    last = urllib.parse.parse_qs(urllib.parse.urlsplit(asked[-1]).query)
+    assert sorted(last["host_ranks"][0].split(",")) == ["0", "3"], asked[-1]
+    assert _rank_lanes(page)[2] == 2  # its GPU streams only again
     assert errors == []
     context.close()

@@ -6,8 +6,12 @@ restricted to a part of the trace (:mod:`web.run_restriction`) does: its results
 a cache of their own, and at most a few such analyses run at once. A stored report that does
 not have the shape this version declares (``tracelens.report.model.Report``: one written by an
 older or newer tracelens) raises :class:`OutdatedReportError`, and the service ingests the
-run again. Trace databases stay open (read-only) in a bounded cache; each request takes
-its own cursor, which DuckDB lets run in parallel.
+run again. Trace databases stay open (read-only) in bounded caches; each request takes
+its own cursor, which DuckDB lets run in parallel. Every open database is a DuckDB instance
+of its own (its buffer pool, its worker threads), so a run's database and a job's other
+ranks' are cached apart, the ranks' many and small: an aligned view reads up to 64 of them
+side by side, eight at a time, each on one thread. An evicted database closes when the
+last cursor a request holds on it is closed (the cursors keep it alive until then).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tracelens.ranks.grouping import as_trace_finding
 from tracelens.ranks.job import JOB_SCHEMA
 from tracelens.report.model import Finding, Report
 from web.storage import RunFiles
+from web.timeline_aligned import MAX_ALIGNED_RANKS
 from web.timeline_store import OutdatedTimelineError, timeline_meta
 
 T = TypeVar("T")
@@ -38,7 +43,13 @@ def finding_without_rank(f: dict[str, Any]) -> dict[str, Any]:
     return as_trace_finding(f)
 
 
+# A run's database (a trace's, or a job's reference rank's): a wide timeline query on a big
+# trace sorts and aggregates, on the instance's default threads.
 READER_MEMORY_LIMIT = "512MiB"
+# A job's other ranks' databases: one thread each (an aligned request reads eight ranks at
+# once) and a small share, so 64 of them hold at most 8 GiB, not 64 x 512 MiB.
+RANK_READER_MEMORY_LIMIT = "128MiB"
+RANK_READER_THREADS = 1
 # Restricted analyses running at once: each copies part of a trace into a database of its
 # own and runs every analyzer on it, as an ingest does; more would wait for a slot.
 RESTRICTED_ANALYSES_AT_ONCE = 2
@@ -93,9 +104,10 @@ class RunData:
         self,
         runs_dir: Path,
         reports: int = 64,
+        databases: int = 16,
         # a job's aligned timeline reads up to MAX_ALIGNED_RANKS ranks' databases per
-        # request, and opening one costs tens of ms: kept open beside a few single runs'
-        databases: int = 80,
+        # request, and opening one costs tens of ms: kept open apart from the runs'
+        rank_databases: int = MAX_ALIGNED_RANKS,
         restricted: int = 24,
         series_points: int = 4096,
     ) -> None:
@@ -105,6 +117,7 @@ class RunData:
         # being small) so a series page never pushes the run pages or their reports out.
         self._series_points = _Lru(series_points)
         self._dbs = _Lru(databases)
+        self._rank_dbs = _Lru(rank_databases)
         self._memo = _Lru(reports * 2)
         self._restricted = _Lru(restricted)
         self._analyses = threading.BoundedSemaphore(RESTRICTED_ANALYSES_AT_ONCE)
@@ -157,14 +170,19 @@ class RunData:
             # (SET, not a connect-time config: every connection to one file in a process
             # must be opened with the same configuration.)
             con = connect(path, read_only=True)
-            con.execute(f"SET memory_limit = '{READER_MEMORY_LIMIT}'")
+            if rank is None:
+                con.execute(f"SET memory_limit = '{READER_MEMORY_LIMIT}'")
+            else:
+                con.execute(f"SET memory_limit = '{RANK_READER_MEMORY_LIMIT}'")
+                con.execute(f"SET threads = {RANK_READER_THREADS}")
             try:
                 return con, timeline_meta(con)
             except OutdatedTimelineError:
                 con.close()
                 raise
 
-        con, meta = self._once(self._dbs, (run_id, generation, rank), open_database)
+        lru = self._dbs if rank is None else self._rank_dbs
+        con, meta = self._once(lru, (run_id, generation, rank), open_database)
         return con.cursor(), meta
 
     def memo(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
@@ -196,6 +214,7 @@ class RunData:
         """Drop cached data of a run (deleted or re-ingested)."""
         self._reports.drop_run(run_id)
         self._dbs.drop_run(run_id)
+        self._rank_dbs.drop_run(run_id)
         self._memo.drop_run(run_id)
         self._restricted.drop_run(run_id)
         self._series_points.drop_run(run_id)

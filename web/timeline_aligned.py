@@ -3,24 +3,29 @@
 Each rank keeps its own database and timeline tables, on its own clock (ns since its own
 first event). The job report's clock offsets say how a rank's recorded times read on the
 reference rank's clock (``offset_ns``: subtract it). The aligned timeline's origin is the
-earliest event of any rank on that clock, so a rank's time ``local`` is
-``aligned + shift`` with ``shift = t0 + offset - rank_t0`` (never positive).
+earliest event of any of the job's ranks on that clock (whichever are shown), so a rank's
+time ``local`` is ``aligned + shift`` with ``shift = t0 + offset - rank_t0`` (never
+positive). A rank whose offset no method found (``none``) is drawn from the reference
+rank's first event: its recorded clock may not be comparable at all.
 
 A window of the aligned view is answered rank by rank: the same window shifted into the
 rank's clock, at the same width and unclamped (``timeline_window(exact=True)``), so every
 rank's per-pixel buckets fall on one pixel grid; its events' times are shifted back. Lane
 ids are made unique across ranks (``rank * LANE_STRIDE + lane``), names and kinds merged
-into one list. A request is bounded: at most :data:`MAX_ALIGNED_RANKS` ranks, and only
-the GPU lanes of a rank whose host lanes were not asked for (``host_ranks``), so its size
-is GPU lanes x ranks x pixels however large the job.
+into one list. A request is bounded: at most :data:`MAX_ALIGNED_RANKS` ranks, and the
+host lanes of at most :data:`MAX_HOST_RANKS` of them (``host_ranks``; the others' GPU
+lanes only), so its size is (GPU lanes x ranks + a few ranks' host lanes) x pixels
+however large the job.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import duckdb
@@ -37,6 +42,9 @@ MAX_ALIGNED_RANKS = 64
 # reads its catalog), and its queries release the GIL, so a cold 64-rank view opens them
 # side by side.
 RANKS_AT_ONCE = 8
+# Ranks whose host lanes one aligned request may hold: a rank has a few GPU lanes but often
+# dozens of host lanes (threads, flame-chart rows), each up to a window's width of pixels.
+MAX_HOST_RANKS = 4
 
 # A rank's cursor and timeline metadata, closed by the caller's context.
 OpenRank = Callable[[int], tuple[duckdb.DuckDBPyConnection, dict[str, Any]]]
@@ -64,7 +72,7 @@ class RankClock:
 
 @dataclass(frozen=True)
 class AlignedClock:
-    t0_ns: int  # the earliest event of any rank, on the reference clock
+    t0_ns: int  # the earliest event of any of the job's ranks, on the reference clock
     span_ns: int
     ranks: dict[int, RankClock]
 
@@ -78,22 +86,29 @@ def aligned_clock(report: dict[str, Any], metas: dict[int, dict[str, Any]]) -> A
     metadata (``t0_ns``, ``span_ns``)."""
     offsets = {int(o["rank"]): o for o in report["clock"]["offsets"]}
 
-    def off(rank: int) -> int:
-        return int(offsets.get(rank, {}).get("offset_ns") or 0)
+    def method(rank: int) -> str:
+        return str(offsets.get(rank, {}).get("method") or "none")
 
-    starts = {r: int(m["t0_ns"]) - off(r) for r, m in metas.items()}
+    starts = {
+        r: int(m["t0_ns"]) - int(offsets.get(r, {}).get("offset_ns") or 0) for r, m in metas.items()
+    }
+    # A rank no method aligned keeps its recorded clock, which may be another scale
+    # altogether (ns since boot beside epoch times): placed by it, it would move the origin
+    # and stretch the span by years. It starts where the reference rank starts instead.
+    ref = int(report["clock"].get("reference_rank", min(metas)))
+    synced = [r for r in metas if method(r) != "none" or r == ref]
+    ref_start = starts[ref] if ref in starts else min(starts[r] for r in synced or metas)
+    for r in metas:
+        if r not in synced:
+            starts[r] = ref_start
     t0 = min(starts.values())
     end = max(starts[r] + int(m["span_ns"]) for r, m in metas.items())
     return AlignedClock(
         t0_ns=t0,
         span_ns=max(1, end - t0),
         ranks={
-            r: RankClock(
-                r,
-                off(r),
-                str(offsets.get(r, {}).get("method") or "none"),
-                t0 + off(r) - int(metas[r]["t0_ns"]),
-            )
+            # the offset as applied: the recorded one, or the placement of an unaligned rank
+            r: RankClock(r, int(metas[r]["t0_ns"]) - starts[r], method(r), t0 - starts[r])
             for r in sorted(metas)
         },
     )
@@ -140,6 +155,11 @@ def aligned_window(
 ) -> dict[str, Any]:
     """The window ``[start_ns, end_ns)`` of the aligned timeline for ``ranks``: each rank's
     GPU lanes, and its host lanes (and memory counters) where it is in ``host_ranks``."""
+    host_ranks = host_ranks & set(ranks)
+    if len(host_ranks) > MAX_HOST_RANKS:
+        raise BadRanksError(
+            f"host lanes of at most {MAX_HOST_RANKS} ranks at once, not {len(host_ranks)}"
+        )
     span = clock.span_ns
     start = 0 if start_ns is None else max(0, int(start_ns))
     end = span if end_ns is None else min(span, int(end_ns))
@@ -230,12 +250,19 @@ def aligned_search(
         with _opened(open_rank, rank) as (cur, _):
             found = search_events(cur, query, regex)
         count += found["count"]
-        matches += [
+        # Each rank's matches come in (start, lane) order, which one shift and one lane
+        # offset keep: merged into the first MAX_MATCHES so far, so a request holds about
+        # two ranks' matches at a time, not every rank's (64 x 10,000) to be sorted and cut.
+        mine = (
             [s - shift, e - shift, rank * LANE_STRIDE + lane, kind, ref, rank]
             for s, e, lane, kind, ref in found["matches"]
-        ]
-    matches.sort(key=lambda m: (m[0], m[2]))
-    return {"query": query, "regex": regex, "count": count, "matches": matches[:MAX_MATCHES]}
+        )
+        matches = list(islice(heapq.merge(matches, mine, key=_time_order), MAX_MATCHES))
+    return {"query": query, "regex": regex, "count": count, "matches": matches}
+
+
+def _time_order(match: list[Any]) -> tuple[int, int]:
+    return match[0], match[2]
 
 
 def aligned_range(
@@ -243,14 +270,15 @@ def aligned_range(
 ) -> dict[str, Any]:
     """Kernel time and busy share of a stretch of the aligned clock, per rank and device."""
     devices: list[dict[str, Any]] = []
+    start, end = max(0, start_ns), max(start_ns + 1, end_ns)
     for rank in ranks:
         shift = clock.ranks[rank].shift_ns
+        if end + shift <= 0:  # the stretch ends before the rank's first event
+            continue
         with _opened(open_rank, rank) as (cur, meta):
-            # the stretch in the rank's clock; before its first event there is nothing
-            s = start_ns + shift
-            found = range_summary(cur, meta, max(0, s), max(1, end_ns + shift))
+            # the stretch in the rank's clock, from its first event at the earliest
+            found = range_summary(cur, meta, max(0, start + shift), end + shift)
         devices += [{**d, "rank": rank} for d in found["devices"]]
-    start, end = max(0, start_ns), max(start_ns + 1, end_ns)
     for d in devices:  # of the stretch asked for, whether or not the rank covers all of it
         d["busy_pct"] = round(100.0 * d["busy_ns"] / (end - start), 2)
     return {

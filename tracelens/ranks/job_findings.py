@@ -60,6 +60,12 @@ _ADVICE = {
 }
 
 
+# Waiting ranks shown per collective in a straggler's ranges: the longest waits. Every
+# rank's would grow the ranges with the world size (5 x 1,024 for a 1,024-rank job); the
+# evidence's totals still count every rank.
+WAITS_SHOWN = 8
+
+
 def straggler_findings(
     late: list[Straggler], found: list[Group], window_ns: int, t: Thresholds
 ) -> list[dict[str, Any]]:
@@ -123,12 +129,17 @@ def straggler_findings(
 
 def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:
     """For each of the collectives it was latest for: what the late rank did since its
-    previous collective, then every other rank's wait inside it until the late rank came.
-    Each range names the rank on whose own clock it is (``rank``): the late rank's are
-    what held the job, the others' what it cost them."""
+    previous collective, then the :data:`WAITS_SHOWN` longest waits of the other ranks
+    inside it until the late rank came (by rank). Each range names the rank on whose own
+    clock it is (``rank``): the late rank's are what held the job, the others' what it cost
+    them."""
     out: list[dict[str, Any]] = []
     for g in worst:
         mine = g.members[late]
+        longest = sorted(
+            (r for r in g.members if r != late and g.waits[r] > 0), key=lambda r: (-g.waits[r], r)
+        )
+        waited = set(longest[:WAITS_SHOWN])
         out.append(
             {
                 "start_ns": mine.since_ns,
@@ -147,7 +158,7 @@ def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:
                 "rank": r,
             }
             for r, c in sorted(g.members.items())
-            if r != late and g.waits[r] > 0
+            if r in waited
         ]
     return out
 

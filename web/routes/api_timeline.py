@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from litestar import Controller
 from litestar.di import NamedDependency
-from litestar.exceptions import NotFoundException, ValidationException
+from litestar.exceptions import ClientException, NotFoundException, ValidationException
 from litestar.params import FromPath, FromQuery, Parameter
 
 from web.api_schema import (
@@ -20,7 +20,14 @@ from web.job_timeline import chosen_ranks, job_clock, rank_opener
 from web.routes.blocking import blocking_get
 from web.run_lookup import load_ready_run, open_run_database
 from web.services import Services
-from web.timeline_aligned import MAX_ALIGNED_RANKS, aligned_range, aligned_search, aligned_window
+from web.timeline_aligned import (
+    MAX_ALIGNED_RANKS,
+    MAX_HOST_RANKS,
+    BadRanksError,
+    aligned_range,
+    aligned_search,
+    aligned_window,
+)
 from web.timeline_event import NoSuchEventError, event_details
 from web.timeline_range import range_summary
 from web.timeline_search import MAX_QUERY_CHARS, BadSearchError, search_events
@@ -32,7 +39,10 @@ _RANKS = (
     f"For a job's run: `all` (its first {MAX_ALIGNED_RANKS}) or a comma-separated list of "
     "ranks, shown together on the reference rank's clock (instead of `rank`)"
 )
-_HOST_RANKS = "With `ranks`: the ranks whose host lanes come too (default: GPU lanes only)"
+_HOST_RANKS = (
+    f"With `ranks`: the ranks (at most {MAX_HOST_RANKS} of those shown) whose host lanes come "
+    "too (default: GPU lanes only)"
+)
 
 
 def _aligned_ranks(run: Any, rank: int | None, ranks: str | None) -> list[int]:
@@ -58,7 +68,8 @@ class TimelineController(Controller):
             "([start_ns, end_ns, name index, kind index]). For a job's run, `rank` picks "
             "the rank (default: the reference rank), on that rank's own clock; every "
             "timeline endpoint takes it. `ranks` instead shows several ranks at once on the "
-            "reference rank's clock (`t0_ns` is then the earliest event of any rank on it): "
+            "reference rank's clock (`t0_ns` is then the earliest event of any of the job's "
+            "ranks on it; a rank no method aligned starts with the reference rank): "
             "each lane carries its `rank` and its `local_id` in that rank's timeline (its "
             "id is `rank * 1000000 + local_id`), `ranks` lists each rank's clock "
             "(`offset_ns`, `shift_ns`: its own timeline's time is the aligned one plus "
@@ -84,8 +95,8 @@ class TimelineController(Controller):
         aligned = _aligned_ranks(run, rank, ranks)
         if aligned:
             host = set(chosen_ranks(run, host_ranks)) if host_ranks else set()
-            return TimelineWindow(
-                **aligned_window(
+            try:
+                window = aligned_window(
                     rank_opener(svc, run),
                     job_clock(svc, run),
                     aligned,
@@ -94,7 +105,9 @@ class TimelineController(Controller):
                     end_ns,
                     width_px,
                 )
-            )
+            except BadRanksError as e:
+                raise ClientException(f"run {run_id}: {e}") from None
+            return TimelineWindow(**window)
         cur, meta = open_run_database(svc, run, rank)
         try:
             return TimelineWindow(**timeline_window(cur, start_ns, end_ns, width_px, meta))

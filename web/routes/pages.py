@@ -50,6 +50,7 @@ from web.run_restriction import (
 from web.run_series import all_series, series_summary
 from web.series_chart import history_chart
 from web.services import Services
+from web.timeline_aligned import MAX_HOST_RANKS
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
 CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
@@ -166,6 +167,7 @@ def _render_job_page(
                 "ranks": [clock.ranks[r].as_dict() for r in aligned],
                 "all": (spec or "").strip() == "all",
                 "job_ranks": len(job["ranks"]),
+                "max_host_ranks": MAX_HOST_RANKS,
             },
         }
     else:

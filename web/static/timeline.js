@@ -44,6 +44,7 @@
   let rankY = {};           // an aligned view's rank -> {y0, y1}: its group's rows
   const collapsed = new Set();
   // the ranks whose host lanes are asked for (an aligned view): few ranks open, many closed
+  const maxHostRanks = aligned ? aligned.max_host_ranks : 0;
   const hostRanks = new Set(aligned && aligned.ranks.length <= 2 ? aligned.ranks.map((r) => r.rank) : []);
   let showPython = false;
   let selected = null;      // {kind, ref, lane, start_ns, end_ns, name}
@@ -135,7 +136,9 @@
     for (const k of Groups.readList(q, "tlg")) collapsed.add(k);
     if (aligned && q.has("tlh")) {
       hostRanks.clear();
-      for (const r of Groups.readList(q, "tlh")) if (Number(r) in rankClock) hostRanks.add(Number(r));
+      for (const r of Groups.readList(q, "tlh")) {
+        if (Number(r) in rankClock && hostRanks.size < maxHostRanks) hostRanks.add(Number(r));
+      }
     }
     return { event: q.get("event"), finding: q.get("finding"), fr: Number(q.get("fr") || 1) };
   }
@@ -323,7 +326,12 @@
   // A header row's click: a group opens or closes; a rank's host group is fetched when opened.
   function toggle(row) {
     if (row.host !== undefined) {
-      if (hostRanks.has(row.host)) hostRanks.delete(row.host); else hostRanks.add(row.host);
+      if (hostRanks.has(row.host)) hostRanks.delete(row.host);
+      else {
+        // the server sends a few ranks' host lanes at once: the longest-open group closes
+        if (hostRanks.size >= maxHostRanks) hostRanks.delete(hostRanks.values().next().value);
+        hostRanks.add(row.host);
+      }
       layout();
       schedule();
       return;
