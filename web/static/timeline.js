@@ -85,24 +85,32 @@
     return (i ? v.toFixed(1) : String(v)) + " " + units[i];
   }
 
-  function plotWidth() { return Math.max(50, box.clientWidth - LABEL_W); }
+  // Reading clientWidth forces a layout, and xOf() asks for the width once per rectangle:
+  // it was half of a redraw. Read once per task (a resize is always a later task).
+  let plotW = null;
+  function plotWidth() {
+    if (plotW === null) {
+      plotW = Math.max(50, box.clientWidth - LABEL_W);
+      queueMicrotask(() => { plotW = null; });
+    }
+    return plotW;
+  }
 
   // A redraw paints thousands of rectangles; hashing each name and building (and the
-  // canvas parsing) a colour string for each one was most of a frame. Both are cached:
-  // hues per name and group, fill styles per hue and alpha step.
-  const hueCache = new Map();
+  // canvas parsing) a colour string for each one was a large part of a frame. Both are
+  // cached: hues per name index and group of an answer, fill styles per hue and alpha step.
   const styleCache = new Map();
   function hue(name, group) {
-    const key = group + "\u0000" + name;
-    let v = hueCache.get(key);
-    if (v === undefined) {
-      let h = 0;
-      for (let i = 0; i < name.length && i < 64; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
-      const base = GROUP_COLORS[group] || 260;
-      v = (base + (Math.abs(h) % 50) - 25 + 360) % 360;
-      if (hueCache.size > 50000) hueCache.clear();
-      hueCache.set(key, v);
-    }
+    let h = 0;
+    for (let i = 0; i < name.length && i < 64; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+    const base = GROUP_COLORS[group] || 260;
+    return (base + (Math.abs(h) % 50) - 25 + 360) % 360;
+  }
+  function hueAt(nameIx, group) {
+    const byGroup = data.hues || (data.hues = {});
+    const hues = byGroup[group] || (byGroup[group] = []);
+    let v = hues[nameIx];
+    if (v === undefined) v = hues[nameIx] = hue(data.names[nameIx], group);
     return v;
   }
   // a bucket's colour: its hue, more opaque the busier (in 1/32 steps); an event's: solid
@@ -344,12 +352,18 @@
 
   function contentHeight() { return rows.length ? rows[rows.length - 1].y + rows[rows.length - 1].h + 4 : AXIS_H + 24; }
 
+  // Setting a canvas's size reallocates its pixels even when the size is the same: only
+  // on a change (the draw clears what is there anyway).
   function resize() {
     const ratio = window.devicePixelRatio || 1;
     const cssH = contentHeight();
-    canvas.style.height = cssH + "px";
-    canvas.width = Math.round(box.clientWidth * ratio);
-    canvas.height = Math.round(cssH * ratio);
+    const w = Math.round(box.clientWidth * ratio);
+    const h = Math.round(cssH * ratio);
+    if (canvas.style.height !== cssH + "px") canvas.style.height = cssH + "px";
+    if (canvas.width !== w || canvas.height !== h) {
+      canvas.width = w;
+      canvas.height = h;
+    }
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   }
 
@@ -385,7 +399,7 @@
       for (const [px, , busy, nameIx] of lane.buckets) {
         const x = xOf(data.start_ns + px * data.ns_per_px);
         const w = Math.max(1, data.ns_per_px * scale);
-        ctx.fillStyle = fillStyle(hue(data.names[nameIx], lane.group), busy);
+        ctx.fillStyle = fillStyle(hueAt(nameIx, lane.group), busy);
         ctx.fillRect(x, y + 1, w, h - 2);
       }
     }
@@ -396,7 +410,7 @@
       const w = Math.max(1, (e - s) * scale);
       if (x > width || x + w < LABEL_W) continue;
       const name = data.names[nameIx];
-      ctx.fillStyle = fillStyle(hue(name, lane.group), null);
+      ctx.fillStyle = fillStyle(hueAt(nameIx, lane.group), null);
       ctx.fillRect(x, y + 1, w, h - 2);
       if (matches(name)) {
         ctx.strokeStyle = "#f5c400";
