@@ -309,7 +309,7 @@
     };
     const items = Groups.rows(data, { collapsed: collapsed, hostRanks: hostRanks, showPython: showPython, rankLabel: rankLabel });
     for (const it of items) {
-      if (it.kind === "counters") { counterRows(it.rank, it.rank === null ? 0 : 2); continue; }
+      if (it.kind === "counters") { counterRows(it.rank, it.rank === null ? 0 : 1); continue; }
       if (it.kind === "header") {
         place({ y: y, h: HEAD_H, header: it.key, label: it.label, level: it.level, open: it.open, host: it.host ? it.rank : undefined, rankGroup: !!it.rankGroup }, it.rank);
         continue;

@@ -3,9 +3,9 @@
 //
 // One trace: its GPU lanes, its counters, then per process (when there are several) a
 // group of its threads, each thread a group of its flame-chart rows. A job's ranks: one
-// group per rank (its GPU lanes, then a "host threads" group holding its processes and
-// threads as above); a rank's host lanes (and counters) are fetched only while its host
-// group is open, so a job of many ranks asks for GPU lanes alone until one is opened.
+// group per rank (its GPU lanes and counters, then a "host threads" group holding its
+// processes and threads as above); a rank's host lanes (and memory counters) are fetched
+// only while its host group is open, so a job of many ranks asks for GPU lanes alone until one is opened.
 //
 // Group keys: a thread's is its "pid:tid", a process's "p<pid>"; in a job each is prefixed
 // with "r<rank>/", a rank's own is "r<rank>" and its host group's "r<rank>/host". Closed
@@ -67,12 +67,13 @@ window.TimelineGroups = (function () {
       if (!open) continue;
       const lanes = byRank.get(r.rank) || [];
       for (const lane of lanes) if (!lane.thread) out.push({ kind: "lane", lane: lane, level: 1 });
+      // its GPUs' busy share (and memory, once its host answer came) beside its GPU lanes
+      out.push({ kind: "counters", rank: r.rank });
       if (!r.host_lanes) continue;
       const hostOpen = st.hostRanks.has(r.rank);
       out.push(header(rk + "/host", "host threads", 1, hostOpen, { rank: r.rank, host: true }));
       // until the answer for an opened group comes, the group stays empty
       if (!hostOpen || !r.host) continue;
-      out.push({ kind: "counters", rank: r.rank });
       hostRows(lanes.filter((l) => l.thread), rk + "/", 2, st, r.rank, out);
     }
     return out;
