@@ -169,6 +169,11 @@ def test_ranks_built_apart_then_aligned_give_the_embedded_and_cli_report(
     assert len(job_run.files.rank_extracts(generation)) == RANKS
     split, workers = align_ranks(job_run.files, generation, job_run.run())
     assert split == whole
+    # a second align delivery builds the same report and leaves the one in place
+    kept = job_run.files.report(generation).stat()
+    assert align_ranks(job_run.files, generation, job_run.run())[0] == split
+    assert job_run.files.report(generation).stat().st_ino == kept.st_ino
+    assert list(job_run.files.dir.glob(".*.partial")) == []
     assert workers == {r: f"worker-{r % 2}" for r in range(RANKS)}
     _same_analysis(split, _cli_job(planted.files[0].parent))
     # the planted slow rank leads: the job waits for it

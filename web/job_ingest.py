@@ -30,7 +30,7 @@ from tracelens.ranks.extract_file import extract_from_json, extract_to_json
 from tracelens.ranks.job import analyze_job, analyze_rank, job_report
 from web.catalog import Run, RunKind
 from web.run_tables import keep_run_tables
-from web.storage import RunFiles, publish_once, write_json_atomic, write_json_once
+from web.storage import RunFiles, publish_once, write_json_once
 
 IN_FLIGHT = 2
 
@@ -119,7 +119,9 @@ def _publishable(
         rep["source"].update(path=m["filename"], sha256=m["sha256"], size_bytes=m["size_bytes"])
     # the stored form, as every page and API answer reads it back
     job = json.loads(json.dumps(job, default=str))
-    write_json_atomic(files.report(generation), job)
+    # A second delivery of a generation's align job builds the same report from the same
+    # extracts: the one in place (perhaps published, perhaps open on another machine) stays.
+    write_json_once(files.report(generation), job)
     return job
 
 
