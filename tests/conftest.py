@@ -152,3 +152,21 @@ def stack(tmp_path: Path, queue_name: str, catalog_url: str) -> Iterator[Any]:
         yield s
     finally:
         s.stop()
+
+
+# The browser tests' shared fixtures: one `tracelens serve` child process and one Chromium
+# per module (a module needing a differently set-up server defines its own `server`).
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from web_helpers import serve_process
+
+    with serve_process(tmp_path_factory.mktemp("serve")) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from web_helpers import chromium
+
+    with chromium() as b:
+        yield b

@@ -10,25 +10,12 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, watch
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as b:
-        yield b
 
 
 def _api(base: str, path: str) -> object:
@@ -45,9 +32,7 @@ def test_upload_follow_findings_permalink_copy_and_zoom(
         viewport={"width": 1300, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
     )
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
 
     page.goto(server + "/")
     page.fill("#run-tags", "v100, training")
@@ -164,9 +149,7 @@ def test_restrict_the_run_page_with_its_form(
     address, follow a finding's link with it, open the pasted link cold, clear it."""
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1300, "height": 900})  # type: ignore[attr-defined]
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
     page.goto(server + "/")
     page.set_input_files("#file-input", str(planted_path))
     page.wait_for_url("**/runs/*", timeout=90_000)

@@ -5,28 +5,15 @@ Runs the real ``tracelens serve`` on a free loopback port, as ``test_web_browser
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, watch
 
 from tracelens.testing import write_chrome_trace
 from tracelens.testing.planted_pair import decode_naive, decode_tuned
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as b:
-        yield b
 
 
 def test_compare_two_uploaded_runs(server: str, browser: object, tmp_path: Path) -> None:
@@ -37,9 +24,7 @@ def test_compare_two_uploaded_runs(server: str, browser: object, tmp_path: Path)
         viewport={"width": 1300, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
     )
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
 
     ids = {}
     for name, trace in (("naive", naive), ("tuned", tuned)):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, csp_violations, watch
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1440, 800)
@@ -24,18 +24,6 @@ ROW_H = 18  # flamegraph.js draws a frame per 18 px row
 def _api(base: str, path: str) -> Any:
     with urllib.request.urlopen(base + path, timeout=20) as r:
         return json.loads(r.read())
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +45,7 @@ class Watched:
         self.context = browser.new_context(viewport={"width": width, "height": 1000})
         self.page = self.context.new_page()
         self.width = width
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.add_init_script(
-            "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-            " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-        )
+        self.errors = watch(self.page)
 
     def state(self, key: str) -> str:
         return str(self.page.locator("#fg-canvas").evaluate(f"c => c.dataset.{key} || ''"))
@@ -80,7 +62,7 @@ class Watched:
         )
 
     def close(self) -> None:
-        csp = self.page.evaluate("() => window.__csp")
+        csp = csp_violations(self.page)
         self.context.close()
         assert not csp, csp
         assert not self.errors, self.errors

@@ -12,23 +12,18 @@ import re
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_web_job_timeline import SLOW_RANK, planted_job
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, csp_violations, watch
 
 from tracelens.testing.planted_ranks import write_job
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1440, 800)
-_RECORD_CSP = (
-    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
 
 
 def _api(base: str, path: str) -> Any:
@@ -58,18 +53,6 @@ def _upload(base: str, files: list[Path]) -> str:
     )
     with urllib.request.urlopen(req, timeout=60) as r:
         return str(json.loads(r.read())["id"])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +107,7 @@ def test_all_ranks_view_groups_ranks_and_draws_the_straggler(
     )
     context = browser.new_context(viewport={"width": width, "height": 1000})
     page = context.new_page()
-    page.add_init_script(_RECORD_CSP)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
 
     # a job's page opens on every rank; the picker goes to one rank and back to all
     page.goto(f"{server}/runs/{run_id}?rank=1")
@@ -200,9 +180,7 @@ def test_all_ranks_view_groups_ranks_and_draws_the_straggler(
 
     # the view's address opens the same view
     again = context.new_page()
-    again.add_init_script(_RECORD_CSP)
-    again.on("pageerror", lambda e: errors.append(str(e)))
-    again.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    watch(again, errors)
     again.goto(page.url)
     _wait_loads(again, 1)
     again.wait_for_function(
@@ -211,7 +189,7 @@ def test_all_ranks_view_groups_ranks_and_draws_the_straggler(
     assert "range 2 of" in again.inner_text("#tl-finding-pos")
 
     for p in (page, again):
-        assert p.evaluate("() => window.__csp") == []
+        assert csp_violations(p) == []
     assert errors == []
     context.close()
 
@@ -235,10 +213,7 @@ def test_a_trace_of_two_processes_groups_lanes_per_process(
 
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
-    page.add_init_script(_RECORD_CSP)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
     page.goto(f"{server}/runs/{rid}")
     _wait_loads(page, 1)
     groups = _groups(page)
@@ -261,7 +236,7 @@ def test_a_trace_of_two_processes_groups_lanes_per_process(
     assert _groups(again)["p1000"][0] is False
     _click_header(again, "p1000")
     assert first <= {lane for lane, _, _ in json.loads(_state(again, "lanes"))}
-    assert page.evaluate("() => window.__csp") == []
+    assert csp_violations(page) == []
     assert errors == []
     context.close()
 

@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, csp_violations, watch
 
 from tracelens.testing.planted_ranks import write_job
 
 pytestmark = pytest.mark.browser
 
-# Every CSP violation the page causes, recorded by the page itself (Playwright's init
-# script runs before the page's own and is not subject to its policy).
-_RECORD_CSP = (
-    "window.__csp = [];"
-    "document.addEventListener('securitypolicyviolation',"
-    " (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-)
 # A drop of files, as the browser delivers it when files are dragged onto the form.
 _DROP = """([files]) => {
   const dt = new DataTransfer();
@@ -36,18 +28,6 @@ _DROP = """([files]) => {
   form.dispatchEvent(new DragEvent('dragenter', opts));
   form.dispatchEvent(new DragEvent('drop', opts));
 }"""
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as b:
-        yield b
 
 
 def _api(base: str, path: str) -> object:
@@ -62,10 +42,7 @@ def test_two_dropped_rank_files_are_one_job_run(
     job = write_job(tmp_path / "job", ranks=2, slow_rank=1)
     context = browser.new_context(viewport={"width": 1440, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
-    page.add_init_script(_RECORD_CSP)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
 
     page.goto(server + "/")
     page.evaluate(_DROP, [[[p.name, p.read_text()] for p in job.files]])
@@ -107,9 +84,7 @@ def test_two_dropped_rank_files_are_one_job_run(
     assert page.inner_text("#finding-rank") == "across this job, naming rank 1"
 
     narrow = context.new_page()
-    narrow.add_init_script(_RECORD_CSP)
-    narrow.on("pageerror", lambda e: errors.append(str(e)))
-    narrow.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    watch(narrow, errors)
     narrow.set_viewport_size({"width": 800, "height": 900})
     narrow.goto(f"{server}/runs/{run_id}")
     narrow.wait_for_selector("#rank-table")
@@ -119,6 +94,6 @@ def test_two_dropped_rank_files_are_one_job_run(
     narrow.screenshot(path=str(ARTIFACTS / "browser-job-run-800.png"), full_page=True)
 
     for p in (page, narrow):
-        assert p.evaluate("() => window.__csp") == []
+        assert csp_violations(p) == []
     assert errors == []
     context.close()

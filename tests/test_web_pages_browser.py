@@ -13,22 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process, write_planted
+from web_helpers import ARTIFACTS, csp_violations, watch, write_planted
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1440, 800)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_process(tmp_path_factory.mktemp("serve")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as b:
-        yield b
 
 
 def _upload(browser: Any, server: str, path: Path) -> str:
@@ -57,17 +45,11 @@ def runs(server: str, browser: Any, corpus: Path, tmp_path_factory: pytest.TempP
 def page(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": request.param, "height": 900})
     p = context.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    p.add_init_script(
-        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-        " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-    )
+    errors = watch(p)
     p.width = request.param
     p.errors = errors
     yield p
-    csp = p.evaluate("() => window.__csp")
+    csp = csp_violations(p)
     context.close()
     assert not csp, csp
     # A page answered 400 on purpose logs that status; anything else is a defect.

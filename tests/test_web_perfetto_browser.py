@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from web_helpers import chromium, free_port, serve_process, write_planted
+from web_helpers import csp_violations, free_port, serve_process, watch, write_planted
 
 pytestmark = pytest.mark.browser
 
@@ -79,12 +79,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, stand_in: str) -> Iterator[
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as b:
-        yield b
-
-
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=60) as r:
         return bytes(r.read())
@@ -115,13 +109,7 @@ def _open(
     posted, its address, and the page's status line."""
     context = browser.new_context()
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.add_init_script(
-        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-        " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
-    )
+    errors = watch(page)
     page.goto(url)
     if select:  # a finding's own button shows once its card is selected, as a reader does
         unfold = (
@@ -140,7 +128,7 @@ def _open(
     )
     status = page.inner_text("#perfetto-status")
     popup_url = popup.url
-    csp = page.evaluate("() => window.__csp")
+    csp = csp_violations(page)
     context.close()
     assert not csp, csp
     assert not errors, errors

@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from web_helpers import ARTIFACTS, chromium, serve_process
+from web_helpers import ARTIFACTS, serve_process, watch
 
 from tracelens.cli.server import Server
 from tracelens.testing import write_chrome_trace
@@ -37,21 +37,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
         yield base, ids
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as b:
-        yield b
-
-
 @pytest.mark.parametrize("width", [1440, 800])
 def test_series_page(server: tuple[str, dict[str, str]], browser: object, width: int) -> None:
     base, ids = server
     ARTIFACTS.mkdir(exist_ok=True)
     context = browser.new_context(viewport={"width": width, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = watch(page)
     page.goto(f"{base}/series/nightly")
     page.wait_for_selector("#metric-step svg.series-chart")
     assert page.locator("#series-red").count() == 1

@@ -158,3 +158,26 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+# Every CSP violation a page causes, recorded by the page itself (an init script runs
+# before the page's own and is not subject to its policy); csp_violations() reads them.
+RECORD_CSP = (
+    "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+    " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+def watch(page: Any, errors: list[str] | None = None) -> list[str]:
+    """Collect ``page``'s uncaught errors and console errors (into ``errors``, if given, so
+    several pages can share one list) and record its CSP violations; returns the list."""
+    found: list[str] = [] if errors is None else errors
+    page.on("pageerror", lambda e: found.append(str(e)))
+    page.on("console", lambda m: found.append(m.text) if m.type == "error" else None)
+    page.add_init_script(RECORD_CSP)
+    return found
+
+
+def csp_violations(page: Any) -> list[str]:
+    """The CSP violations a page :func:`watch` set up has recorded so far."""
+    return list(page.evaluate("() => window.__csp"))
