@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from ingest.redaction import redact
+from tracelens.core.interval_sql import merged
 from tracelens.core.units import fmt_ns
 from web.chrome_event import chrome_event
 
@@ -131,17 +132,13 @@ def counter_events(cur: duckdb.DuckDBPyConnection, t0_ns: int, span_ns: int) -> 
     """Each GPU's busy % and each device's memory per bucket of ``[t0, t0 + span]``."""
     width = max(1000, -(-max(1, span_ns) // COUNTER_BUCKETS))
     params = {"t0": t0_ns, "w": width}
+    union = merged(
+        "SELECT device_id, start_ns, end_ns FROM kernels"
+        " WHERE device_id IS NOT NULL AND end_ns > start_ns"
+    )
     busy = cur.execute(
-        """
-        WITH k AS (SELECT device_id AS d, start_ns AS s, end_ns AS e FROM kernels
-                   WHERE device_id IS NOT NULL AND end_ns > start_ns),
-             o AS (SELECT *, max(e) OVER (PARTITION BY d ORDER BY s, e ROWS BETWEEN
-                                          UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-                   FROM k),
-             g AS (SELECT *, sum(CASE WHEN before IS NULL OR s > before THEN 1 ELSE 0 END)
-                             OVER (PARTITION BY d ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS grp
-                   FROM o),
-             m AS (SELECT d, min(s) AS s, max(e) AS e FROM g GROUP BY d, grp),
+        f"""
+        WITH m AS (SELECT device_id AS d, start_ns AS s, end_ns AS e FROM {union}),
              b AS (SELECT d, s, e,
                           unnest(range((s - $t0) // $w, (e - 1 - $t0) // $w + 1)) AS i
                    FROM m)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.interval_sql import covered, covered_at, merged
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -55,57 +56,12 @@ _DTYPE_BYTES = """CASE lower(dtype)
     WHEN 'float8_e4m3fn' THEN 1 WHEN 'float8_e5m2' THEN 1 END"""
 
 
-def _merged(sel: str) -> str:
-    """SQL merging the (device_id, start_ns, end_ns) rows of ``sel`` into disjoint intervals."""
-    return f"""(
-        WITH x AS ({sel}),
-        m AS (
-            SELECT *, max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM x
-        ),
-        g AS (
-            SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                      OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
-                            ROWS UNBOUNDED PRECEDING) AS grp
-            FROM m
-        )
-        SELECT device_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-        FROM g GROUP BY device_id, grp
-    )"""
-
-
-def _covered(merged: str) -> str:
-    """The disjoint intervals of ``merged`` with ``before``: how much of them lies before
-    each one. How much of them lies before an instant t is then, from the last interval
-    starting at or before t (an ASOF join), ``before + least(t - start_ns, end_ns -
-    start_ns)``, so the overlap of any interval with them is that at its end minus that at
-    its start: sorts and ASOF joins, where an interval join compared every pair (seconds
-    on a trace of 100 k kernels)."""
-    return f"""(
-        SELECT device_id, start_ns, end_ns,
-               coalesce(sum(end_ns - start_ns) OVER (
-                   PARTITION BY device_id ORDER BY start_ns
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
-        FROM {merged}
-    )"""
-
-
-def _covered_at(alias: str, t: str) -> str:
-    """How much of ``alias``'s intervals (:func:`_covered`, ASOF-joined at ``t``) lies
-    before the instant ``t``; 0 where none starts at or before it."""
-    return (
-        f"coalesce({alias}.before + least({t} - {alias}.start_ns,"
-        f" {alias}.end_ns - {alias}.start_ns), 0)"
-    )
-
-
 _OVERLAP = f"""
-WITH c AS {_merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE {_COMM}")},
-k AS {_covered(_merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})"))},
+WITH c AS {merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE {_COMM}")},
+k AS {covered(merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})"))},
 comm AS (SELECT device_id, sum(end_ns - start_ns) AS comm_ns FROM c GROUP BY device_id),
 ov AS (
-    SELECT c.device_id, sum({_covered_at("ke", "c.end_ns")} - {_covered_at("ks", "c.start_ns")})
+    SELECT c.device_id, sum({covered_at("ke", "c.end_ns")} - {covered_at("ks", "c.start_ns")})
                AS overlap_ns
     FROM c
     ASOF LEFT JOIN k ks ON ks.device_id = c.device_id AND c.start_ns >= ks.start_ns
@@ -170,14 +126,14 @@ m AS (
     FROM k ASOF LEFT JOIN c ON c.pid = k.pid AND c.tid = k.tid AND c.start_ns <= k.api_start
 ),
 cu AS {
-    _covered(
-        _merged(
+    covered(
+        merged(
             f"SELECT device_id, start_ns, end_ns FROM kernels WHERE device_id = ? AND NOT {_COMM}"
         )
     )
 },
 ov AS (
-    SELECT m.kid, {_covered_at("ce", "m.end_ns")} - {_covered_at("cs", "m.start_ns")} AS ns
+    SELECT m.kid, {covered_at("ce", "m.end_ns")} - {covered_at("cs", "m.start_ns")} AS ns
     FROM m
     ASOF LEFT JOIN cu cs ON m.start_ns >= cs.start_ns
     ASOF LEFT JOIN cu ce ON m.end_ns >= ce.start_ns
