@@ -23,19 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_web import _trace  # the cached large trace, shared with bench_web.py
+from bench_queue import _free_port
+from bench_web import _start_server, _stop_server, _trace  # the cached large trace
 
-_SERVE = [sys.executable, "-m", "tracelens.cli", "serve"]
 _CANVAS = "document.getElementById('tl-canvas')"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -59,37 +56,6 @@ def _summary(ms: list[float]) -> dict[str, float]:
         "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 1),
         "max": round(s[-1], 1),
     }
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
-    log = (data_dir.parent / f"{data_dir.name}-serve.log").open("wb")
-    proc = subprocess.Popen(
-        [*_SERVE, "--port", str(port), "--data-dir", str(data_dir)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/health", timeout=1)
-            return proc, base
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise SystemExit("tracelens serve did not start") from None
-            time.sleep(0.3)
 
 
 def _upload(base: str, trace: Path) -> str:
@@ -194,8 +160,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=40)
     args = ap.parse_args()
     trace = _trace(args.events)
-    data_dir = Path(tempfile.mkdtemp(prefix="tracelens-bench-tlb-")) / "data"
-    proc, base = _serve(data_dir)
+    data_dir = Path(tempfile.mkdtemp(prefix="tracelens-bench-tlb-"))
+    base = f"http://127.0.0.1:{(port := _free_port())}"
+    server, log = _start_server(port, str(data_dir), 1)
     try:
         t = time.perf_counter()
         run_id = _upload(base, trace)
@@ -206,8 +173,7 @@ def main() -> int:
         }
         out |= _measure(base, run_id, args.width, args.steps)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        _stop_server(server, log)
     print(json.dumps(out, indent=2))
     return 0
 
