@@ -1,21 +1,33 @@
 """Ingest + analysis speed and memory, against Holistic Trace Analysis and AMD TraceLens.
 
     python benchmarks/bench_ingest.py [--events 600000] [--decimals 3|16] [--trace PATH ...]
-        [--peer-events 145000] [--hta-python PATH | --skip-hta]
-        [--amd-source SPEC | --amd-python PATH | --skip-amd] [--skip-peers]
+        [--peer-events 145000[,1450000,...]] [--steps N] [--hta-python PATH | --skip-hta]
+        [--amd-source SPEC | --amd-python PATH | --skip-amd] [--skip-peers | --peers-only]
+    python benchmarks/bench_ingest.py --corpus ../shared/corpus [peer options]
     python benchmarks/bench_ingest.py --chunk-mb 32,16,8 [--trace PATH ...] [--events N]
 
 Writes (once, cached) a synthetic Kineto trace of at least ``--events`` events whose times
 carry ``--decimals`` digits after the point (or takes ``--trace`` files), and in fresh
 processes has tracelens ingest it (in memory and into a file) and run every analyzer.
-Then, on a smaller synthetic trace (``--peer-events``, about 50 MB: the peers take minutes
-per 50 MB), tracelens, HTA 0.5 (``TraceAnalysis`` load plus its idle-time breakdown) and
-AMD TraceLens (its operator tree; its perf report where the trace has ``ac2g`` flows) each
-run in a fresh process. Prints seconds, MB/s and peak RSS for each and the ratios. The
-peers run from throwaway virtual environments (``--hta-python`` / ``--amd-python``, or
-ones created under the cache directory with pip: ``holistictraceanalysis`` from PyPI,
-AMD TraceLens from ``--amd-source``); a peer that cannot be installed or fails is skipped
-with a message. They are never tracelens dependencies.
+Then, on smaller synthetic traces (``--peer-events``, one trace per comma-separated count;
+145000 is about 50 MB, and the peers take minutes per 50 MB), tracelens, HTA 0.5
+(``TraceAnalysis`` load plus its idle-time breakdown) and AMD TraceLens (its operator
+tree; its perf report where the trace has ``ac2g`` flows) each run in a fresh process.
+Prints seconds, MB/s and peak RSS for each and the ratios. The peers run from throwaway
+virtual environments (``--hta-python`` / ``--amd-python``, or ones created under the
+cache directory with pip: ``holistictraceanalysis`` from PyPI, AMD TraceLens from
+``--amd-source``); a peer that cannot be installed or fails is skipped with a message.
+They are never tracelens dependencies. Every time counts the tool's own imports (a
+peer's clock starts before it imports itself), which dominate on small traces.
+
+``--steps N`` writes the synthetic traces as N profiler steps (a real capture holds a
+handful; by default a step is 200 operators, so a 50 MB trace has ~240 steps, which makes
+HTA's per-event step lookup, linear in the steps, its main cost).
+
+``--corpus DIR`` runs the same comparison on every Chrome trace under ``DIR`` (the real
+traces; Nsight exports are not the peers' input) and prints a Markdown table. In every
+comparison tracelens reads each file alone, as the peers do (a serving trace's
+``capture_traces/`` folder beside it is not read).
 
 ``--chunk-mb`` compares read chunk sizes instead (in memory, no peers): for each trace
 (``--trace``, repeatable, else the synthetic one) and size, ingest + analysis time, peak
@@ -58,7 +70,8 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
     imported = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "t.duckdb") if mode == "file" else None
-        loaded = load_trace(path, db_path=db)
+        # "alone": the file by itself, as the peers read it (no capture_traces/ beside it)
+        loaded = load_trace(path, db_path=db, find_captures=mode != "alone")
         ingested = time.perf_counter()
         report = build_report(loaded)
         analyzed = time.perf_counter()
@@ -81,15 +94,19 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
     )
 
 
-def _ensure_trace(cache: Path, events: int, decimals: int = 3) -> Path:
-    suffix = "" if decimals == 3 else f"_{decimals}dec"
+def _ensure_trace(cache: Path, events: int, decimals: int = 3, steps: int | None = None) -> Path:
+    suffix = ("" if decimals == 3 else f"_{decimals}dec") + (f"_{steps}steps" if steps else "")
     path = cache / f"synthetic_{events}{suffix}.pt.trace.json"
     if not path.exists():
         from tracelens.testing.large_trace import write_large_trace
 
-        print(f"writing {path} ({events:,} events, {decimals}-decimal times)...", flush=True)
+        shape = f"{steps} steps" if steps else "200 operators per step"
+        print(
+            f"writing {path} ({events:,} events, {decimals}-decimal times, {shape})...",
+            flush=True,
+        )
         tmp = path.with_suffix(".partial")
-        write_large_trace(tmp, events, decimals=decimals)
+        write_large_trace(tmp, events, decimals=decimals, steps=steps)
         tmp.rename(path)
     return path
 
@@ -165,62 +182,158 @@ def _say_tracelens(r: dict, size_mb: float, mode: str) -> None:
     )
 
 
-def _peers(args: argparse.Namespace) -> None:
-    """tracelens, HTA and AMD TraceLens on one (smaller) synthetic trace, in this order."""
-    trace = _ensure_trace(args.cache, args.peer_events, args.decimals)
-    size_mb = trace.stat().st_size / 1e6
-    print(f"peers: {trace.name} ({size_mb:,.1f} MB)")
-    ours = _tracelens(trace, "memory")
-    _say_tracelens(ours, size_mb, "memory")
-    rows = [("tracelens", ours["ingest_s"], ours["ingest_s"] + ours["analyze_s"], ours)]
+def _json_mb(trace: Path) -> float:
+    """Megabytes of JSON in ``trace``: a gzip's own length field (its size mod 4 GiB)."""
+    if trace.suffix != ".gz":
+        return trace.stat().st_size / 1e6
+    with trace.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little") / 1e6
+
+
+def _peer_pythons(args: argparse.Namespace) -> dict[str, str | None]:
+    """The peers' interpreters (None where skipped or not installable), each made once."""
+    pythons: dict[str, str | None] = {}
     if not args.skip_hta:
-        py = _peer_python(
+        pythons["HTA"] = _peer_python(
             args.cache / "hta-venv",
             args.hta_python,
             "Holistic Trace Analysis",
             "holistictraceanalysis",
         )
-        hta = _run_peer(py, "hta_load.py", trace, "Holistic Trace Analysis")
-        if hta is not None:
-            full = hta["load_s"] + hta["idle_breakdown_s"]
-            print(
-                f"  HTA: load {hta['load_s']:.1f} s = {size_mb / hta['load_s']:.1f} MB/s, "
-                f"+ idle breakdown {full:.1f} s, peak RSS {hta['peak_rss_mb']:,.0f} MB",
-                flush=True,
-            )
-            rows.append(("HTA", hta["load_s"], full, hta))
     if not args.skip_amd:
-        py = _peer_python(
+        pythons["AMD TraceLens"] = _peer_python(
             args.cache / "amd-tracelens-venv", args.amd_python, "AMD TraceLens", args.amd_source
         )
-        amd = _run_peer(py, "amd_tracelens_load.py", trace, "AMD TraceLens")
-        if amd is not None:
-            full = amd["load_s"] + (amd["report_s"] or 0.0)
-            report = (
-                f"+ perf report {full:.1f} s"
-                if amd["report_s"] is not None
-                else "no perf report (the trace has no ac2g flows: load only)"
-            )
+    return pythons
+
+
+def _compare(trace: Path, pythons: dict[str, str | None], quiet: bool = False) -> dict:
+    """tracelens, then each peer, on ``trace`` in fresh processes; one row of figures.
+
+    Every time includes the tool's imports (each peer's script starts its clock before
+    importing it), so a small trace compares what a user waits for.
+    """
+    size_mb = _json_mb(trace)
+    ours = _tracelens(trace, "alone")
+    load = ours["import_s"] + ours["ingest_s"]
+    row: dict = {
+        "trace": trace.name,
+        "json_mb": size_mb,
+        "tracelens": {"load_s": load, "full_s": load + ours["analyze_s"],
+                      "peak_rss_mb": ours["peak_rss_mb"]},
+    }  # fmt: skip
+    if not quiet:
+        _say_tracelens(ours, size_mb, "memory")
+    script = {"HTA": "hta_load.py", "AMD TraceLens": "amd_tracelens_load.py"}
+    for name, py in pythons.items():
+        r = _run_peer(py, script[name], trace, name)
+        if r is None:
+            continue
+        extra = r.get("idle_breakdown_s", r.get("report_s")) or 0.0
+        row[name] = {"load_s": r["load_s"], "full_s": r["load_s"] + extra,
+                     "peak_rss_mb": r["peak_rss_mb"],
+                     "load_only": name == "AMD TraceLens" and r["report_s"] is None}  # fmt: skip
+        if not quiet:
+            what = "+ idle breakdown" if name == "HTA" else "+ perf report"
+            if row[name]["load_only"]:
+                what = "no perf report (the trace has no ac2g flows: load only);"
             print(
-                f"  AMD TraceLens: tree load {amd['load_s']:.1f} s = "
-                f"{size_mb / amd['load_s']:.1f} MB/s, {report}, peak RSS "
-                f"{amd['peak_rss_mb']:,.0f} MB",
+                f"  {name}: load {r['load_s']:.1f} s = {size_mb / r['load_s']:.1f} MB/s, "
+                f"{what} {row[name]['full_s']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB",
                 flush=True,
             )
-            rows.append(("AMD TraceLens", amd["load_s"], full, amd))
-    for name, load_s, full_s, r in rows[1:]:
-        print(
-            f"  ratio vs {name}: tracelens ingest {load_s / ours['ingest_s']:.1f}x faster than "
-            f"its load, ingest + analysis {full_s / rows[0][2]:.1f}x; peak RSS "
-            f"{ours['peak_rss_mb'] / r['peak_rss_mb']:.2f}x its"
+    return row
+
+
+def _say_ratios(row: dict) -> None:
+    ours = row["tracelens"]
+    for name in ("HTA", "AMD TraceLens"):
+        if name in row:
+            peer = row[name]
+            print(
+                f"  ratio vs {name}: tracelens load {peer['load_s'] / ours['load_s']:.1f}x "
+                f"faster than its load, with analysis {peer['full_s'] / ours['full_s']:.1f}x; "
+                f"peak RSS {ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x its",
+                flush=True,
+            )
+
+
+def _peers(args: argparse.Namespace) -> None:
+    """tracelens, HTA and AMD TraceLens on synthetic traces of ``--peer-events`` events."""
+    pythons = _peer_pythons(args)
+    for events in (int(n) for n in str(args.peer_events).split(",")):
+        trace = _ensure_trace(args.cache, events, args.decimals, args.steps)
+        print(f"peers: {trace.name} ({_json_mb(trace):,.1f} MB)")
+        _say_ratios(_compare(trace, pythons))
+
+
+def _corpus_traces(corpus: Path) -> list[Path]:
+    """Every Chrome trace of the corpus (Nsight exports are not the peers' input)."""
+    found = [
+        p
+        for p in sorted(corpus.rglob("*.json*"))
+        if p.name.endswith((".json", ".json.gz")) and "execution_details" not in p.name
+    ]
+    return [p for p in found if p.stat().st_size > 1024]
+
+
+def _corpus(args: argparse.Namespace) -> None:
+    """The peers on every real corpus trace: a table of seconds, peak RSS and ratios."""
+    corpus = Path(args.corpus)
+    traces = _corpus_traces(corpus)
+    if not traces:
+        raise SystemExit(f"{corpus}: no Chrome traces found")
+    pythons = _peer_pythons(args)
+    rows = []
+    for trace in traces:
+        print(f"{trace.relative_to(corpus)} ({_json_mb(trace):,.1f} MB of JSON)", flush=True)
+        rows.append(_compare(trace, pythons, quiet=True))
+    names = [n for n in ("HTA", "AMD TraceLens") if n in pythons]
+    head = "| trace | JSON MB | tracelens s (+analysis) / MB |"
+    head += "".join(f" {n} s (+analysis) / MB | speed-up (+analysis), RSS ratio |" for n in names)
+    print("\n" + head + "\n|" + "---|" * (3 + 2 * len(names)))
+    for row in rows:
+        ours = row["tracelens"]
+        line = (
+            f"| {row['trace']} | {row['json_mb']:.1f} | {ours['load_s']:.2f} "
+            f"({ours['full_s']:.2f}) / {ours['peak_rss_mb']:.0f} |"
         )
+        for name in names:
+            peer = row.get(name)
+            if peer is None:
+                line += " failed | - |"
+                continue
+            note = " load only" if peer["load_only"] else ""
+            line += (
+                f" {peer['load_s']:.2f} ({peer['full_s']:.2f}{note}) / {peer['peak_rss_mb']:.0f} |"
+                f" {peer['load_s'] / ours['load_s']:.1f}x ({peer['full_s'] / ours['full_s']:.1f}x),"
+                f" {ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x |"
+            )
+        print(line)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--decimals", type=int, default=3, help="digits after the point in times")
-    ap.add_argument("--peer-events", type=int, default=145_000, help="the peers' trace (~50 MB)")
+    ap.add_argument(
+        "--peer-events",
+        default="145000",
+        help="the peers' synthetic traces, comma-separated event counts (145000 is ~50 MB)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="profiler steps in each synthetic trace (default: 200 operators per step, so "
+        "the step count grows with the trace; real captures hold a handful)",
+    )
+    ap.add_argument(
+        "--corpus",
+        default=None,
+        help="compare with the peers on every Chrome trace under this folder instead",
+    )
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tracelens-bench")
     ap.add_argument("--hta-python", default=None)
     ap.add_argument("--skip-hta", action="store_true")
@@ -232,6 +345,7 @@ def main() -> None:
     )
     ap.add_argument("--skip-amd", action="store_true")
     ap.add_argument("--skip-peers", action="store_true", help="tracelens on the big trace only")
+    ap.add_argument("--peers-only", action="store_true", help="the peer comparison alone")
     ap.add_argument("--chunk-mb", default=None, help="compare these chunk sizes, e.g. 32,16,8")
     ap.add_argument("--trace", type=Path, action="append", default=[])
     ap.add_argument("--child", nargs=3, metavar=("PATH", "MODE", "CHUNK"), help=argparse.SUPPRESS)
@@ -241,11 +355,18 @@ def main() -> None:
         _child(path, mode, int(chunk) if chunk != "-" else None)
         return
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.corpus:
+        _corpus(args)
+        return
     if args.chunk_mb:
         sizes = [int(s) for s in args.chunk_mb.split(",")]
         _compare_chunks(args.trace or [_ensure_trace(args.cache, args.events)], sizes)
         return
-    for trace in args.trace or [_ensure_trace(args.cache, args.events, args.decimals)]:
+    if args.peers_only:
+        big = []
+    else:
+        big = args.trace or [_ensure_trace(args.cache, args.events, args.decimals, args.steps)]
+    for trace in big:
         size_mb = trace.stat().st_size / 1e6
         print(f"trace: {trace} ({size_mb:,.1f} MB)")
         for mode in ("memory", "file"):

@@ -96,7 +96,16 @@ def _x(
     )
 
 
-def iter_large_events(target_events: int, seed: int = 7, decimals: int = 3) -> Iterator[str]:
+def iter_large_events(
+    target_events: int, seed: int = 7, decimals: int = 3, steps: int | None = None
+) -> Iterator[str]:
+    """The events, one profiler step at a time.
+
+    A step holds 200 operators unless ``steps`` asks for that many steps in all: a real
+    profiler window records a handful of steps however long each is, and a tool whose
+    cost grows with events × steps (Holistic Trace Analysis looks up each event's step)
+    is only measured fairly on a realistic count.
+    """
     rng = random.Random(seed)
     us = _Micros(decimals, seed)
     pid, tid, dev, stream = 31337, 31337, 0, 7
@@ -104,7 +113,8 @@ def iter_large_events(target_events: int, seed: int = 7, decimals: int = 3) -> I
     ext = corr = 1
     emitted = 0
     step = 0
-    ops_per_step = 200
+    # each operator is 3 events; a step adds 8 around them
+    ops_per_step = 200 if steps is None else max(1, (target_events // max(1, steps) - 8) // 3)
     while emitted < target_events:
         step_start = t
         step_events: list[str] = []
@@ -276,9 +286,12 @@ def iter_large_events(target_events: int, seed: int = 7, decimals: int = 3) -> I
         yield from step_events
 
 
-def write_large_trace(path: str | Path, target_events: int = 2_000_000, decimals: int = 3) -> Path:
+def write_large_trace(
+    path: str | Path, target_events: int = 2_000_000, decimals: int = 3, steps: int | None = None
+) -> Path:
     """Write about ``target_events`` events (gzip when the name ends in ``.gz``), their
-    times in microseconds with ``decimals`` digits after the point (at least 3)."""
+    times in microseconds with ``decimals`` digits after the point (at least 3), in
+    ``steps`` profiler steps (default: 200 operators per step)."""
     p = Path(path)
     header = {
         "schemaVersion": 1,
@@ -296,5 +309,5 @@ def write_large_trace(path: str | Path, target_events: int = 2_000_000, decimals
     }
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "wt", encoding="utf-8") as out:
-        write_events(out, iter_large_events(target_events, decimals=decimals), header)
+        write_events(out, iter_large_events(target_events, decimals=decimals, steps=steps), header)
     return p
