@@ -7,6 +7,7 @@ instead of filling memory or disk, so decompression is incremental and bounded
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +32,24 @@ def max_decompressed_bytes() -> int:
 def is_gzip(path: Path) -> bool:
     with path.open("rb") as f:
         return f.read(2) == GZIP_MAGIC
+
+
+def content_size_estimate(path: Path) -> int:
+    """About how many bytes ``path`` holds decompressed, without decompressing it.
+
+    A gzip file ends with its last member's size modulo 4 GiB: taken, plus 4 GiB until it
+    is at least the compressed size (JSON compresses, it never grows). Only sizing depends
+    on this (a memory limit), never what is read.
+    """
+    size = path.stat().st_size
+    if size < 18 or not is_gzip(path):
+        return size
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        estimate = int.from_bytes(f.read(4), "little")
+    while estimate < size:
+        estimate += 4 * 1024**3
+    return estimate
 
 
 def iter_bytes(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.byte_source import head_bytes, iter_bytes
+from ingest.byte_source import content_size_estimate, head_bytes, iter_bytes
 from ingest.chrome.reader import read_chrome_trace
 from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
@@ -220,10 +220,10 @@ def load_trace(
     (:mod:`ingest.graph_captures`) are read from ``capture_dir``, else from a
     ``capture_traces/`` folder beside the trace when ``find_captures``.
     """
-    limits = limits or IngestLimits.from_env()
     src, notes = resolve_input(Path(path), rank)
     fmt = detect_format(src)
     size = src.stat().st_size
+    limits = (limits or IngestLimits.from_env()).for_input(content_size_estimate(src))
     digest = hashlib.sha256()
     target = Path(db_path) if db_path is not None else None
     tmp_db = None

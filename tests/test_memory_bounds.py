@@ -131,3 +131,56 @@ def test_limits_are_shared_between_concurrent_ingests_and_configurable(monkeypat
         assert "TRACELENS_MEMORY_LIMIT" in str(exc)
     else:
         raise AssertionError("an unparsable limit must be refused")
+
+
+def test_the_memory_limit_follows_the_input(tmp_path: Path, monkeypatch) -> None:
+    """DuckDB keeps what it allocates as buffer pool: a ceiling of 40 % of the machine let a
+    1 GB trace peak at 1.6 GB where 512 MiB gave the same report at 0.97 GB. The limit is
+    half the decompressed input, at least 512 MiB, at most the machine share; a limit the
+    user set stands as given."""
+    from ingest import load_trace
+    from ingest.byte_source import content_size_estimate
+
+    monkeypatch.delenv("TRACELENS_MEMORY_LIMIT", raising=False)
+    share = IngestLimits.from_env()
+    mib = 1024 * 1024
+    assert share.for_input(10 * mib).memory_bytes == min(share.memory_bytes, 512 * mib)
+    assert share.for_input(3000 * mib).memory_bytes == min(share.memory_bytes, 1500 * mib)
+    assert share.for_input(10**15).memory_bytes == share.memory_bytes
+    monkeypatch.setenv("TRACELENS_MEMORY_LIMIT", "300MB")
+    assert IngestLimits.from_env().for_input(10**12).memory_bytes == 300_000_000
+    monkeypatch.delenv("TRACELENS_MEMORY_LIMIT")
+
+    bomb = tmp_path / "tiny-events.json.gz"
+    _tiny_event_bomb(bomb, 3 * 1024 * 1024)
+    inflated = len(zlib.decompress(bomb.read_bytes(), 31))
+    assert content_size_estimate(bomb) == inflated
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(zlib.decompress(bomb.read_bytes(), 31))
+    assert content_size_estimate(plain) == inflated
+    loaded = load_trace(bomb)
+    try:
+        limit = loaded.con.execute("SELECT current_setting('memory_limit')").fetchone()
+    finally:
+        loaded.close()
+    assert limit is not None and limit[0] in {"512.0 MiB", "512 MiB"}, limit
+
+
+def test_a_small_gzip_of_millions_of_events_is_bounded_without_any_setting(
+    tmp_path: Path,
+) -> None:
+    """The 100 MB-inflating gzip with no TRACELENS_MEMORY_LIMIT: 3.5 GB before the limits,
+    under the machine share alone it still grew with the machine; now the input sizes it."""
+    bomb = tmp_path / "tiny-events.json.gz"
+    _tiny_event_bomb(bomb, 100 * 1024 * 1024)
+    env = {k: v for k, v in os.environ.items() if k != "TRACELENS_MEMORY_LIMIT"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, "analyze", "-q", str(bomb), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    peak = float(proc.stderr.rsplit("PEAK_RSS_MB", 1)[1].split()[0])
+    assert peak < 1000, f"peak RSS {peak:.0f} MB"
