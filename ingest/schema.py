@@ -416,8 +416,16 @@ def set_info(con: duckdb.DuckDBPyConnection, values: dict[str, object]) -> None:
     if rows:
         # One statement: executemany runs one per row, each costing a full query's set-up.
         values_sql = ", ".join(["(?, ?)"] * len(rows))
+        marks = ", ".join(["?"] * len(rows))
+        # Replacing costs DuckDB several times a plain insert (~4 ms against ~1 ms with
+        # this look-up, a few times per ingest); most facts are new, and for new keys the
+        # two are the same statement.
+        taken = con.execute(
+            f"SELECT count(*) FROM trace_info WHERE key IN ({marks})", [k for k, _ in rows]
+        ).fetchone()
+        verb = "INSERT OR REPLACE" if taken and taken[0] else "INSERT"
         con.execute(
-            f"INSERT OR REPLACE INTO trace_info VALUES {values_sql}",
+            f"{verb} INTO trace_info VALUES {values_sql}",
             [item for row in rows for item in row],
         )
 

@@ -247,3 +247,39 @@ def test_thresholds_doc_is_generated_and_current() -> None:
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "thresholds.md"
     assert doc.read_text() == thresholds_markdown()
+
+
+def test_help_summaries_match_the_commands() -> None:
+    """`tracelens --help` lists the core commands from SUMMARIES without importing them:
+    each must shorten exactly as the command's own help does, at every width."""
+    from tracelens.cli import COMMANDS, SUMMARIES
+    from tracelens.cli.lazy_group import LazyGroup
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    loaded = LazyGroup("tracelens", lazy_commands=COMMANDS)
+    ctx = click.Context(loaded)
+    for name in COMMANDS:
+        real = loaded.get_command(ctx, name)
+        assert real is not None
+        stand_in = click.Command(name, help=SUMMARIES[name])
+        assert (real.hidden, real.deprecated, real.short_help) == (False, False, None), name
+        for limit in range(1, 200):
+            assert stand_in.get_short_help_str(limit) == real.get_short_help_str(limit), name
+
+
+def test_help_reads_the_same_as_with_every_command_imported(runner: CliRunner) -> None:
+    from tracelens.cli import COMMANDS
+    from tracelens.cli.lazy_group import LazyGroup
+
+    imported = LazyGroup(
+        main.name,
+        lazy_commands=COMMANDS,
+        help=main.help,
+        params=main.params,
+        context_settings=main.context_settings,
+    )
+    for width in (40, 80, 200):
+        want = runner.invoke(imported, ["--help"], terminal_width=width, prog_name="tracelens")
+        got = runner.invoke(main, ["--help"], terminal_width=width, prog_name="tracelens")
+        assert got.exit_code == want.exit_code == 0
+        assert got.output == want.output

@@ -58,3 +58,14 @@ def test_help_lists_the_plugged_in_commands() -> None:
     )
     for name in ("analyze", "diff", "thresholds", "schema", "serve"):
         assert f"  {name} " in done.stdout
+
+
+def test_help_imports_no_command() -> None:
+    modules = _modules_after(
+        "from tracelens.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    )
+    heavy = ("duckdb", "numpy", "rich", "ingest", "tracelens.report", "tracelens.analyzers")
+    assert _loaded(modules, heavy) == []
+    assert not any(
+        m.startswith("tracelens.cli.") and m != "tracelens.cli.lazy_group" for m in modules
+    )

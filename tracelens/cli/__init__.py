@@ -2,7 +2,7 @@
 
 Every command exits with the codes of :mod:`tracelens.cli.options`. A command's module is
 imported only when that command runs (:mod:`tracelens.cli.lazy_group`), so each pays for
-its own imports alone.
+its own imports alone; ``tracelens --help`` lists them from :data:`SUMMARIES`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,27 @@ COMMANDS = {
     "series": "tracelens.cli.series:series",
 }
 
+# The first paragraph of each command's help, so ``tracelens --help`` lists the commands
+# without importing them (DuckDB, NumPy and the analyzers cost ~0.3 s there);
+# tests/test_cli.py checks these against the commands themselves.
+SUMMARIES = {
+    "analyze": "Analyze a trace: .json, .json.gz, a profiler output folder, or an nsys .sqlite.",
+    "diff": "Compare CANDIDATE against BASELINE: metrics, kernels, operators, findings, verdict.",
+    "sweep": "p50/p95 TTFT and TPOT against output tokens/s over runs at rising load, and the "
+    "knee.",
+    "sql": "Run QUERY over the tables of the trace at PATH (docs/schema.md lists them).",
+    "export": "Write a trace's canonical tables (docs/schema.md) as Parquet or CSV files.",
+    "thresholds": "List the analyzers' thresholds and their defaults.",
+    "schema": "List the canonical and derived tables with their columns.",
+    "upload": "Upload TRACE (PyTorch .json/.json.gz or nsys .sqlite) to a tracelens service.",
+    "series": "Show series NAME (its runs, trends, change points, alerts), or list every series.",
+}
+
 
 @click.group(
     cls=LazyGroup,
     lazy_commands=COMMANDS,
+    summaries=SUMMARIES,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(__version__, prog_name="tracelens")

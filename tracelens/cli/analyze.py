@@ -11,12 +11,10 @@ import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ingest import LoadedTrace, TraceInputError, load_trace
-from ingest.loader import is_tracelens_database
 from tracelens.cli.options import (
     EXIT_GATE,
     check_output,
@@ -33,8 +31,12 @@ from tracelens.cli.options import (
 )
 from tracelens.core.findings import Severity
 from tracelens.core.thresholds import Thresholds
-from tracelens.report import ReportInputs, build_report
-from tracelens.report.model import Report
+
+if TYPE_CHECKING:
+    from ingest import LoadedTrace
+
+# Ingest (DuckDB, NumPy) and the report (every analyzer) are imported where the command
+# runs, not here, so that `tracelens analyze --help` and usage errors cost only click.
 
 # Below this size ingest is quick enough that a progress bar would only flicker.
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
@@ -48,6 +50,8 @@ def check_db_target(db_path: Path, trace: Path, force: bool) -> None:
         fail(f"{db_path}: is a directory; give a file name for --db")
     if trace.exists() and (db_path.resolve() == trace.resolve() or db_path.samefile(trace)):
         fail(f"{db_path}: --db names the input trace itself; choose another file")
+    from ingest.loader import is_tracelens_database
+
     if not force and not is_tracelens_database(db_path):
         fail(f"{db_path}: exists and is not a tracelens database; use --force to replace it")
 
@@ -151,6 +155,9 @@ def analyze(
     (--rank picks one rank alone). --window, --steps or --range analyze only that part of
     a trace, as if it were the capture.
     """
+    from ingest import TraceInputError, load_trace
+    from tracelens.report import ReportInputs, build_report
+
     restriction = parse_restriction(window, steps, range_name)
     if sample:
         paths = (sample_trace_path(),)
@@ -194,6 +201,7 @@ def _open_archives(paths: tuple[Path, ...]) -> tuple[tuple[Path, ...], dict[str,
     """``paths`` with each archive replaced by the traces it holds, extracted to a
     temporary folder that lives as long as the command; and each extracted file's label
     (``job.zip:rank-0.json``) for the report."""
+    from ingest import TraceInputError
     from ingest.archive import archive_kind, extract_traces
     from ingest.limits import IngestLimits
 
@@ -222,6 +230,7 @@ def _open_archives(paths: tuple[Path, ...]) -> tuple[tuple[Path, ...], dict[str,
 
 def _job_files(paths: tuple[Path, ...], rank: int | None) -> list[tuple[int, Path]] | None:
     """The job's (rank, file) pairs when the paths hold more than one trace, else None."""
+    from ingest import TraceInputError
     from ingest.loader import rank_files, trace_files_in
 
     if rank is not None and len(paths) == 1:
@@ -254,6 +263,7 @@ def _analyze_job(
     fail_on: str | None,
     labels: dict[str, str],
 ) -> None:
+    from ingest import TraceInputError
     from tracelens.ranks.job import analyze_job
 
     check_output(output)
@@ -296,6 +306,8 @@ def _load_with_progress(
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+    from ingest import load_trace
+
     err = Console(stderr=True)
     if not err.is_terminal:
         return load_trace(path, db_path=db_path, rank=rank, capture_dir=capture_dir)
@@ -320,6 +332,8 @@ def _load_with_progress(
 def _emit(report: dict[str, Any], fmt: str, output: Path | None, max_findings: int | None) -> None:
     # Each renderer is imported only for its format: rich (text), Jinja (HTML) and the
     # Markdown writer are start-up cost for every other one.
+    from tracelens.report.model import Report
+
     if fmt == "json":
         text = json.dumps(report, indent=2, default=str) + "\n"
     elif fmt == "markdown":

@@ -9,10 +9,11 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ingest import LoadedTrace, TraceInputError, load_trace
+from ingest import TraceInputError
 from tracelens.cli.options import (
     EXIT_GATE,
     EXIT_OK,
@@ -24,15 +25,20 @@ from tracelens.cli.options import (
     write_output,
 )
 from tracelens.core.thresholds import Thresholds
-from tracelens.report import build_report
-from tracelens.report.diff import build_diff
-from tracelens.report.render.diff import render_diff_markdown, render_diff_text
+
+if TYPE_CHECKING:
+    from ingest import LoadedTrace
+
+# The loader (DuckDB, NumPy) and the report (every analyzer) are imported where they are
+# used, so `tracelens diff --help` and usage errors cost only click.
 
 # Both reports list every kernel and operator, so a name missing on one side is truly absent.
 _ALL_ROWS = 1_000_000
 
 
 def _load(path: Path, rank: int | None) -> LoadedTrace:
+    from ingest import load_trace
+
     try:
         return load_trace(path, rank=rank)
     except TraceInputError as exc:
@@ -42,6 +48,8 @@ def _load(path: Path, rank: int | None) -> LoadedTrace:
 def _reports(
     baseline: Path, candidate: Path, thresholds: Thresholds, rank: int | None
 ) -> tuple[dict, dict]:
+    from tracelens.report import build_report
+
     # Both inputs are ingested before either is analyzed, so a bad second file fails fast.
     a = _load(baseline, rank)
     try:
@@ -143,6 +151,9 @@ def diff(
         d = _job_diff(baseline, candidate, thresholds, max_regression, top)
         render = {"markdown": render_job_diff_markdown, "text": render_job_diff_text}
     else:
+        from tracelens.report.diff import build_diff
+        from tracelens.report.render.diff import render_diff_markdown, render_diff_text
+
         report_a, report_b = _reports(baseline, candidate, thresholds, rank)
         d = build_diff(report_a, report_b, max_regression, top)
         render = {"markdown": render_diff_markdown, "text": render_diff_text}

@@ -11,8 +11,6 @@ import click
 
 from tracelens.core.restriction import Restriction, RestrictionError, one_restriction
 from tracelens.core.thresholds import Thresholds
-from tracelens.llm.bench_results import BenchInputError, BenchRun, load_bench_results
-from tracelens.llm.slo import Objectives, parse_slo
 
 # The exit codes of every command, the plugged-in ones included.
 EXIT_OK = 0
@@ -24,6 +22,8 @@ EXIT_BAD_INPUT = 2
 
 if TYPE_CHECKING:
     from ingest import LoadedTrace
+    from tracelens.llm.bench_results import BenchRun
+    from tracelens.llm.slo import Objectives
 
 _Command = TypeVar("_Command", bound=Callable[..., object])
 
@@ -125,6 +125,8 @@ def parse_slo_option(text: str | None) -> Objectives | None:
     """``--slo ttft=200ms,tpot=50ms`` as :class:`Objectives` (None without the option)."""
     if text is None:
         return None
+    from tracelens.llm.slo import parse_slo
+
     try:
         return parse_slo(text)
     except ValueError as exc:
@@ -135,6 +137,9 @@ def read_bench_option(path: Path | None) -> BenchRun | None:
     """``--bench FILE``: a benchmark client's per-request results (None without it)."""
     if path is None:
         return None
+    # the benchmark reader (NumPy behind it) only with --bench
+    from tracelens.llm.bench_results import BenchInputError, load_bench_results
+
     try:
         return load_bench_results(path)
     except BenchInputError as exc:

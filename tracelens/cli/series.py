@@ -10,7 +10,6 @@ import click
 
 from tracelens.cli.options import EXIT_GATE, fail, format_option
 from tracelens.cli.server import Server, server_options
-from tracelens.report.render.diff import fmt_value
 from tracelens.series.limits import limits_spec, parse_limits
 from tracelens.series.trend import MIN_BASELINE
 
@@ -85,6 +84,10 @@ def series(
 def render_series_text(d: dict[str, Any], server: str = "") -> str:
     """The series as a table: a row per run, a column per metric the runs have; change
     points with the address of their diff on ``server``."""
+    # Imported here: tracelens.report.render loads the report package (every analyzer and
+    # DuckDB), which a command that only reads a server's answer never needs otherwise.
+    from tracelens.report.render.diff import fmt_value
+
     lines = [
         f"series {d['name']}: {len(d['runs'])} ready run{'' if len(d['runs']) == 1 else 's'}"
         + (f", {d['not_ready']} not ready" if d["not_ready"] else "")

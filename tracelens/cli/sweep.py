@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
-from ingest import TraceInputError, load_trace
+from ingest import TraceInputError
 from tracelens.cli.options import (
     check_output,
     fail,
@@ -22,15 +21,12 @@ from tracelens.cli.options import (
     parse_slo_option,
     write_output,
 )
-from tracelens.llm.bench_results import (
-    BenchInputError,
-    BenchRun,
-    client_summary,
-    load_bench_results,
-)
-from tracelens.report import REPORT_SCHEMA, ReportInputs, build_report
-from tracelens.report.render.sweep import render_sweep_markdown, render_sweep_text
-from tracelens.report.sweep import SweepInputError, build_sweep
+
+if TYPE_CHECKING:
+    from tracelens.llm.bench_results import BenchRun
+
+# The loader (DuckDB, NumPy), the report (every analyzer) and rich are imported where they
+# are used, so `tracelens sweep --help` and usage errors cost only click.
 
 # A saved report names its schema in its first key; this much of the head is read to see it.
 _HEAD_BYTES = 4096
@@ -50,6 +46,8 @@ def _is_saved_report(path: Path) -> bool:
         return False
     with path.open("rb") as f:
         head = f.read(_HEAD_BYTES)
+    from tracelens.report import REPORT_SCHEMA
+
     schema = REPORT_SCHEMA.split("/")[0].encode()
     return head.lstrip().startswith(b"{") and b'"schema": "' + schema + b"/" in head
 
@@ -67,6 +65,8 @@ def _saved_report(path: Path) -> dict[str, Any]:
 def _bench(path: Path | None) -> BenchRun | None:
     if path is None:
         return None
+    from tracelens.llm.bench_results import BenchInputError, load_bench_results
+
     try:
         return load_bench_results(path)
     except BenchInputError as exc:
@@ -74,6 +74,10 @@ def _bench(path: Path | None) -> BenchRun | None:
 
 
 def _report(path: Path, bench: BenchRun | None) -> dict[str, Any]:
+    from ingest import load_trace
+    from tracelens.llm.bench_results import client_summary
+    from tracelens.report import ReportInputs, build_report
+
     if _is_saved_report(path):
         report = _saved_report(path)
         if bench is not None:
@@ -146,11 +150,17 @@ def sweep(
     reports = [
         (path.name, _report(path, bench)) for (path, _), bench in zip(split, benches, strict=True)
     ]
+    from tracelens.report.sweep import SweepInputError, build_sweep
+
     try:
         d = build_sweep(reports, given, objectives)
     except SweepInputError as exc:
         fail(str(exc))
+    from tracelens.report.render.sweep import render_sweep_markdown, render_sweep_text
+
     if fmt == "text":
+        from rich.console import Console
+
         if output is None:
             render_sweep_text(d, Console())
             return

@@ -64,6 +64,10 @@ def _parse(db: TraceDB) -> LlmAnnotations:
         LLM_STEPS,
         LLM_TOKENS,
     )
+    # Every llm_* table is drawn from llm_raw alone, so without llm.* ranges (most traces)
+    # each check below finds nothing and each count is 0: one query instead of thirteen.
+    if not db.scalar("SELECT count(*) FROM llm_raw"):
+        return LlmAnnotations(0, 0, 0, [])
     warnings: list[str] = []
     bad_names = db.scalar("SELECT count(*) FROM llm_raw WHERE meant AND kind = ''")
     if bad_names:

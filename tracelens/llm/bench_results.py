@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tracelens.llm.latency_metrics import PERCENTILES
 from tracelens.llm.request_latency import RequestLatency
 
@@ -89,6 +87,10 @@ def _tool_of(rec: dict[str, Any]) -> str:
 
 
 def _number(v: Any) -> bool:
+    # NumPy is imported where it is used: the report imports this module for its types,
+    # and a report without --bench never reads a benchmark's results.
+    import numpy as np
+
     return isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
 
 
@@ -193,6 +195,8 @@ def _summary(values: list[float]) -> dict[str, Any]:
     """count, mean, p50/p90/p95/p99, max: the shape and interpolation of the trace's own."""
     if not values:
         return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}, "max": None}
+    import numpy as np  # see _number
+
     a = np.asarray(values, dtype=np.float64)
     pct = np.percentile(a, PERCENTILES)  # linear interpolation, as DuckDB's quantile_cont
     return {

@@ -162,6 +162,10 @@ def read_engine_labels(db: TraceDB) -> EngineLabels:
     db.con.execute(_LABELS_SQL)
     db.con.execute(_CLUSTER_SQL)
     db.con.execute(_STEPS_SQL)
+    # The clusters and steps are drawn from engine_label_rows alone: without a label (most
+    # traces) every check below finds nothing and there are no steps.
+    if not db.scalar("SELECT count(*) FROM engine_label_rows"):
+        return EngineLabels(0, None, [])
     warnings: list[str] = []
     bad = db.dicts(
         "SELECT name, count(*) OVER () AS n FROM engine_label_rows WHERE grammar IS NULL "
