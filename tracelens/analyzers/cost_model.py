@@ -166,8 +166,7 @@ WITH calls AS (
     SELECT op_id, sum(dur_ns) AS ns, count(*) AS kernels FROM kernel_ops
     WHERE op_id IS NOT NULL GROUP BY op_id
 )
-SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels,
-       o.pid, o.tid, o.start_ns
+SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
 """
 
@@ -224,7 +223,8 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         for op_id, shapes_text, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt)
     memo: dict[tuple, OpCost | None] = {}
-    for name, shapes_text, types_text, op_id, ns, kernels, *_ in db.rows(_CALLS):
+    # Streamed: a million launching operators as Python tuples held ~400 MB at once.
+    for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):
         est = ops.setdefault(name, OpEstimate(name))
         if op_id in claimed:
             est.claimed_ns += int(ns)

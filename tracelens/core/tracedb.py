@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -69,6 +69,15 @@ class TraceDB:
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()
+
+    def iter_rows(
+        self, sql: str, params: list[Any] | None = None, batch: int = 65_536
+    ) -> Iterator[tuple]:
+        """The rows of ``sql`` in the order :meth:`rows` gives them, ``batch`` at a time: a
+        million-row answer is never held as Python tuples all at once."""
+        cur = self.con.execute(sql, params or [])
+        while chunk := cur.fetchmany(batch):
+            yield from chunk
 
     def dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         cur = self.con.execute(sql, params or [])
