@@ -1,7 +1,7 @@
 """Web service speed on a run of at least 2 million events, loaded from a second process.
 
     python benchmarks/bench_web.py [--events 2000000] [--clients 50] [--seconds 10]
-                                   [--processes 1,2]
+                                   [--processes 1,2] [--pin 0:1]
 
 Writes (once, cached) a synthetic Kineto trace, starts ``tracelens serve`` on loopback
 with a throwaway data directory, uploads the trace and waits for it to be ready, then a
@@ -14,6 +14,9 @@ separate client process measures:
   figures measure the server), else an asyncio client; then the same with
   ``If-None-Match`` carrying the answer's ETag, as a returning browser or a polling
   dashboard asks (each answer an empty 304).
+
+``--pin 0:1`` keeps the server on CPU 0 and the load client on CPU 1, so the client's
+work does not count as the server's latency.
 
 Targets: timeline p95 < 100 ms; run page p95 < 50 ms at 50 concurrent clients.
 """
@@ -109,7 +112,15 @@ def _wrk(
     for name, value in headers.items():
         header += ["-H", f"{name}: {value}"]
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{clients}", f"-d{int(seconds)}s", "--latency", *header, url],
+        [
+            "wrk",
+            f"-t{len(os.sched_getaffinity(0))}",
+            f"-c{clients}",
+            f"-d{int(seconds)}s",
+            "--latency",
+            *header,
+            url,
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -176,7 +187,16 @@ async def _client_main(base: str, run_id: str, span: int, clients: int, seconds:
 # --- the driver -----------------------------------------------------------------------------
 
 
-def _start_server(port: int, data_dir: str, processes: int) -> tuple[subprocess.Popen, object]:
+def _pinned(cpus: set[int] | None):  # type: ignore[no-untyped-def]
+    """A ``preexec_fn`` keeping the child (and what it starts) on ``cpus``; None: anywhere."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def _start_server(
+    port: int, data_dir: str, processes: int, cpus: set[int] | None = None
+) -> tuple[subprocess.Popen, object]:
     import httpx
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
@@ -184,7 +204,9 @@ def _start_server(port: int, data_dir: str, processes: int) -> tuple[subprocess.
     log = open(Path(data_dir) / f"serve-{processes}.log", "wb")  # noqa: SIM115
     cmd = [sys.executable, "-m", "tracelens.cli", "serve", "--port", str(port)]
     cmd += ["--data-dir", data_dir, "--processes", str(processes)]
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pinned(cpus)
+    )
     for _ in range(300):
         try:
             httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=1)
@@ -246,6 +268,13 @@ def _report(results: dict, clients: int, processes: int) -> None:
         )
 
 
+def _split_cpus(pin: str | None) -> tuple[set[int] | None, set[int] | None]:
+    if not pin:
+        return None, None
+    server, _, client = pin.partition(":")
+    return ({int(c) for c in server.split(",")}, {int(c) for c in client.split(",")})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -256,6 +285,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8799)
     ap.add_argument(
         "--processes", default="1", help="server process counts to measure, e.g. 1,2 (default 1)"
+    )
+    ap.add_argument(
+        "--pin",
+        default=None,
+        metavar="SERVER:CLIENT",
+        help="CPU lists for the server and the load client, e.g. 0:1 (each on its own core)",
     )
     ap.add_argument(
         "--client", nargs=3, metavar=("BASE", "RUN_ID", "SPAN_NS"), help=argparse.SUPPRESS
@@ -280,13 +315,15 @@ def main() -> None:
         finally:
             _stop_server(server, log)
         for processes in counts:
-            server, log = _start_server(args.port, data_dir, processes)
+            server_cpus, client_cpus = _split_cpus(args.pin)
+            server, log = _start_server(args.port, data_dir, processes, server_cpus)
             try:
                 load = ["--clients", str(args.clients), "--seconds", str(args.seconds)]
                 client = subprocess.run(
                     [sys.executable, __file__, *load, "--client", base, run_id, str(span)],
                     capture_output=True,
                     text=True,
+                    preexec_fn=_pinned(client_cpus),
                 )
             finally:
                 _stop_server(server, log)
