@@ -284,12 +284,14 @@ _ROUTE_SQL = [
     """,
 ]
 
-# Per category (the phase for metadata rows, which have none): counts, and what is skipped.
+# Per category (the phase for metadata rows, which have none): counts, what is skipped,
+# and the rows _MEMORY_SQL would take.
 _CENSUS = """
 SELECT coalesce(cat, 'ph:' || ph), count(*),
        count(*) FILTER (WHERE ph = 'X' AND (ts_ns IS NULL OR dur_ns IS NULL)),
        count(*) FILTER (WHERE ph = 'X' AND dur_ns < 0),
-       count(*) FILTER (WHERE tie6)
+       count(*) FILTER (WHERE tie6),
+       count(*) FILTER (WHERE ph = 'i' AND name = '[memory]')
 FROM blob GROUP BY ALL
 """
 
@@ -456,16 +458,23 @@ def _load_blobs(
         con.execute(_stage_sql(variant, False, _time_base(blobs)), [files])
         census, _ = _census(con)
     present = set()
-    for cat, total, missing, negative, _ in census:
+    memory_rows = 0
+    for cat, total, missing, negative, _, memory in census:
         present.add(cat)
         stats.events += total
         stats.dropped_missing += missing
         stats.dropped_negative += negative
+        memory_rows += memory
     # Most blobs hold a handful of categories; a query per absent one is pure overhead.
     for cats, sql in _ROUTES:
         if cats & present:
             con.execute(sql)
-    if any(b.contains(b'"[memory]"') for b in blobs):
+    # The memory pass reads the same files with the same top-level columns, so without
+    # memory rows in ``blob`` it would insert nothing; skipping it then also skips the byte
+    # search (a full pass over the blobs). Where ``args`` was staged as JSON rather than a
+    # STRUCT, the pass's STRUCT read may fail where staging did not: that variant keeps the
+    # search alone deciding, as always.
+    if (memory_rows or variant == "json") and any(b.contains(b'"[memory]"') for b in blobs):
         con.execute(_MEMORY_SQL, [files])
 
 
