@@ -6,9 +6,10 @@ names as the trace has them; this pass rewrites every text column of the canonic
 and the trace facts with the rules of :mod:`ingest.redaction` before anything reads them,
 so the CLI's ``--db`` files, reports and the web timeline never hold them.
 
-One RE2 scan over every text column (DuckDB ``regexp_matches`` with the candidate pattern of
-:mod:`ingest.redacted_copy`) finds the few distinct values that could hold a secret; only
-those are redacted in Python and written back through a mapping table.
+One scan over every text column, grouped to its distinct values, and an RE2 match of each
+(DuckDB ``regexp_matches`` with the candidate pattern of :mod:`ingest.redacted_copy`) finds
+the few that could hold a secret; only those are redacted in Python and written back
+through a mapping table.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ def redact_tables(con: duckdb.DuckDBPyConnection) -> int:
     )
     found: dict[int, list[str]] = {}
     if columns:
+        # Names repeat (a kernel launched thousands of times): the pattern is tried on each
+        # distinct value once. It is applied to min(v), an aggregate, because DuckDB pushes
+        # a filter on a grouping key below the grouping and would try every row again.
         for i, value in con.execute(
-            f"SELECT DISTINCT col, v FROM ({scan}) "
-            "WHERE v IS NOT NULL AND regexp_matches(v, ?) ORDER BY col, v",
+            f"SELECT col, v FROM (SELECT col, min(v) AS v FROM ({scan}) "
+            "WHERE v IS NOT NULL GROUP BY col, v) "
+            "WHERE regexp_matches(v, ?) ORDER BY col, v",
             [CANDIDATE_RE2],
         ).fetchall():
             found.setdefault(i, []).append(value)
