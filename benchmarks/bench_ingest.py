@@ -13,7 +13,8 @@ Then, on smaller synthetic traces (``--peer-events``, one trace per comma-separa
 145000 is about 50 MB, and the peers take minutes per 50 MB), tracelens, HTA 0.5
 (``TraceAnalysis`` load plus its idle-time breakdown) and AMD TraceLens (its operator
 tree; its perf report where the trace has ``ac2g`` flows) each run in a fresh process.
-Prints seconds, MB/s and peak RSS for each and the ratios. The peers run from throwaway
+Prints seconds, MB/s and peak RSS for each and the ratios (and tracelens's ingest CPU
+seconds, all threads: what a shared machine leaves meaningful). The peers run from throwaway
 virtual environments (``--hta-python`` / ``--amd-python``, or ones created under the
 cache directory with pip: ``holistictraceanalysis`` from PyPI, AMD TraceLens from
 ``--amd-source``); a peer that cannot be installed or fails is skipped with a message.
@@ -71,8 +72,10 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "t.duckdb") if mode == "file" else None
         # "alone": the file by itself, as the peers read it (no capture_traces/ beside it)
+        cpu0 = _cpu_s()
         loaded = load_trace(path, db_path=db, find_captures=mode != "alone")
         ingested = time.perf_counter()
+        ingest_cpu = _cpu_s() - cpu0
         report = build_report(loaded)
         analyzed = time.perf_counter()
         loaded.close()
@@ -81,6 +84,9 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
             {
                 "import_s": imported - t0,
                 "ingest_s": ingested - imported,
+                # user + system of every thread: on a shared machine wall time mostly
+                # measures the other jobs
+                "ingest_cpu_s": ingest_cpu,
                 "analyze_s": analyzed - ingested,
                 "findings": len(report["findings"]),
                 # the CLI's --format json text, to compare reports across chunk sizes
@@ -92,6 +98,11 @@ def _child(path: str, mode: str, chunk_mb: int | None = None) -> None:
             }
         )
     )
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _ensure_trace(cache: Path, events: int, decimals: int = 3, steps: int | None = None) -> Path:
@@ -173,7 +184,8 @@ def _tracelens(trace: Path, mode: str) -> dict:
 def _say_tracelens(r: dict, size_mb: float, mode: str) -> None:
     print(
         f"  tracelens ({mode} db): ingest {r['ingest_s']:.2f} s = "
-        f"{size_mb / r['ingest_s']:.1f} MB/s, ingest + every analyzer "
+        f"{size_mb / r['ingest_s']:.1f} MB/s ({r['ingest_cpu_s']:.2f} CPU-s), "
+        "ingest + every analyzer "
         f"{r['ingest_s'] + r['analyze_s']:.2f} s = "
         f"{size_mb / (r['ingest_s'] + r['analyze_s']):.1f} MB/s, peak RSS "
         f"{r['peak_rss_mb']:,.0f} MB = {r['peak_rss_mb'] / size_mb:.2f}x the JSON, "
