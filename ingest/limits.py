@@ -13,7 +13,10 @@ That share is a ceiling, not a target: DuckDB keeps what it has allocated as buf
 pool, so a 1 GB trace analysed under a 9.6 GB ceiling peaked at 1.6 GB of RSS and at
 0.97 GB under a 512 MiB limit, in the same CPU time with the same report. Each ingest's
 limit therefore also follows its input (:meth:`IngestLimits.for_input`): half of the
-decompressed size, at least 512 MiB, never above the share.
+decompressed size, at least 512 MiB, raised after ingest to 256 bytes per stored row
+(:meth:`IngestLimits.for_rows`), never above the share. Should an analysis still run out
+of memory, the report is built again under the whole share
+(:meth:`IngestLimits.raise_to_ceiling`).
 
 Environment variables (all optional):
 
@@ -47,6 +50,9 @@ _MIN_MEMORY = 256 * MIB
 # Below this, the analysers' sorts and windows spill on 500 MB traces and take twice as
 # long (256 MiB doubled the analysis time of a 500 MB trace; 512 MiB cost nothing).
 _INPUT_FLOOR = 512 * MIB
+# What the analysis needs per stored row (kernels, operators, calls, ...): 2.9 M rows of a
+# 1 GB trace ran in 512 MiB, 4.7 M rows of tiny events did not (kernel attribution's join).
+_BYTES_PER_ROW = 256
 _UNITS = {
     "": 1,
     "b": 1,
@@ -96,6 +102,8 @@ class IngestLimits:
     temp_dir: Path | None = None
     # TRACELENS_MEMORY_LIMIT was set: the user's figure stands whatever the input.
     memory_given: bool = False
+    # The share this ingest may never exceed (memory_bytes until sized to an input).
+    ceiling_bytes: int = 0
 
     @classmethod
     def from_env(cls, concurrent: int = 1) -> IngestLimits:
@@ -108,6 +116,7 @@ class IngestLimits:
         temp = os.environ.get("TRACELENS_TEMP_DIR", "").strip()
         return cls(
             memory_bytes=max(_MIN_MEMORY, memory),
+            ceiling_bytes=max(_MIN_MEMORY, memory),
             max_events=int(raw_events) if raw_events else DEFAULT_MAX_EVENTS,
             max_decompressed=_env_bytes("TRACELENS_MAX_DECOMPRESSED_BYTES")
             or default_max_decompressed(),
@@ -115,13 +124,26 @@ class IngestLimits:
             memory_given=given is not None,
         )
 
+    @property
+    def ceiling(self) -> int:
+        return self.ceiling_bytes or self.memory_bytes
+
     def for_input(self, input_bytes: int) -> IngestLimits:
         """These limits for one input of ``input_bytes`` (decompressed): the memory limit
-        is half of it, at least 512 MiB, at most this one (or this one, when given)."""
+        is half of it, at least 512 MiB, at most the share (or the limit given)."""
         if self.memory_given:
             return self
-        memory = min(self.memory_bytes, max(_INPUT_FLOOR, input_bytes // 2))
-        return dataclasses.replace(self, memory_bytes=memory)
+        memory = min(self.ceiling, max(_INPUT_FLOOR, input_bytes // 2))
+        return dataclasses.replace(self, memory_bytes=memory, ceiling_bytes=self.ceiling)
+
+    def for_rows(self, rows: int) -> IngestLimits:
+        """Raised, once ingest has counted them, to ``_BYTES_PER_ROW`` per stored row for the
+        analysis: its joins and sorts follow rows, not bytes (1 M tiny events are 110 MB of
+        JSON and as many rows as 400 MB of a training trace)."""
+        if self.memory_given:
+            return self
+        memory = min(self.ceiling, max(self.memory_bytes, rows * _BYTES_PER_ROW))
+        return dataclasses.replace(self, memory_bytes=memory, ceiling_bytes=self.ceiling)
 
     def spill_dir(self, db_path: Path | None) -> Path:
         if self.temp_dir is not None:
@@ -129,6 +151,13 @@ class IngestLimits:
         if db_path is not None:
             return db_path.parent / f".{db_path.name}.tmp"
         return Path(tempfile.gettempdir()) / f"tracelens-spill-{os.getpid()}"
+
+    def raise_to_ceiling(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Give ``con`` the whole share; False when it had it already (nothing to retry)."""
+        if self.memory_bytes >= self.ceiling:
+            return False
+        con.execute(f"SET memory_limit = '{self.ceiling // MIB}MiB'")
+        return True
 
     def configure(self, con: duckdb.DuckDBPyConnection, db_path: Path | None) -> None:
         """Bound ``con``'s memory and let it spill under ``spill_dir``."""

@@ -44,6 +44,8 @@ class LoadedTrace:
     sha256: str
     size_bytes: int
     notes: list[str] = field(default_factory=list)
+    # What the connection was given (None: a connection not opened by load_trace).
+    limits: IngestLimits | None = None
 
     def close(self) -> None:
         self.con.close()
@@ -260,6 +262,8 @@ def load_trace(
             notes.extend(load_captures(con, captures, limits))
         derive_gaps(con)
         redact_tables(con)
+        limits = limits.for_rows(_stored_rows(con))
+        limits.configure(con, target)
         set_info(
             con,
             {
@@ -292,8 +296,22 @@ def load_trace(
         con = connect(target)
         limits.configure(con, target)
     return LoadedTrace(
-        con=con, path=src, format=fmt, sha256=digest.hexdigest(), size_bytes=size, notes=notes
+        con=con,
+        path=src,
+        format=fmt,
+        sha256=digest.hexdigest(),
+        size_bytes=size,
+        notes=notes,
+        limits=limits,
     )
+
+
+def _stored_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """Rows in the canonical tables (DuckDB's own count of each table, no scan)."""
+    row = con.execute(
+        "SELECT coalesce(sum(estimated_size), 0) FROM duckdb_tables() WHERE NOT temporary"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _read_ahead(

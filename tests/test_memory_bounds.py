@@ -184,3 +184,49 @@ def test_a_small_gzip_of_millions_of_events_is_bounded_without_any_setting(
     assert proc.returncode == 0, proc.stderr
     peak = float(proc.stderr.rsplit("PEAK_RSS_MB", 1)[1].split()[0])
     assert peak < 1000, f"peak RSS {peak:.0f} MB"
+
+
+def test_an_analysis_that_does_not_fit_the_input_sized_limit_gets_the_share(
+    tmp_path: Path,
+) -> None:
+    """The limit follows the input, so a query may need more than it allows: the report is
+    then built again under the whole share, and is the report an unlimited run gives."""
+    import dataclasses
+
+    import duckdb
+
+    from ingest import load_trace
+    from tracelens.report import build_report
+    from tracelens.testing.large_trace import write_large_trace
+
+    trace = write_large_trace(tmp_path / "t.json", 30_000)
+    plain = load_trace(trace)
+    try:
+        expected = build_report(plain)
+    finally:
+        plain.close()
+    squeezed = tmp_path / "squeezed.duckdb"
+    for retry in (False, True):
+        squeezed.unlink(missing_ok=True)
+        # a file database, so the tables themselves can leave memory for a tiny limit
+        loaded = load_trace(trace, db_path=squeezed)
+        assert loaded.limits is not None
+        try:
+            loaded.con.execute("SET memory_limit = '8MiB'")
+            small = dataclasses.replace(loaded.limits, memory_bytes=8 * 1024 * 1024)
+            loaded = dataclasses.replace(loaded, limits=small if retry else None)
+            if not retry:  # without the retry, 8 MiB does not hold this analysis
+                try:
+                    build_report(loaded)
+                except duckdb.OutOfMemoryException:
+                    continue
+                raise AssertionError("8 MiB was expected to be too little")
+            report = build_report(loaded)
+            limit = loaded.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        finally:
+            loaded.close()
+    assert limit is not None and limit[0] != "8.0 MiB"
+    assert report["findings"] == expected["findings"]
+    assert {k: v for k, v in report.items() if k != "source"} == {
+        k: v for k, v in expected.items() if k != "source"
+    }

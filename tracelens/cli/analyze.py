@@ -155,6 +155,8 @@ def analyze(
     (--rank picks one rank alone). --window, --steps or --range analyze only that part of
     a trace, as if it were the capture.
     """
+    import duckdb
+
     from ingest import TraceInputError, load_trace
     from tracelens.report import ReportInputs, build_report
 
@@ -189,6 +191,11 @@ def analyze(
     loaded = restrict_or_fail(loaded, restriction)
     try:
         report = build_report(loaded, thresholds, top, inputs=inputs)
+    except (MemoryError, duckdb.OutOfMemoryException) as exc:  # even under the whole share
+        fail(
+            f"{_relabelled(str(path), labels)}: the analysis ran out of memory "
+            f"({str(exc).splitlines()[0]}); set TRACELENS_MEMORY_LIMIT to give it more"
+        )
     finally:
         loaded.close()
     if str(loaded.path) in labels:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
+
 from ingest import LoadedTrace
 from ingest.redaction import redact
 from tracelens import __version__
@@ -100,20 +102,32 @@ def build_report(
     :class:`TraceDB` where the caller goes on querying it, so what the analyzers derived
     (kernel attribution, the workload, ...) is built once for both.
     """
-    return build_report_from_db(
-        db if db is not None else TraceDB(loaded.con),
-        source={
-            "path": label if label is not None else str(loaded.path),
-            "format": loaded.format,
-            "sha256": sha256 if sha256 is not None else loaded.sha256,
-            "size_bytes": loaded.size_bytes,
-        },
-        thresholds=thresholds,
-        top=top,
-        notes=loaded.notes,
-        inputs=inputs,
-        on_progress=on_progress,
-    )
+    tdb = db if db is not None else TraceDB(loaded.con)
+
+    def build() -> dict[str, Any]:
+        return build_report_from_db(
+            tdb,
+            source={
+                "path": label if label is not None else str(loaded.path),
+                "format": loaded.format,
+                "sha256": sha256 if sha256 is not None else loaded.sha256,
+                "size_bytes": loaded.size_bytes,
+            },
+            thresholds=thresholds,
+            top=top,
+            notes=loaded.notes,
+            inputs=inputs,
+            on_progress=on_progress,
+        )
+
+    try:
+        return build()
+    except duckdb.OutOfMemoryException:
+        # The ingest's memory limit follows the input; a query it does not fit gets the
+        # whole share once. What the TraceDB memoized before is complete and kept.
+        if loaded.limits is None or not loaded.limits.raise_to_ceiling(loaded.con):
+            raise
+        return build()
 
 
 def build_report_from_db(
