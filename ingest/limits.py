@@ -159,7 +159,11 @@ class IngestLimits:
         con.execute(f"SET memory_limit = '{self.ceiling // MIB}MiB'")
         return True
 
+    def set_memory(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Only the memory limit: DuckDB refuses a new spill directory once it has spilled."""
+        con.execute(f"SET memory_limit = '{self.memory_bytes // MIB}MiB'")
+
     def configure(self, con: duckdb.DuckDBPyConnection, db_path: Path | None) -> None:
         """Bound ``con``'s memory and let it spill under ``spill_dir``."""
-        con.execute(f"SET memory_limit = '{self.memory_bytes // MIB}MiB'")
+        self.set_memory(con)
         con.execute(f"SET temp_directory = '{self.spill_dir(db_path)}'")

@@ -263,7 +263,7 @@ def load_trace(
         derive_gaps(con)
         redact_tables(con)
         limits = limits.for_rows(_stored_rows(con))
-        limits.configure(con, target)
+        limits.set_memory(con)
         set_info(
             con,
             {

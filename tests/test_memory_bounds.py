@@ -230,3 +230,32 @@ def test_an_analysis_that_does_not_fit_the_input_sized_limit_gets_the_share(
     assert {k: v for k, v in report.items() if k != "source"} == {
         k: v for k, v in expected.items() if k != "source"
     }
+
+
+def test_the_limit_can_be_raised_after_the_connection_has_spilled(tmp_path: Path) -> None:
+    """Ingest sets the row-sized limit on a connection that may already have spilled, and
+    DuckDB refuses to set its spill directory again then (a 4.7 M-event trace failed so):
+    only the memory limit is set."""
+    import duckdb
+
+    limits = IngestLimits.from_env()
+    con = duckdb.connect()
+    try:
+        con.execute("SET threads = 1")
+        con.execute("SET memory_limit = '32MiB'")
+        con.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
+        con.execute(
+            "CREATE TEMP TABLE x AS SELECT i, random() AS r FROM range(4000000) t(i) ORDER BY r"
+        )
+        assert any((tmp_path / "spill").iterdir()), "the sort was expected to spill"
+        try:
+            limits.configure(con, None)
+        except duckdb.Error as exc:
+            assert "temporary directory" in str(exc)
+        else:
+            raise AssertionError("DuckDB now allows a new spill directory: simplify set_memory")
+        limits.set_memory(con)
+        got = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert got is not None and got[0] != "32.0 MiB"
+    finally:
+        con.close()
