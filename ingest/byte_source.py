@@ -38,8 +38,9 @@ def content_size_estimate(path: Path) -> int:
     """About how many bytes ``path`` holds decompressed, without decompressing it.
 
     A gzip file ends with its last member's size modulo 4 GiB: taken, plus 4 GiB until it
-    is at least the compressed size (JSON compresses, it never grows). Only sizing depends
-    on this (a memory limit), never what is read.
+    is at least the compressed size (JSON compresses, it never grows), and at least 8x the
+    compressed size (a trace's JSON compresses 10-30x, so past 4 GiB the trailer alone
+    would say too little). Only sizing depends on this (a memory limit), never what is read.
     """
     size = path.stat().st_size
     if size < 18 or not is_gzip(path):
@@ -49,7 +50,7 @@ def content_size_estimate(path: Path) -> int:
         estimate = int.from_bytes(f.read(4), "little")
     while estimate < size:
         estimate += 4 * 1024**3
-    return estimate
+    return max(estimate, 8 * size)
 
 
 def iter_bytes(

@@ -86,8 +86,11 @@ def build_job_run(
             done[0] += 1
             progress(0.95 * done[0] / len(pairs))
 
+    # the ranks in flight split the worker's share, ceiling included (the retry's figure)
     share = dataclasses.replace(
-        limits, memory_bytes=max(256 * MIB, limits.memory_bytes // IN_FLIGHT)
+        limits,
+        memory_bytes=max(256 * MIB, limits.memory_bytes // IN_FLIGHT),
+        ceiling_bytes=max(256 * MIB, limits.ceiling // IN_FLIGHT),
     )
     try:
         job = analyze_job(

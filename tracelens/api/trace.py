@@ -169,6 +169,7 @@ class Trace(_HasTraceDB):
     def report(self, thresholds: Thresholds | None = None, top: int = 10) -> dict[str, Any]:
         """The report dict, as ``tracelens analyze --format json`` writes it."""
         from tracelens.report import build_report_from_db
+        from tracelens.report.build import retried_under_share
 
         source = {
             "path": str(self._loaded.path),
@@ -176,7 +177,10 @@ class Trace(_HasTraceDB):
             "sha256": self._loaded.sha256,
             "size_bytes": self._loaded.size_bytes,
         }
-        return build_report_from_db(self.db, source, thresholds, top, self.notes)
+        return retried_under_share(
+            self._loaded,
+            lambda: build_report_from_db(self.db, source, thresholds, top, self.notes),
+        )
 
     # -- restricted views ------------------------------------------------------------
 

@@ -2,15 +2,19 @@
 
 Every command exits with the codes of :mod:`tracelens.cli.options`. A command's module is
 imported only when that command runs (:mod:`tracelens.cli.lazy_group`), so each pays for
-its own imports alone; ``tracelens --help`` lists them from :data:`SUMMARIES`.
+its own imports alone; ``tracelens --help`` lists them from :data:`SUMMARIES`. Running
+out of memory, in any command, is one line and exit 2 (:mod:`tracelens.cli.out_of_memory`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from tracelens import __version__
 from tracelens.cli.lazy_group import LazyGroup
+from tracelens.cli.out_of_memory import out_of_memory_in_one_line
 
 COMMANDS = {
     "analyze": "tracelens.cli.analyze:analyze",
@@ -41,8 +45,14 @@ SUMMARIES = {
 }
 
 
+class _Group(LazyGroup):
+    def invoke(self, ctx: click.Context) -> Any:
+        with out_of_memory_in_one_line():
+            return super().invoke(ctx)
+
+
 @click.group(
-    cls=LazyGroup,
+    cls=_Group,
     lazy_commands=COMMANDS,
     summaries=SUMMARIES,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -157,4 +157,5 @@ def restrict_loaded(loaded: LoadedTrace, restriction: Restriction) -> LoadedTrac
 def restrict_to(loaded: LoadedTrace, intervals: list[Interval], note: str) -> LoadedTrace:
     """A new LoadedTrace of the rows of ``loaded`` within ``intervals``; ``loaded`` stays open."""
     con = restricted_connection(loaded.con, merge_intervals(intervals), note)
-    return dataclasses.replace(loaded, con=con, notes=[*loaded.notes, note])
+    # the copy is configured with the whole share (no retry under a higher limit to try)
+    return dataclasses.replace(loaded, con=con, notes=[*loaded.notes, note], limits=None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -32,6 +32,8 @@ from tracelens.report.model import Report
 from tracelens.report.recorded_at import recorded_at_ns
 
 REPORT_SCHEMA = "tracelens.report/1"
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,19 @@ def build_report(
             on_progress=on_progress,
         )
 
+    return retried_under_share(loaded, build)
+
+
+def retried_under_share(loaded: LoadedTrace, build: Callable[[], _T]) -> _T:
+    """``build()``, once more under the whole memory share if it ran out of memory.
+
+    The ingest's memory limit follows the input; a query it does not fit gets the whole
+    share once. What a TraceDB memoized before is complete and kept, every temporary
+    table is created OR REPLACE, so the second build gives the report the first would.
+    """
     try:
         return build()
     except duckdb.OutOfMemoryException:
-        # The ingest's memory limit follows the input; a query it does not fit gets the
-        # whole share once. What the TraceDB memoized before is complete and kept.
         if loaded.limits is None or not loaded.limits.raise_to_ceiling(loaded.con):
             raise
         return build()
