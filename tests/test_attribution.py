@@ -50,3 +50,33 @@ def test_ranges_stand_in_for_operators_without_external_ids(tmp_path: Path) -> N
         "bias_b": "aten::linear",
         "stray_c": UNATTRIBUTED,
     }
+
+
+def test_operators_opening_at_the_same_instant_give_the_innermost(tmp_path: Path) -> None:
+    # Nested ranges that start together: the one enclosing the call most tightly launched
+    # it, and a call after the shortest ended belongs to the next one out.
+    sc = Scenario(name="same-start")
+    sc.range("aten::linear", 0, 100 * US)
+    sc.range("aten::addmm", 0, 50 * US)
+    sc.range("aten::mm", 0, 30 * US)
+    sc.launch(None, "gemm_a", 10 * US, 40 * US, 10 * US, api_dur_ns=2 * US)
+    sc.launch(None, "gemm_b", 35 * US, 60 * US, 10 * US, api_dur_ns=2 * US)
+    sc.launch(None, "bias_c", 70 * US, 80 * US, 5 * US, api_dur_ns=2 * US)
+    assert _attributed(sc, tmp_path) == {
+        "gemm_a": "aten::mm",
+        "gemm_b": "aten::addmm",
+        "bias_c": "aten::linear",
+    }
+
+
+def test_hundreds_of_operators_stacked_on_the_same_instants(tmp_path: Path) -> None:
+    # 300 ranges over the same span stack 300 deep; each call goes to the deepest that
+    # encloses it (the last one opened). Looking every call up at every depth made such
+    # a trace quadratic; the first lookup now settles it.
+    sc = Scenario(name="stacked")
+    for i in range(300):
+        sc.range(f"r{i}", 0, 100 * US)
+    sc.range("late", 20 * US, 40 * US)
+    sc.launch(None, "k_in_late", 25 * US, 50 * US, 5 * US, api_dur_ns=2 * US)
+    sc.launch(None, "k_after_late", 60 * US, 70 * US, 5 * US, api_dur_ns=2 * US)
+    assert _attributed(sc, tmp_path) == {"k_in_late": "late", "k_after_late": "r299"}

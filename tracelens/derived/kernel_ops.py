@@ -143,15 +143,38 @@ def _select(db: TraceDB) -> str:
             LEFT JOIN ext e ON e.external_id = a.external_id
             LEFT JOIN replay_ops ro USING (krow)
         ),
-        src AS (SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns FROM {source}),
-        -- The innermost enclosing operator, by one ASOF lookup per nesting depth: at each
-        -- depth only the latest operator started before the call can contain it (the latest
-        -- overall may be a finished sibling while its parent still encloses the call).
-        candidates AS (
+        src AS (
+            SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns,
+                   CAST(start_ns AS HUGEINT) * 4294967296 + depth AS skey
+            FROM {source}
+        ),
+        calls AS (
+            SELECT krow, pid, tid, api_start, api_end FROM ka
+            WHERE op_id IS NULL AND pid IS NOT NULL
+        ),
+        -- The innermost enclosing operator. First the latest operator started before the
+        -- call (the deepest of those starting at the same instant): when it encloses the
+        -- call it is the innermost, since any other enclosing one was open when it started
+        -- and so is shallower. Depth counts the intervals open at a start, so this holds
+        -- for overlapping intervals too.
+        latest AS (
             SELECT x.krow, o.oid, o.depth
-            FROM (SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, d.depth
-                  FROM ka, (SELECT DISTINCT depth FROM src) d
-                  WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL) x
+            FROM calls x ASOF JOIN src o
+              ON o.pid = x.pid AND o.tid = x.tid
+             AND o.skey <= CAST(x.api_start AS HUGEINT) * 4294967296 + 4294967295
+            WHERE o.end_ns >= x.api_end
+        ),
+        -- Otherwise (the latest is a finished sibling), one ASOF lookup per nesting depth:
+        -- at each depth only the latest operator started before the call can contain it.
+        -- Only for the calls the first lookup left: a trace whose operators stack hundreds
+        -- deep on the same instants made this every call x every depth.
+        candidates AS (
+            SELECT krow, oid, depth FROM latest
+            UNION ALL
+            SELECT x.krow, o.oid, o.depth
+            FROM (SELECT c.krow, c.pid, c.tid, c.api_start, c.api_end, d.depth
+                  FROM (SELECT * FROM calls ANTI JOIN latest USING (krow)) c,
+                       (SELECT DISTINCT depth FROM src) d) x
             ASOF JOIN src o
               ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
              AND o.start_ns <= x.api_start
