@@ -145,24 +145,29 @@ def _select(db: TraceDB) -> str:
         ),
         src AS (
             SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns,
-                   CAST(start_ns AS HUGEINT) * 4294967296 + depth AS skey
+                   -- (start, depth) as one ASOF key; depth can dip below zero where a
+                   -- zero-length interval's end is counted before its start
+                   CAST(start_ns AS HUGEINT) * 4294967296 + (depth + 2147483648) AS skey,
+                   max(depth) OVER (PARTITION BY pid, tid) AS max_depth
             FROM {source}
         ),
         calls AS (
             SELECT krow, pid, tid, api_start, api_end FROM ka
             WHERE op_id IS NULL AND pid IS NOT NULL
         ),
-        -- The innermost enclosing operator. First the latest operator started before the
-        -- call (the deepest of those starting at the same instant): when it encloses the
-        -- call it is the innermost, since any other enclosing one was open when it started
-        -- and so is shallower. Depth counts the intervals open at a start, so this holds
-        -- for overlapping intervals too.
+        -- The innermost enclosing operator is the deepest one that encloses the call.
+        -- First the latest operator started before the call (the deepest of those starting
+        -- at the same instant): when it encloses the call and no operator of its thread is
+        -- deeper, no deeper candidate can exist, so it is the answer the per-depth lookup
+        -- gives. (Partial overlaps and zero-length intervals can make an earlier interval
+        -- deeper than a later one inside it: those calls take the per-depth lookup.)
         latest AS (
             SELECT x.krow, o.oid, o.depth
             FROM calls x ASOF JOIN src o
               ON o.pid = x.pid AND o.tid = x.tid
              AND o.skey <= CAST(x.api_start AS HUGEINT) * 4294967296 + 4294967295
-            WHERE o.end_ns >= x.api_end
+            WHERE o.end_ns >= x.api_end AND o.start_ns <= x.api_start
+              AND o.depth = o.max_depth
         ),
         -- Otherwise (the latest is a finished sibling), one ASOF lookup per nesting depth:
         -- at each depth only the latest operator started before the call can contain it.

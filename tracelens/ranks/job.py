@@ -48,6 +48,8 @@ def analyze_job(
     (to add to what is kept of it), before it is closed.
     """
     t = thresholds or Thresholds()
+    # the ranks in flight share one ingest's part of the machine, as concurrent ingests do
+    limits = limits or IngestLimits.from_env(concurrent=max(1, in_flight))
 
     def one(item: tuple[int, Path]) -> RankExtract:
         rank, path = item
