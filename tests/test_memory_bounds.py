@@ -259,3 +259,26 @@ def test_the_limit_can_be_raised_after_the_connection_has_spilled(tmp_path: Path
         assert got is not None and got[0] != "32.0 MiB"
     finally:
         con.close()
+
+
+def test_running_out_of_memory_in_ingest_is_not_called_a_malformed_trace(
+    tmp_path: Path,
+) -> None:
+    """An out-of-memory error while staging a blob used to read "malformed event in
+    traceEvents after byte 258": the trace blamed for the machine's limit."""
+    from ingest import TraceInputError, load_trace
+    from ingest.limits import MIB
+    from tracelens.testing.large_trace import write_large_trace
+
+    trace = write_large_trace(tmp_path / "t.json", 30_000)
+    tiny = IngestLimits(
+        memory_bytes=4 * MIB, max_events=10**8, max_decompressed=10**11, memory_given=True
+    )
+    try:
+        load_trace(trace, limits=tiny)
+    except TraceInputError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("4 MiB was expected to be too little to ingest")
+    assert "malformed" not in message
+    assert "Out of Memory" in message and "TRACELENS_MEMORY_LIMIT" in message, message

@@ -443,12 +443,16 @@ def _load_blobs(
     try:
         files, precise = _stage(con, blobs, tmp, variant)
     except duckdb.Error as exc:
+        if _not_the_traces_fault(exc):
+            raise
         if "utf-8" not in str(exc).lower() and "unicode" not in str(exc).lower():
             raise BlobParseError(_describe_json_error(exc, blobs)) from None
         # Tolerant reading: undecodable bytes become U+FFFD, as a browser would show them.
         try:
             files, precise = _stage(con, blobs, tmp, variant, repair_utf8=True)
         except duckdb.Error as exc2:
+            if _not_the_traces_fault(exc2):
+                raise
             raise BlobParseError(_describe_json_error(exc2, blobs)) from None
         note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
         if note not in stats.warnings:
@@ -476,6 +480,14 @@ def _load_blobs(
     # search alone deciding, as always.
     if (memory_rows or variant == "json") and any(b.contains(b'"[memory]"') for b in blobs):
         con.execute(_MEMORY_SQL, [files])
+
+
+def _not_the_traces_fault(exc: duckdb.Error) -> bool:
+    """Out of memory or of disk: the machine's limits, which must not be reported as a
+    malformed event (the loader names them and the knob)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    return isinstance(exc, duckdb.IOException) and "No space left" in str(exc)
 
 
 def _describe_json_error(exc: duckdb.Error, blobs: list[EventBlob]) -> str:
