@@ -196,11 +196,10 @@ def _say_tracelens(r: dict, size_mb: float, mode: str) -> None:
 
 def _json_mb(trace: Path) -> float:
     """Megabytes of JSON in ``trace``: a gzip's own length field (its size mod 4 GiB)."""
-    if trace.suffix != ".gz":
-        return trace.stat().st_size / 1e6
-    with trace.open("rb") as f:
-        f.seek(-4, os.SEEK_END)
-        return int.from_bytes(f.read(4), "little") / 1e6
+    from ingest.byte_source import gzip_trailer_size
+
+    recorded = gzip_trailer_size(trace)
+    return (trace.stat().st_size if recorded is None else recorded) / 1e6
 
 
 def _peer_pythons(args: argparse.Namespace) -> dict[str, str | None]:

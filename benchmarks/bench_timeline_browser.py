@@ -33,17 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_queue import _free_port
 from bench_web import _start_server, _stop_server, _trace  # the cached large trace
 
+from tracelens.testing.chromium import CHROMIUM, CHROMIUM_ARGS
+
 _CANVAS = "document.getElementById('tl-canvas')"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def _summary(ms: list[float]) -> dict[str, float]:
@@ -84,7 +76,7 @@ def _measure(base: str, run_id: str, width: int, steps: int) -> dict[str, object
     new_data: list[float] = []
     details: list[float] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": width, "height": 1000})
         page.goto(f"{base}/runs/{run_id}")
         canvas = page.locator("#tl-canvas")

@@ -34,6 +34,16 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+def gzip_trailer_size(path: Path) -> int | None:
+    """The size a gzip file's trailer records (its last member's, modulo 4 GiB); None for
+    a file that is not gzip."""
+    if path.stat().st_size < 18 or not is_gzip(path):
+        return None
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
+
+
 def content_size_estimate(path: Path) -> int:
     """About how many bytes ``path`` holds decompressed, without decompressing it.
 
@@ -43,11 +53,9 @@ def content_size_estimate(path: Path) -> int:
     would say too little). Only sizing depends on this (a memory limit), never what is read.
     """
     size = path.stat().st_size
-    if size < 18 or not is_gzip(path):
+    estimate = gzip_trailer_size(path)
+    if estimate is None:
         return size
-    with path.open("rb") as f:
-        f.seek(-4, os.SEEK_END)
-        estimate = int.from_bytes(f.read(4), "little")
     while estimate < size:
         estimate += 4 * 1024**3
     return max(estimate, 8 * size)

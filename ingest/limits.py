@@ -156,7 +156,7 @@ class IngestLimits:
         """Give ``con`` the whole share; False when it had it already (nothing to retry)."""
         if self.memory_bytes >= self.ceiling:
             return False
-        con.execute(f"SET memory_limit = '{self.ceiling // MIB}MiB'")
+        dataclasses.replace(self, memory_bytes=self.ceiling).set_memory(con)
         return True
 
     def set_memory(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -19,6 +19,7 @@ from litestar.testing import TestClient
 
 from tracelens.testing import training_steps
 from tracelens.testing.chrome_writer import header_for, iter_events, write_events
+from tracelens.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 from web.app import create_app
 from web.settings import Settings
 
@@ -131,18 +132,6 @@ def serve_process(
         log.close()
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Without the background-networking flags Chromium keeps dialling out to update and sync
-# services, which an air-gapped test machine refuses.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 

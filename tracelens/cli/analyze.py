@@ -158,6 +158,7 @@ def analyze(
     import duckdb
 
     from ingest import TraceInputError, load_trace
+    from tracelens.cli.out_of_memory import out_of_memory_message
     from tracelens.report import ReportInputs, build_report
 
     restriction = parse_restriction(window, steps, range_name)
@@ -192,10 +193,8 @@ def analyze(
     try:
         report = build_report(loaded, thresholds, top, inputs=inputs)
     except (MemoryError, duckdb.OutOfMemoryException) as exc:  # even under the whole share
-        fail(
-            f"{_relabelled(str(path), labels)}: the analysis ran out of memory "
-            f"({str(exc).splitlines()[0]}); set TRACELENS_MEMORY_LIMIT to give it more"
-        )
+        # the group says this too, but only here is the trace known
+        fail(out_of_memory_message(exc, _relabelled(str(path), labels)))
     finally:
         loaded.close()
     if str(loaded.path) in labels:

@@ -23,6 +23,16 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return kind.__name__ == "OutOfMemoryException" and kind.__module__.lstrip("_") == "duckdb"
 
 
+def out_of_memory_message(exc: BaseException, subject: str | None = None) -> str:
+    """What to tell the user: ``subject`` (the trace, where the caller knows it) ran out."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    where = f"{subject}: " if subject else ""
+    return (
+        f"{where}the analysis ran out of memory ({first}); set TRACELENS_MEMORY_LIMIT "
+        "to give it more"
+    )
+
+
 @contextmanager
 def out_of_memory_in_one_line() -> Iterator[None]:
     try:
@@ -33,10 +43,5 @@ def out_of_memory_in_one_line() -> Iterator[None]:
         # imported here: --help loads this module and must stay light
         from tracelens.cli.options import EXIT_BAD_INPUT
 
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        click.echo(
-            f"tracelens: error: the analysis ran out of memory ({first}); set "
-            "TRACELENS_MEMORY_LIMIT to give it more",
-            err=True,
-        )
+        click.echo(f"tracelens: error: {out_of_memory_message(exc)}", err=True)
         sys.exit(EXIT_BAD_INPUT)
