@@ -28,6 +28,10 @@ Environment variables (all optional):
   machine's memory, between 2 and 16 GiB).
 - ``TRACELENS_TEMP_DIR``: where DuckDB spills (default: beside the database, or the
   system's temporary directory for in-memory databases).
+- ``TRACELENS_MAX_SPILL_BYTES``: what one ingest's database may spill there (default four
+  times the decompressed trace, at least 4 GiB). DuckDB's own default is 90 % of the free
+  disk: one runaway join on a trace whose operators stacked 527 deep once spilled 57 GB,
+  filling the disk for every other run on the machine.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ _INPUT_FLOOR = 512 * MIB
 # What the analysis needs per stored row (kernels, operators, calls, ...): 2.9 M rows of a
 # 1 GB trace ran in 512 MiB, 4.7 M rows of tiny events did not (kernel attribution's join).
 _BYTES_PER_ROW = 256
+# Spill is for sorts and joins somewhat larger than the memory limit, not for a query that
+# grows without bound: four times the input is room for several copies of every table,
+# and a runaway stops at it instead of at a full disk.
+_SPILL_FLOOR = 4 * GIB
+_SPILL_PER_INPUT_BYTE = 4
 _UNITS = {
     "": 1,
     "b": 1,
@@ -90,6 +99,21 @@ def _env_bytes(name: str) -> int | None:
     return parse_bytes(raw, name) if raw else None
 
 
+def spill_quota_full(exc: BaseException) -> bool:
+    """DuckDB ran out of spill quota (``max_temp_directory_size``), not of memory: the
+    knob to name is TRACELENS_MAX_SPILL_BYTES."""
+    return "max_temp_directory_size" in str(exc)
+
+
+def exhausted_hint(exc: BaseException, limits: IngestLimits | None = None) -> str:
+    """Which limit ``exc`` (an out-of-memory error) hit, and the variable that raises it."""
+    if spill_quota_full(exc):
+        size = f"the {limits.spill_bytes // MIB} MiB spill quota" if limits else "the spill quota"
+        return f"with {size} full; set TRACELENS_MAX_SPILL_BYTES to raise it"
+    size = f"a {limits.memory_bytes // MIB} MiB limit" if limits else "its memory limit"
+    return f"under {size}; set TRACELENS_MEMORY_LIMIT to raise it"
+
+
 def default_max_decompressed() -> int:
     return min(16 * GIB, max(2 * GIB, machine_memory_bytes() // 2))
 
@@ -104,6 +128,10 @@ class IngestLimits:
     memory_given: bool = False
     # The share this ingest may never exceed (memory_bytes until sized to an input).
     ceiling_bytes: int = 0
+    # What the database may write to its spill directory.
+    spill_bytes: int = _SPILL_FLOOR
+    # TRACELENS_MAX_SPILL_BYTES was set: taken as given whatever the input.
+    spill_given: bool = False
 
     @classmethod
     def from_env(cls, concurrent: int = 1) -> IngestLimits:
@@ -114,6 +142,7 @@ class IngestLimits:
         if raw_events and not raw_events.isdigit():
             raise ValueError(f"TRACELENS_MAX_EVENTS must be a whole number, got {raw_events!r}")
         temp = os.environ.get("TRACELENS_TEMP_DIR", "").strip()
+        spill = _env_bytes("TRACELENS_MAX_SPILL_BYTES")
         return cls(
             memory_bytes=max(_MIN_MEMORY, memory),
             ceiling_bytes=max(_MIN_MEMORY, memory),
@@ -122,6 +151,8 @@ class IngestLimits:
             or default_max_decompressed(),
             temp_dir=Path(temp) if temp else None,
             memory_given=given is not None,
+            spill_bytes=spill or _SPILL_FLOOR,
+            spill_given=spill is not None,
         )
 
     @property
@@ -130,11 +161,21 @@ class IngestLimits:
 
     def for_input(self, input_bytes: int) -> IngestLimits:
         """These limits for one input of ``input_bytes`` (decompressed): the memory limit
-        is half of it, at least 512 MiB, at most the share (or the limit given)."""
-        if self.memory_given:
-            return self
-        memory = min(self.ceiling, max(_INPUT_FLOOR, input_bytes // 2))
-        return dataclasses.replace(self, memory_bytes=memory, ceiling_bytes=self.ceiling)
+        is half of it, at least 512 MiB, at most the share (or the limit given); the spill
+        quota four times it, at least 4 GiB (or the quota given)."""
+        spill = (
+            self.spill_bytes
+            if self.spill_given
+            else max(_SPILL_FLOOR, input_bytes * _SPILL_PER_INPUT_BYTE)
+        )
+        memory = (
+            self.memory_bytes
+            if self.memory_given
+            else min(self.ceiling, max(_INPUT_FLOOR, input_bytes // 2))
+        )
+        return dataclasses.replace(
+            self, memory_bytes=memory, ceiling_bytes=self.ceiling, spill_bytes=spill
+        )
 
     def for_rows(self, rows: int) -> IngestLimits:
         """Raised, once ingest has counted them, to ``_BYTES_PER_ROW`` per stored row for the
@@ -164,6 +205,8 @@ class IngestLimits:
         con.execute(f"SET memory_limit = '{self.memory_bytes // MIB}MiB'")
 
     def configure(self, con: duckdb.DuckDBPyConnection, db_path: Path | None) -> None:
-        """Bound ``con``'s memory and let it spill under ``spill_dir``."""
+        """Bound ``con``'s memory and let it spill under ``spill_dir``, up to the quota
+        (set here only: DuckDB refuses a quota below what it has already spilled)."""
         self.set_memory(con)
         con.execute(f"SET temp_directory = '{self.spill_dir(db_path)}'")
+        con.execute(f"SET max_temp_directory_size = '{self.spill_bytes // MIB}MiB'")

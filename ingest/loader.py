@@ -24,7 +24,7 @@ from ingest.derive_gaps import derive_gaps
 from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
 from ingest.graph_captures import find_capture_dir, load_captures
-from ingest.limits import MIB, IngestLimits
+from ingest.limits import IngestLimits, exhausted_hint
 from ingest.prefetch import prefetched
 from ingest.redact_tables import redact_tables
 from ingest.schema import SCHEMA_VERSION, create_schema, set_info
@@ -285,10 +285,7 @@ def load_trace(
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, (duckdb.OutOfMemoryException, MemoryError)):
             # the machine's limit, not the trace's fault: say which knob raises it
-            why += (
-                f" under a {limits.memory_bytes // MIB} MiB limit;"
-                " set TRACELENS_MEMORY_LIMIT to raise it"
-            )
+            why = f"{why.rstrip('.')} {exhausted_hint(exc, limits)}"
         raise TraceInputError(src, f"could not be ingested: {why}") from None
     except BaseException:
         con.close()

@@ -32,7 +32,7 @@ def test_duckdb_out_of_memory_is_one_line_and_exit_2() -> None:
 
 
 def test_other_errors_are_not_taken_for_out_of_memory() -> None:
-    from tracelens.cli.out_of_memory import is_out_of_memory
+    from tracelens.core.out_of_memory import is_out_of_memory
 
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(ValueError("out of memory"))

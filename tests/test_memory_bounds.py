@@ -282,3 +282,78 @@ def test_running_out_of_memory_in_ingest_is_not_called_a_malformed_trace(
         raise AssertionError("4 MiB was expected to be too little to ingest")
     assert "malformed" not in message
     assert "Out of Memory" in message and "TRACELENS_MEMORY_LIMIT" in message, message
+
+
+def test_the_spill_quota_follows_the_input(tmp_path: Path, monkeypatch) -> None:
+    """DuckDB lets a database spill up to 90 % of the free disk, so one runaway query could
+    fill the disk for every run on the machine: the quota is four times the decompressed
+    input, at least 4 GiB, unless TRACELENS_MAX_SPILL_BYTES gives it."""
+    from ingest import load_trace
+    from ingest.limits import GIB, MIB
+    from tracelens.testing.large_trace import write_large_trace
+
+    monkeypatch.delenv("TRACELENS_MAX_SPILL_BYTES", raising=False)
+    share = IngestLimits.from_env()
+    assert share.for_input(10 * MIB).spill_bytes == 4 * GIB
+    assert share.for_input(3 * GIB).spill_bytes == 12 * GIB
+    monkeypatch.setenv("TRACELENS_MAX_SPILL_BYTES", "2GiB")
+    assert IngestLimits.from_env().for_input(10**12).spill_bytes == 2 * GIB
+    monkeypatch.setenv("TRACELENS_MAX_SPILL_BYTES", "plenty")
+    try:
+        IngestLimits.from_env()
+    except ValueError as exc:
+        assert "TRACELENS_MAX_SPILL_BYTES" in str(exc)
+    else:
+        raise AssertionError("an unparsable quota must be refused")
+    monkeypatch.delenv("TRACELENS_MAX_SPILL_BYTES")
+    # both the ingest connection and the one reopened on the finished file get it
+    loaded = load_trace(write_large_trace(tmp_path / "t.json", 2_000), db_path=tmp_path / "t.db")
+    try:
+        got = loaded.con.execute("SELECT current_setting('max_temp_directory_size')").fetchone()
+    finally:
+        loaded.close()
+    assert got is not None and got[0] in {"4.0 GiB", "4 GiB"}, got
+
+
+def test_a_full_spill_quota_names_its_own_setting(tmp_path: Path) -> None:
+    """Filling the spill quota is DuckDB's OutOfMemoryException too; the CLI's line, the
+    web run's message and the ingest error all name TRACELENS_MAX_SPILL_BYTES, not the
+    memory limit that would not help."""
+    import duckdb
+
+    from ingest.limits import MIB, exhausted_hint
+    from tracelens.core.out_of_memory import is_out_of_memory, out_of_memory_message
+    from web.ingest_worker import internal_error_message
+
+    limits = IngestLimits(
+        memory_bytes=32 * MIB,
+        max_events=10**8,
+        max_decompressed=10**11,
+        temp_dir=tmp_path / "spill",
+        spill_bytes=8 * MIB,
+        spill_given=True,
+    )
+    con = duckdb.connect()
+    try:
+        con.execute("SET threads = 1")
+        limits.configure(con, None)
+        try:
+            con.execute(
+                "CREATE TEMP TABLE x AS SELECT i, md5(i::VARCHAR) AS h FROM range(4000000) t(i)"
+                " ORDER BY h"
+            )
+        except duckdb.OutOfMemoryException as exc:
+            error: Exception = exc
+        else:
+            raise AssertionError("an 8 MiB spill quota was expected to fill")
+    finally:
+        con.close()
+    assert is_out_of_memory(error)
+    assert exhausted_hint(error, limits).startswith("with the 8 MiB spill quota full;")
+    for said in (out_of_memory_message(error), internal_error_message("t.json", error)):
+        assert "TRACELENS_MAX_SPILL_BYTES" in said and "TRACELENS_MEMORY_LIMIT" not in said
+        assert "\n" not in said
+    assert internal_error_message("t.json", error).startswith("t.json: the analysis filled")
+    memory = duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data")
+    assert "TRACELENS_MEMORY_LIMIT" in internal_error_message("t.json", memory)
+    assert "internal error" not in internal_error_message("t.json", memory)

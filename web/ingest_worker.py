@@ -22,6 +22,7 @@ from ingest import TraceInputError, detect_format, load_trace
 from ingest.limits import IngestLimits
 from ingest.redacted_copy import REDACTION_VERSION, redact_in_place
 from ingest.redaction import redact
+from tracelens.core.out_of_memory import is_out_of_memory, out_of_memory_message
 from tracelens.core.tracedb import TraceDB
 from tracelens.llm.slo import parse_slo
 from tracelens.report import ReportInputs, build_report
@@ -54,7 +55,10 @@ def remove_orphan_dirs(runs_dir: Path, known: set[str]) -> None:
 
 
 def internal_error_message(label: str, exc: BaseException) -> str:
-    """An unexpected failure as a run shows it: one line, never a traceback."""
+    """An unexpected failure as a run shows it: one line, never a traceback. Running out
+    of memory is the server's limit, not a bug, and says which setting raises it."""
+    if is_out_of_memory(exc):
+        return out_of_memory_message(exc, label)
     first = str(exc).splitlines()[0] if str(exc) else ""
     return f"{label}: internal error ({type(exc).__name__}: {first})"
 

@@ -8,7 +8,8 @@ Environment variables:
 - ``TRACELENS_REDIS_URL``: keep upload rate-limit counters in Redis (shared by processes).
 - ``TRACELENS_MAX_UPLOAD_BYTES`` (2 GiB), ``TRACELENS_MAX_DECOMPRESSED_BYTES`` (half the
   machine's memory, between 2 and 16 GiB); ``TRACELENS_MEMORY_LIMIT``,
-  ``TRACELENS_MAX_EVENTS`` and ``TRACELENS_TEMP_DIR`` bound each ingest (``ingest.limits``).
+  ``TRACELENS_MAX_EVENTS``, ``TRACELENS_TEMP_DIR`` and ``TRACELENS_MAX_SPILL_BYTES`` bound
+  each ingest (``ingest.limits``).
 - ``TRACELENS_UPLOAD_RATE``: uploads per client per minute (60).
 - ``TRACELENS_INGEST_WORKERS``: traces ingested at once (2).
 - ``TRACELENS_SECRET_KEY``: CSRF signing key; generated once into the data directory.

@@ -158,7 +158,7 @@ def analyze(
     import duckdb
 
     from ingest import TraceInputError, load_trace
-    from tracelens.cli.out_of_memory import out_of_memory_message
+    from tracelens.core.out_of_memory import out_of_memory_message
     from tracelens.report import ReportInputs, build_report
 
     restriction = parse_restriction(window, steps, range_name)
