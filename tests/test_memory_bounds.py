@@ -357,3 +357,35 @@ def test_a_full_spill_quota_names_its_own_setting(tmp_path: Path) -> None:
     memory = duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data")
     assert "TRACELENS_MEMORY_LIMIT" in internal_error_message("t.json", memory)
     assert "internal error" not in internal_error_message("t.json", memory)
+
+
+def test_an_ad_hoc_query_that_does_not_fit_the_input_sized_limit_gets_the_share(
+    tmp_path: Path,
+) -> None:
+    """`tracelens sql` and the frames run under the ingest's input-sized limit; a query
+    that needs more (a list aggregate cannot spill) is run once more under the share."""
+    import dataclasses
+
+    import duckdb
+
+    from ingest import load_trace
+    from ingest.limits import MIB
+    from tracelens.api.trace import Trace
+    from tracelens.testing.large_trace import write_large_trace
+
+    loaded = load_trace(write_large_trace(tmp_path / "t.json", 2_000), db_path=tmp_path / "t.db")
+    assert loaded.limits is not None
+    heavy = "SELECT len(list(i)) AS n FROM range(3000000) t(i)"
+    small = dataclasses.replace(loaded.limits, memory_bytes=8 * MIB)
+    for retry in (False, True):
+        loaded.con.execute("SET memory_limit = '8MiB'")
+        trace = Trace(dataclasses.replace(loaded, limits=small if retry else None))
+        if not retry:
+            try:
+                trace.sql(heavy)
+            except duckdb.OutOfMemoryException:
+                continue
+            raise AssertionError("8 MiB was expected to be too little for the list")
+        assert trace.sql(heavy)["n"].to_list() == [3_000_000]
+        assert len(trace.kernels) > 0  # the frames read through the same retry
+    loaded.close()

@@ -9,9 +9,10 @@ range), each of which is again a Trace, analysed as if it were the whole capture
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ingest import LoadedTrace, load_trace
 from ingest.duckdb_connect import connect
@@ -29,6 +30,8 @@ from tracelens.derived import DERIVED_TABLES, require
 if TYPE_CHECKING:
     import polars as pl
 
+_T = TypeVar("_T")
+
 # Rows enough for a diff to list every kernel and operator on both sides (as `tracelens
 # diff` does), so a name missing on one side is truly absent.
 _ALL_ROWS = 1_000_000
@@ -45,14 +48,22 @@ class _Frame:
         if instance is None:
             raise AttributeError(self.source.attribute)
         db = instance._trace_db()
-        if self.source.derived is not None:
-            require(db, self.source.derived)
-        return frame_of(db.con, self.source.select_sql(), {})
+
+        def read() -> pl.DataFrame:
+            if self.source.derived is not None:
+                require(db, self.source.derived)
+            return frame_of(db.con, self.source.select_sql(), {})
+
+        return instance._retried(read)
 
 
 class _HasTraceDB:
     def _trace_db(self) -> TraceDB:
         raise NotImplementedError
+
+    def _retried(self, read: Callable[[], _T]) -> _T:
+        """``read()``; a trace with memory limits retries it under their whole share."""
+        return read()
 
 
 class LlmFrames(_HasTraceDB):
@@ -64,11 +75,16 @@ class LlmFrames(_HasTraceDB):
     tokens = _Frame(LLM_FRAMES[2])
     itl = _Frame(LLM_FRAMES[3])
 
-    def __init__(self, db: TraceDB) -> None:
+    def __init__(self, db: TraceDB, retried: Callable[[Callable[[], Any]], Any]) -> None:
         self._db = db
+        self._retry = retried
 
     def _trace_db(self) -> TraceDB:
         return self._db
+
+    def _retried(self, read: Callable[[], _T]) -> _T:
+        result: _T = self._retry(read)
+        return result
 
 
 class Trace(_HasTraceDB):
@@ -95,6 +111,14 @@ class Trace(_HasTraceDB):
 
     def _trace_db(self) -> TraceDB:
         return self.db
+
+    def _retried(self, read: Callable[[], _T]) -> _T:
+        """``read()``, once more under the whole memory share if it ran out of memory: the
+        ingest's limit follows the input, and an ad hoc query may need more than the
+        analysis did."""
+        from tracelens.report.build import retried_under_share
+
+        return retried_under_share(self._loaded, read)
 
     # -- what it is ------------------------------------------------------------------
 
@@ -132,15 +156,19 @@ class Trace(_HasTraceDB):
         Derived tables (``docs/schema.md``) the query names are built first.
         """
         names = set(re.findall(r"[a-z_][a-z0-9_]*", query.lower()))
-        for table in DERIVED_TABLES:
-            if table.name in names:
-                require(self.db, table)
-        return frame_of(self.db.con, query, params)
+
+        def read() -> pl.DataFrame:
+            for table in DERIVED_TABLES:
+                if table.name in names:
+                    require(self.db, table)
+            return frame_of(self.db.con, query, params)
+
+        return self._retried(read)
 
     @property
     def llm(self) -> LlmFrames:
         """Per-request, per-step and per-token frames of an annotated serving trace."""
-        return LlmFrames(self.db)
+        return LlmFrames(self.db, self._retried)
 
     def to_parquet(self, directory: str | Path) -> list[Path]:
         """Every canonical table as ``directory/<table>.parquet``; the files written."""
