@@ -14,27 +14,14 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from web.catalog import runs
 from web.catalog.models import Run, RunStatus, utcnow
 
 
 def claim_delivery(s: Session, run_id: str) -> int | None:
     """Move a queued (or lost mid-ingest) run to ingesting: its new generation, or None
     when the run is gone or already finished (a duplicate delivery)."""
-    res = s.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status.in_([RunStatus.QUEUED, RunStatus.INGESTING]))
-        .values(
-            status=RunStatus.INGESTING,
-            attempts=Run.attempts + 1,
-            generation=Run.generation + 1,
-            progress=0.0,
-            error=None,
-            updated_at=utcnow(),
-        )
-    )
-    if res.rowcount != 1:  # type: ignore[attr-defined]
-        return None
-    return s.scalar(select(Run.generation).where(Run.id == run_id))
+    return runs.claim(s, run_id, lost_too=True)
 
 
 def release_for_retry(s: Session, run_id: str, generation: int, note: str) -> None:

@@ -138,11 +138,16 @@ def all_tags(s: Session) -> list[str]:
     return sorted(tags)
 
 
-def claim(s: Session, run_id: str) -> int | None:
-    """Move a queued run to ingesting; its new generation, or None when not queued."""
+def claim(s: Session, run_id: str, *, lost_too: bool = False) -> int | None:
+    """Move a queued run to ingesting; its new generation, or None when not queued.
+
+    ``lost_too`` also takes a run left ingesting (a queue's redelivery of a job whose
+    worker was lost mid-ingest); a finished or deleted run is never taken.
+    """
+    statuses = [RunStatus.QUEUED, RunStatus.INGESTING] if lost_too else [RunStatus.QUEUED]
     res = s.execute(
         update(Run)
-        .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
+        .where(Run.id == run_id, Run.status.in_(statuses))
         .values(
             status=RunStatus.INGESTING,
             attempts=Run.attempts + 1,
