@@ -171,3 +171,86 @@ def test_a_findings_own_button_opens_at_its_first_range(
     doc = json.loads(gzip.decompress(base64.b64decode(posted["b64"])))
     ids = {e["args"]["id"] for e in doc["traceEvents"] if e.get("cat") == "tracelens.finding"}
     assert f["id"] in ids
+
+
+TOKEN = "perfetto-test-token"
+
+
+@pytest.fixture(scope="module")
+def token_run(tmp_path_factory: pytest.TempPathFactory, stand_in: str) -> Iterator[str]:
+    """A service with API tokens (the kept trace needs one) and a ready run on it: the
+    page's address."""
+    import time
+
+    import httpx
+
+    data = tmp_path_factory.mktemp("serve-tokens")
+    trace = write_planted(tmp_path_factory.mktemp("trace") / "planted.pt.trace.json.gz")
+    env = {"TRACELENS_PERFETTO_URL": stand_in, "TRACELENS_API_TOKENS": TOKEN}
+    with serve_process(data, env_vars=env) as base:
+        auth = {"authorization": f"Bearer {TOKEN}"}
+        with trace.open("rb") as f:
+            r = httpx.post(f"{base}/api/runs", files={"file": (trace.name, f)}, headers=auth)
+        r.raise_for_status()
+        rid = r.json()["id"]
+        deadline = time.monotonic() + 120
+        while httpx.get(f"{base}/api/runs/{rid}").json()["status"] != "ready":
+            assert time.monotonic() < deadline, "the run did not become ready"
+            time.sleep(0.3)
+        yield f"{base}/runs/{rid}"
+
+
+def test_with_api_tokens_perfetto_and_the_download_read_the_trace_with_the_typed_token(
+    browser: Any, token_run: str
+) -> None:
+    """A link cannot send a header, so the trace (which needs the token once the service
+    has tokens) was a 401 from both: each now asks for the token and sends it."""
+    import httpx
+
+    base, rid = token_run.split("/runs/")
+    served = gzip.decompress(
+        httpx.get(
+            f"{base}/api/runs/{rid}/trace/enriched",
+            headers={"authorization": f"Bearer {TOKEN}"},
+        ).content
+    )
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    errors = watch(page)
+    page.goto(token_run)
+    status = "#perfetto-status"
+    # no token: said at once, and no window opened
+    page.click("#open-perfetto")
+    page.wait_for_function(f"() => document.querySelector('{status}').dataset.state === 'failed'")
+    assert "API token" in page.inner_text(status)
+    assert len(context.pages) == 1
+    # a wrong one: the service's refusal, said on the page
+    page.fill("#perfetto-token", "not-the-token")
+    with page.expect_popup():
+        page.click("#open-perfetto")
+    page.wait_for_function(
+        f"() => document.querySelector('{status}').textContent.includes('unknown API token')"
+    )
+    # the right one: Perfetto gets the enriched trace, and the link downloads it
+    page.fill("#perfetto-token", TOKEN)
+    with page.expect_popup() as popup_info:
+        page.click("#open-perfetto")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__posted !== null", timeout=60_000)
+    posted = popup.evaluate("() => window.__posted")
+    assert gzip.decompress(base64.b64decode(posted["b64"])) == served
+    with page.expect_download() as download_info:
+        page.click("#enriched-trace")
+    download = download_info.value
+    assert download.suggested_filename == f"{rid}-enriched.json.gz"
+    path = download.path()
+    with open(path, "rb") as f:
+        assert gzip.decompress(f.read()) == served
+    page.wait_for_function(
+        f"() => document.querySelector('{status}').dataset.state === 'downloaded'"
+    )
+    csp = csp_violations(page)
+    context.close()
+    assert not csp, csp
+    # the refused read is the only console error (the browser logs the 401 it got)
+    assert all("401" in e for e in errors), errors

@@ -15,6 +15,9 @@
   const status = document.getElementById("perfetto-status");
   const target = new URL(cfg.perfetto_url + "/");
   const PING_MS = 250, GIVE_UP_MS = 60000;
+  // Present where the service has API tokens: the trace is read with the one typed here
+  // (a link cannot send a header, so the download goes through fetch too).
+  const tokenField = document.getElementById("perfetto-token");
 
   function say(text, state) {
     status.textContent = text;
@@ -50,7 +53,31 @@
     return null;
   }
 
+  // The token the reads need, or null (with the reason said) when one is needed and absent.
+  function token() {
+    if (!tokenField) return "";
+    const value = tokenField.value.trim();
+    if (!value) {
+      say("This service needs an API token to read the trace: enter it first.", "failed");
+      tokenField.focus();
+      return null;
+    }
+    return value;
+  }
+
+  function download(tok) {
+    const headers = tok ? { Authorization: "Bearer " + tok } : {};
+    return fetch(cfg.trace_url, { credentials: "same-origin", headers: headers }).then((r) => {
+      if (r.ok) return r.arrayBuffer();
+      return r.json().then(
+        (body) => { throw new Error(body.error || r.statusText); },
+        () => { throw new Error(r.status + " " + r.statusText); });
+    });
+  }
+
   function open(range) {
+    const tok = token();
+    if (tok === null) return;
     const url = new URL(target);
     if (range) {
       const [s, e] = padded(range);
@@ -65,13 +92,7 @@
       return;
     }
     say("Downloading the trace…", "fetching");
-    fetch(cfg.trace_url, { credentials: "same-origin" })
-      .then((r) => {
-        if (r.ok) return r.arrayBuffer();
-        return r.json().then(
-          (body) => { throw new Error(body.error || r.statusText); },
-          () => { throw new Error(r.status + " " + r.statusText); });
-      })
+    download(tok)
       .then((buffer) => handOver(handle, buffer))
       .catch((err) => {
         handle.close();
@@ -112,6 +133,27 @@
   }
 
   document.getElementById("open-perfetto").addEventListener("click", () => open(pageRange()));
+  const link = document.getElementById("enriched-trace");
+  if (tokenField && link) {
+    link.addEventListener("click", (e) => {
+      e.preventDefault();
+      const tok = token();
+      if (tok === null) return;
+      say("Downloading the trace…", "fetching");
+      download(tok)
+        .then((buffer) => {
+          const a = document.createElement("a");
+          a.href = URL.createObjectURL(new Blob([buffer], { type: "application/gzip" }));
+          a.download = cfg.file_name;
+          document.body.appendChild(a);
+          a.click();
+          a.remove();
+          setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+          say("Downloaded.", "downloaded");
+        })
+        .catch((err) => say("Could not get the trace: " + err.message, "failed"));
+    });
+  }
   document.querySelectorAll(".perfetto-range").forEach((b) => {
     b.addEventListener("click", (e) => {
       // not also a click on the finding's card, which would step the timeline to range 1
