@@ -367,3 +367,32 @@ def test_a_rank_without_a_clock_offset_starts_with_the_reference_rank() -> None:
     # its first event (its own time 0) is where the reference rank's is
     assert -unsynced.shift_ns == -clock.ranks[0].shift_ns == 2_000_000
     assert clock.aligned(2, metas[2]["t0_ns"]) == clock.aligned(0, metas[0]["t0_ns"])
+
+
+def test_ranks_are_chosen_as_ranges_with_a_form_on_the_job_page(served: Any) -> None:
+    """A job of more ranks than one view holds needs a way to page through them: the
+    job page has a form of ranks and ranges (``1-3``), as the address takes them."""
+    from web.timeline_aligned import compact_ranks, parse_ranks
+
+    client, run_id, _ = served
+    page = client.get(f"/runs/{run_id}", params={"ranks": "1-3"})
+    assert page.status_code == 200
+    data = _page_json(page.text, "page-data")
+    assert [r["rank"] for r in data["aligned"]["ranks"]] == [1, 2, 3]
+    form = page.text.split('id="ranks-form"', 1)[1].split("</form>", 1)[0]
+    assert 'name="ranks"' in form and 'value="1-3"' in form
+    bad = client.get(f"/runs/{run_id}", params={"ranks": "5-9"})
+    assert bad.status_code == 400 and "no rank in 5-9 (its ranks: 0-3)" in bad.text
+    # a sparse job: a range takes the ranks it holds; a named rank must exist
+    sparse = list(range(0, 1024, 2))
+    assert parse_ranks("64-127", sparse) == list(range(64, 128, 2))
+    assert parse_ranks("0, 10-12 ,7-7", list(range(20))) == [0, 7, 10, 11, 12]
+    assert compact_ranks(sparse[:3] + [7, 8, 9]) == "0,2,4,7-9"
+    for spec, says in (
+        ("3-1", "ends before it starts"),
+        ("1-x", "comma-separated list of ranks and ranges"),
+        ("0-127", f"at most {MAX_ALIGNED_RANKS} ranks at once, not 128"),
+        ("5", "no rank 5 (its ranks: 0-3)"),
+    ):
+        with pytest.raises(BadRanksError, match=re.escape(says)):
+            parse_ranks(spec, list(range(4)) if spec == "5" else list(range(200)))

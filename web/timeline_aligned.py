@@ -21,6 +21,7 @@ however large the job.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -115,24 +116,58 @@ def aligned_clock(report: dict[str, Any], metas: dict[int, dict[str, Any]]) -> A
 
 
 def parse_ranks(spec: str | None, job_ranks: list[int], *, limit: bool = True) -> list[int]:
-    """``all`` (the first :data:`MAX_ALIGNED_RANKS` of the job) or a comma-separated list;
-    an empty or absent spec is no rank."""
+    """``all`` (the first :data:`MAX_ALIGNED_RANKS` of the job) or a comma-separated list
+    of ranks and ranges (``0,3,64-127``: a range takes the job's ranks within it, so a
+    job of sparse ranks can be paged through); an empty or absent spec is no rank."""
     if spec is None or not spec.strip():
         return []
     if spec.strip() == "all":
         return job_ranks[:MAX_ALIGNED_RANKS] if limit else list(job_ranks)
-    try:
-        ranks = sorted({int(x) for x in spec.split(",") if x.strip()})
-    except ValueError:
-        raise BadRanksError(
-            f"ranks: 'all' or a comma-separated list of ranks, not {spec!r}"
-        ) from None
-    missing = [r for r in ranks if r not in job_ranks]
-    if missing:
-        raise BadRanksError(f"the job has no rank {missing[0]} (its ranks: {job_ranks})")
-    if limit and len(ranks) > MAX_ALIGNED_RANKS:
-        raise BadRanksError(f"at most {MAX_ALIGNED_RANKS} ranks at once, not {len(ranks)}")
-    return ranks
+    have = set(job_ranks)
+    chosen: set[int] = set()
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if hi < lo:
+                raise BadRanksError(f"ranks: the range {part!r} ends before it starts")
+            within = [r for r in job_ranks if lo <= r <= hi]
+            if not within:
+                raise BadRanksError(
+                    f"the job has no rank in {lo}-{hi} (its ranks: {compact_ranks(job_ranks)})"
+                )
+            chosen.update(within)
+        elif part.isdigit():
+            if int(part) not in have:
+                raise BadRanksError(
+                    f"the job has no rank {int(part)} (its ranks: {compact_ranks(job_ranks)})"
+                )
+            chosen.add(int(part))
+        else:
+            raise BadRanksError(
+                f"ranks: 'all' or a comma-separated list of ranks and ranges (0,3,64-127), "
+                f"not {spec!r}"
+            )
+    if limit and len(chosen) > MAX_ALIGNED_RANKS:
+        raise BadRanksError(f"at most {MAX_ALIGNED_RANKS} ranks at once, not {len(chosen)}")
+    return sorted(chosen)
+
+
+def compact_ranks(ranks: list[int]) -> str:
+    """``ranks`` as the picker and messages write them: runs of consecutive ranks as
+    ranges (``0-63,65``), so a job of a thousand ranks is one short line."""
+    out: list[str] = []
+    ordered = sorted(set(ranks))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 @contextmanager

@@ -50,7 +50,7 @@ from web.run_restriction import (
 from web.run_series import all_series, series_summary
 from web.series_chart import history_chart
 from web.services import Services
-from web.timeline_aligned import MAX_HOST_RANKS
+from web.timeline_aligned import MAX_ALIGNED_RANKS, MAX_HOST_RANKS, compact_ranks
 
 # Stands in for the visitor's CSRF token in cached pages; replaced on every response.
 CSRF_PLACEHOLDER = "__tracelens_csrf_token__"
@@ -199,6 +199,8 @@ def _render_job_page(
         tokens_required=tokens_required,
         page_data=page_data,
         csrf_token=lambda: CSRF_PLACEHOLDER,
+        ranks_spec=compact_ranks(aligned),
+        max_aligned_ranks=MAX_ALIGNED_RANKS,
     )
 
 
