@@ -47,3 +47,28 @@ def test_progress_is_throttled_but_phase_ends_always_arrive() -> None:
     progress.analysed()
     progress.timeline_built()
     assert sent == [READ_END * 0.1, LOADED, ANALYSED, TIMELINE_BUILT]
+
+
+def test_a_jobs_bar_moves_as_its_ranks_are_read_not_as_each_finishes(tmp_path: Path) -> None:
+    """A job's bar was the count of finished ranks: a two-rank job sat at 0 through both
+    reads and analyses, then jumped to 47.5 %. It is now the mean of its ranks' own bars."""
+    from tracelens.ranks.job import analyze_job
+    from tracelens.testing.planted_ranks import write_job
+    from web.ingest_progress import JobProgress
+
+    job = write_job(tmp_path / "job", ranks=2, steps=6, slow_rank=1)
+    sent: list[float] = []
+    bar = JobProgress(sent.append, [0, 1], end=0.95, every_s=0.0)
+    finished: list[float] = []
+
+    def on_rank(rank: int, *_: object) -> None:
+        bar.finished(rank)
+        finished.append(sent[-1])
+
+    analyze_job(list(enumerate(job.files)), in_flight=1, on_rank=on_rank, progress_of=bar.rank)
+    assert sent == sorted(sent) and len(set(sent)) == len(sent)
+    assert finished == [0.475, 0.95] and sent[-1] == 0.95
+    before_first = [f for f in sent if f < finished[0]]
+    # the first rank's read, load and every analyzer moved the bar before it finished
+    assert len(before_first) >= len(ANALYZERS) and before_first[0] > 0
+    assert any(finished[0] < f < finished[1] for f in sent), "the second rank's own steps"

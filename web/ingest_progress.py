@@ -10,6 +10,7 @@ analyzers ~25 %, the timeline tables ~15 %), and reports its own steps inside it
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -19,13 +20,15 @@ READ_END = 0.55
 LOADED = 0.6
 ANALYSED = 0.85
 TIMELINE_BUILT = 0.97
+# The catalog (or the job state) takes each write: at most this often.
+EVERY_S = 0.5
 
 
 class IngestProgress:
     """Maps each phase's own steps onto one fraction, sent at most every ``every_s``
     (the catalog or the job state takes each write) and never backwards."""
 
-    def __init__(self, report: Callable[[float], None], every_s: float = 0.5) -> None:
+    def __init__(self, report: Callable[[float], None], every_s: float = EVERY_S) -> None:
         self._report = report
         self._every_s = every_s
         self._last_sent = float("-inf")  # the first report always goes out
@@ -58,3 +61,38 @@ class IngestProgress:
 
     def timeline_built(self) -> None:
         self._send(TIMELINE_BUILT, force=True)
+
+    def at(self, fraction: float) -> None:
+        """A fraction its caller worked out (a job's, from its ranks')."""
+        self._send(fraction)
+
+
+class JobProgress:
+    """A job's bar from its ranks': each rank moves through the phases of its own
+    :class:`IngestProgress`, and the job's fraction is their mean (scaled to ``end``),
+    so a two-rank job moves as its ranks are read instead of jumping as each finishes.
+    Ranks report from their own threads."""
+
+    def __init__(
+        self,
+        report: Callable[[float], None],
+        ranks: list[int],
+        end: float = 0.95,
+        every_s: float = EVERY_S,
+    ) -> None:
+        self._bar = IngestProgress(report, every_s)
+        self._end = end
+        self._at = dict.fromkeys(ranks, 0.0)
+        self._lock = threading.Lock()
+
+    def rank(self, rank: int) -> IngestProgress:
+        """Where ``rank`` reports (unthrottled: the job's bar throttles)."""
+        return IngestProgress(lambda f: self._moved(rank, f), every_s=0.0)
+
+    def finished(self, rank: int) -> None:
+        self._moved(rank, 1.0)
+
+    def _moved(self, rank: int, fraction: float) -> None:
+        with self._lock:
+            self._at[rank] = max(self._at[rank], fraction)
+            self._bar.at(self._end * sum(self._at.values()) / len(self._at))

@@ -38,7 +38,6 @@ log = logging.getLogger("tracelens.web.ingest")
 
 # Orphaned run directories younger than this may still be an upload in flight.
 ORPHAN_AGE_S = 600.0
-_PROGRESS_EVERY_S = 0.5
 
 
 def remove_orphan_dirs(runs_dir: Path, known: set[str]) -> None:
@@ -193,7 +192,7 @@ class IngestWorker:
         label: str,
         report_progress: Callable[[float], None],
     ) -> dict[str, Any]:
-        progress = IngestProgress(report_progress, _PROGRESS_EVERY_S)
+        progress = IngestProgress(report_progress)
         loaded = load_trace(
             files.source(run.source_file),
             db_path=files.database(generation),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tracelens.core.tracedb import TraceDB
 from tracelens.ranks.extract_file import extract_from_json, extract_to_json
 from tracelens.ranks.job import analyze_job, analyze_rank, job_report
 from web.catalog import Run, RunKind
+from web.ingest_progress import IngestProgress, JobProgress
 from web.run_tables import keep_run_tables
 from web.storage import RunFiles, publish_once, write_json_once
 
@@ -74,17 +74,14 @@ def build_job_run(
     pairs = [(int(m["rank"]), files.source(m["source_file"])) for m in members]
     by_rank = {int(m["rank"]): m for m in members}
     ref = pairs[0][0]
-    done = [0]
-    lock = threading.Lock()
+    bar = JobProgress(progress, [r for r, _ in pairs])
 
     def db_path(rank: int) -> Path:
         return files.database(generation) if rank == ref else files.rank_database(generation, rank)
 
     def on_rank(rank: int, loaded: LoadedTrace, db: TraceDB) -> None:
         keep_run_tables(loaded, db)
-        with lock:
-            done[0] += 1
-            progress(0.95 * done[0] / len(pairs))
+        bar.finished(rank)
 
     # the ranks in flight split the worker's share, ceiling included (the retry's figure)
     share = dataclasses.replace(
@@ -94,7 +91,12 @@ def build_job_run(
     )
     try:
         job = analyze_job(
-            pairs, in_flight=IN_FLIGHT, db_path=db_path, limits=share, on_rank=on_rank
+            pairs,
+            in_flight=IN_FLIGHT,
+            db_path=db_path,
+            limits=share,
+            on_rank=on_rank,
+            progress_of=bar.rank,
         )
     except TraceInputError as exc:
         raise _naming_rank(exc, pairs, by_rank) from None
@@ -135,7 +137,13 @@ def _members(run: Run) -> tuple[list[dict[str, Any]], int]:
 
 
 def build_rank(
-    files: RunFiles, generation: int, run: Run, rank: int, limits: IngestLimits, worker: str
+    files: RunFiles,
+    generation: int,
+    run: Run,
+    rank: int,
+    limits: IngestLimits,
+    worker: str,
+    on_progress: Callable[[float], None] | None = None,
 ) -> None:
     """One rank of ``generation``: its database (with its timeline tables) and its extract.
 
@@ -144,7 +152,8 @@ def build_rank(
     a second delivery of the same rank (at-least-once) keeps the first one's, which may
     already be published and open, and discards its own (the same rank, built the same).
     The extract is written last, the same way: a rank whose extract is there is complete.
-    The extract names ``worker``, the delivery that wrote it.
+    The extract names ``worker``, the delivery that wrote it. ``on_progress`` takes the
+    rank's progress through its phases.
     """
     members, ref = _members(run)
     by_rank = {int(m["rank"]): m for m in members}
@@ -152,12 +161,22 @@ def build_rank(
     target = files.job_database(generation, rank, ref)
     building = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
 
+    progress = IngestProgress(on_progress) if on_progress is not None else None
+
     def on_rank(_: int, loaded: LoadedTrace, db: TraceDB) -> None:
         keep_run_tables(loaded, db)
+        if progress is not None:
+            progress.timeline_built()
 
     try:
         found = analyze_rank(
-            rank, source, Thresholds(), db_path=building, limits=limits, on_rank=on_rank
+            rank,
+            source,
+            Thresholds(),
+            db_path=building,
+            limits=limits,
+            on_rank=on_rank,
+            progress=progress,
         )
         publish_once(building, target)
     except TraceInputError as exc:

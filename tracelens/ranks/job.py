@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, Protocol
 
 from ingest import LoadedTrace, load_trace
 from ingest.limits import IngestLimits
@@ -31,6 +31,19 @@ from tracelens.ranks.stragglers import groups, skew_by_kind, stragglers
 JOB_SCHEMA = "tracelens.job/1"
 
 
+class RankProgress(Protocol):
+    """What one rank reports as it goes (``web.ingest_progress.IngestProgress`` is one):
+    the bytes of its file read, then the analyzers done."""
+
+    def reading(self, done: int, total: int) -> None: ...
+
+    def loaded(self) -> None: ...
+
+    def analysing(self, done: int, total: int) -> None: ...
+
+    def analysed(self) -> None: ...
+
+
 def analyze_job(
     files: list[tuple[int, Path]],
     thresholds: Thresholds | None = None,
@@ -39,13 +52,15 @@ def analyze_job(
     db_path: Callable[[int], Path | None] | None = None,
     limits: IngestLimits | None = None,
     on_rank: Callable[[int, LoadedTrace, TraceDB], None] | None = None,
+    progress_of: Callable[[int], RankProgress] | None = None,
 ) -> dict[str, Any]:
     """The job report of ``files`` ((rank, path) pairs).
 
     ``db_path(rank)`` keeps a rank's trace database in that file (default: in memory);
     ``on_rank(rank, loaded, db)`` is called with each rank's open database (and the TraceDB
     its analysis used) once it is analysed
-    (to add to what is kept of it), before it is closed.
+    (to add to what is kept of it), before it is closed. ``progress_of(rank)`` is where
+    that rank reports its progress (from the rank's own thread).
     """
     t = thresholds or Thresholds()
     # the ranks in flight share one ingest's part of the machine, as concurrent ingests do
@@ -54,7 +69,8 @@ def analyze_job(
     def one(item: tuple[int, Path]) -> RankExtract:
         rank, path = item
         target = db_path(rank) if db_path is not None else None
-        return analyze_rank(rank, path, t, top, target, limits, on_rank)
+        progress = progress_of(rank) if progress_of is not None else None
+        return analyze_rank(rank, path, t, top, target, limits, on_rank, progress)
 
     with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
         extracts = list(pool.map(one, files))
@@ -69,17 +85,34 @@ def analyze_rank(
     db_path: Path | None = None,
     limits: IngestLimits | None = None,
     on_rank: Callable[[int, LoadedTrace, TraceDB], None] | None = None,
+    progress: RankProgress | None = None,
 ) -> RankExtract:
     """One rank loaded, analysed and reduced to its extract (what :func:`job_report` needs
-    of it), then closed; ``db_path`` and ``on_rank`` as for :func:`analyze_job`. Ranks are
-    independent until :func:`job_report`, so they may be analysed anywhere, in any order."""
+    of it), then closed; ``db_path``, ``on_rank`` and ``progress`` as for
+    :func:`analyze_job`. Ranks are independent until :func:`job_report`, so they may be
+    analysed anywhere, in any order."""
     from tracelens.report import build_report
 
-    loaded = load_trace(path, db_path=db_path, limits=limits)
+    loaded = load_trace(
+        path,
+        db_path=db_path,
+        limits=limits,
+        on_progress=progress.reading if progress is not None else None,
+    )
     try:
+        if progress is not None:
+            progress.loaded()
         # one TraceDB for both: the extract reuses the derived tables the analyzers built
         db = TraceDB(loaded.con)
-        report = build_report(loaded, t, top, db=db)
+        report = build_report(
+            loaded,
+            t,
+            top,
+            db=db,
+            on_progress=progress.analysing if progress is not None else None,
+        )
+        if progress is not None:
+            progress.analysed()
         found = extract(db, rank, path, report, t)
         if on_rank is not None:
             on_rank(rank, loaded, db)

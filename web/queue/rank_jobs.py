@@ -86,7 +86,15 @@ def ingest_rank(ctx: JobContext, job: IngestJob) -> None:
     files = RunFiles(ctx.settings.runs_dir, run.id)
     what = f"{run.original_filename}: rank {job.rank}"
     try:
-        build_rank(files, job.generation, run, job.rank, ctx.engine.limits, ctx.worker_name)
+        build_rank(
+            files,
+            job.generation,
+            run,
+            job.rank,
+            ctx.engine.limits,
+            ctx.worker_name,
+            on_progress=ctx.report,
+        )
     except TraceInputError as exc:  # a bad trace fails again: the run fails now
         _fail(ctx, job, f"{run.original_filename}: {exc.problem}")
         return
