@@ -249,6 +249,14 @@ def test_with_api_tokens_perfetto_and_the_download_read_the_trace_with_the_typed
     page.wait_for_function(
         f"() => document.querySelector('{status}').dataset.state === 'downloaded'"
     )
+    # the kept original, which needs the token too, the same way
+    original = httpx.get(
+        f"{base}/api/runs/{rid}/source", headers={"authorization": f"Bearer {TOKEN}"}
+    ).content
+    with page.expect_download() as download_info:
+        page.click("#source-link")
+    with open(download_info.value.path(), "rb") as f:
+        assert f.read() == original
     csp = csp_violations(page)
     context.close()
     assert not csp, csp

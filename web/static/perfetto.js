@@ -65,14 +65,23 @@
     return value;
   }
 
-  function download(tok) {
+  // The bytes at `url` read with the token, and the file name the answer gives.
+  function fetchWithToken(url, tok) {
     const headers = tok ? { Authorization: "Bearer " + tok } : {};
-    return fetch(cfg.trace_url, { credentials: "same-origin", headers: headers }).then((r) => {
-      if (r.ok) return r.arrayBuffer();
+    return fetch(url, { credentials: "same-origin", headers: headers }).then((r) => {
+      if (r.ok) {
+        const disposition = r.headers.get("content-disposition") || "";
+        const named = /filename="([^"]+)"/.exec(disposition);
+        return r.arrayBuffer().then((buffer) => ({ buffer, name: named ? named[1] : null }));
+      }
       return r.json().then(
         (body) => { throw new Error(body.error || r.statusText); },
         () => { throw new Error(r.status + " " + r.statusText); });
     });
+  }
+
+  function download(tok) {
+    return fetchWithToken(cfg.trace_url, tok).then((got) => got.buffer);
   }
 
   function open(range) {
@@ -133,27 +142,6 @@
   }
 
   document.getElementById("open-perfetto").addEventListener("click", () => open(pageRange()));
-  const link = document.getElementById("enriched-trace");
-  if (tokenField && link) {
-    link.addEventListener("click", (e) => {
-      e.preventDefault();
-      const tok = token();
-      if (tok === null) return;
-      say("Downloading the trace…", "fetching");
-      download(tok)
-        .then((buffer) => {
-          const a = document.createElement("a");
-          a.href = URL.createObjectURL(new Blob([buffer], { type: "application/gzip" }));
-          a.download = cfg.file_name;
-          document.body.appendChild(a);
-          a.click();
-          a.remove();
-          setTimeout(() => URL.revokeObjectURL(a.href), 60000);
-          say("Downloaded.", "downloaded");
-        })
-        .catch((err) => say("Could not get the trace: " + err.message, "failed"));
-    });
-  }
   document.querySelectorAll(".perfetto-range").forEach((b) => {
     b.addEventListener("click", (e) => {
       // not also a click on the finding's card, which would step the timeline to range 1
@@ -161,4 +149,28 @@
       open(findingRange(b.dataset.findingId));
     });
   });
+  // Links to what needs the token (the enriched trace, the kept originals): a link cannot
+  // send a header, so where the service has tokens they are fetched and saved from here.
+  if (tokenField) {
+    document.querySelectorAll("#enriched-trace, a[data-token-download]").forEach((link) => {
+      link.addEventListener("click", (e) => {
+        e.preventDefault();
+        const tok = token();
+        if (tok === null) return;
+        say("Downloading…", "fetching");
+        fetchWithToken(link.href, tok)
+          .then((got) => {
+            const a = document.createElement("a");
+            a.href = URL.createObjectURL(new Blob([got.buffer]));
+            a.download = got.name || link.getAttribute("download") || "download";
+            document.body.appendChild(a);
+            a.click();
+            a.remove();
+            setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+            say("Downloaded.", "downloaded");
+          })
+          .catch((err) => say("Could not download: " + err.message, "failed"));
+      });
+    });
+  }
 })();
