@@ -149,3 +149,17 @@ def test_sql_and_export_cli(planted_path: Path, tmp_path: Path) -> None:
     assert (tmp_path / "kernels.parquet").is_file() and (tmp_path / "gaps.parquet").is_file()
     neither = runner.invoke(main, ["export", str(planted_path)])
     assert neither.exit_code == 2
+
+
+def test_sql_prints_names_as_written_and_nested_values_as_csv(planted_path: Path) -> None:
+    """Range names such as ``[param|clear_cache]`` were taken for console markup and
+    printed empty, and a list or struct column (``args``, ``list()``) made ``--format
+    csv`` end in a traceback: polars has no CSV for nested values."""
+    runner = CliRunner()
+    q = "SELECT '[param|clear_cache]' AS name, [1, 2] AS ids, {'a': 'x'} AS args, 3 AS n"
+    table = runner.invoke(main, ["sql", str(planted_path), q])
+    assert table.exit_code == 0, table.output
+    assert "[param|clear_cache]" in table.output
+    csv = runner.invoke(main, ["sql", str(planted_path), q, "--format", "csv"])
+    assert csv.exit_code == 0, csv.output
+    assert csv.output == 'name,ids,args,n\n[param|clear_cache],"[1, 2]","{""a"": ""x""}",3\n'

@@ -70,23 +70,42 @@ def sql(
     finally:
         trace.close()
     if fmt == "csv":
-        click.echo(frame.write_csv(), nl=False)
+        click.echo(_flat(frame).write_csv(), nl=False)
     elif fmt == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
     else:
         _print_table(frame, max_rows)
 
 
+def _flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its list and struct columns as JSON text: CSV has no nested values
+    (polars refuses them), and a query over ``args`` or ``list()`` returns them."""
+    import polars as pl
+
+    nested = [n for n, t in frame.schema.items() if t.is_nested()]
+    if not nested:
+        return frame
+    as_json = [
+        pl.Series(
+            n, [None if v is None else json.dumps(v, default=str) for v in frame[n].to_list()]
+        )
+        for n in nested
+    ]
+    return frame.with_columns(as_json)
+
+
 def _print_table(frame: pl.DataFrame, max_rows: int) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_lines=False)
     for name, dtype in frame.schema.items():
         numeric = dtype.is_numeric()
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        # Text, not str: names such as "[param|clear_cache]" are not console markup
+        table.add_column(Text(name), justify="right" if numeric else "left", overflow="fold")
     for row in frame.head(max_rows).iter_rows():
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(Text("" if v is None else str(v)) for v in row))
     console = Console()
     console.print(table)
     if frame.height > max_rows:
