@@ -123,7 +123,11 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     ten SendRecvs are the same exchange on both ranks (the others pair each rank with
     ranks not in the files). Rank 1 reaches all four last, having run more GPU compute
     before them (272 ms against 210 ms over the capture). With 126 ranks absent, "last"
-    is among these two only, and the report says so.
+    is among these two only, and the report says so, in the straggler's own title too: rank
+    1's own communication finding says it reaches its collectives early, which is true of
+    its exchanges with ranks not recorded. The imbalance finding and the straggler's
+    summary both measure against the other rank (61.7 ms more), not against the two ranks'
+    midpoint (which halved it).
     """
     job = _job(corpus / "torch/sampled_2rank")
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
@@ -134,6 +138,12 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     assert any("2 of the job's 128 ranks" in n for n in job["notes"])
     assert job["world_size"] == 128
     assert [r["compute_ns"] for r in job["ranks"]] == [210_320_000, 271_973_000]
+    titles = [f["title"] for f in job["findings"] if f["analyzer"] == "ranks"]
+    assert any(
+        t.startswith("Rank 1 arrives last among the 2 of 128 ranks recorded at 4 of 4")
+        for t in titles
+    ), titles
+    assert "Rank 1 runs 61.7 ms more GPU compute than rank 0 (29% more)" in titles
 
 
 def test_base_times_align_ranks_without_shared_collectives(tmp_path: Path) -> None:

@@ -132,7 +132,8 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     found = groups(extracts, alignments)
     late = stragglers(extracts, found)
     window = int(median(_window(e) for e in extracts)) or 1
-    findings = straggler_findings(late, found, window, t)
+    world = _world_size(extracts)
+    findings = straggler_findings(late, found, window, t, world)
     # Time a rank waits inside collectives for a straggler is the straggler finding's: its
     # own communication findings keep only the rest, so no millisecond leads twice.
     named = {f["rank"] for f in findings if f["impact_ns"] > 0}
@@ -150,7 +151,6 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         else 0
         for e in extracts
     }
-    world = _world_size(extracts)
     whole = world is None or world == len(extracts)
     own: list[dict[str, Any]] = []
     dropped: dict[int, tuple[int, int]] = {}

@@ -20,7 +20,8 @@ ANALYZER = "ranks"
 
 # What the late rank's GPU was doing before the collectives it was late for.
 _WHY = {
-    "compute": "it ran {compute} more GPU work before them than the median rank (load imbalance)",
+    "compute": "it ran {compute} more GPU work before them than the other ranks' median "
+    "(load imbalance)",
     "data_loading": "its GPU sat idle {idle} longer than the others' before them, waiting for "
     "its input pipeline (DataLoader)",
     "host_compute": "its GPU sat idle {idle} longer than the others' before them while its "
@@ -67,12 +68,22 @@ WAITS_SHOWN = 8
 
 
 def straggler_findings(
-    late: list[Straggler], found: list[Group], window_ns: int, t: Thresholds
+    late: list[Straggler],
+    found: list[Group],
+    window_ns: int,
+    t: Thresholds,
+    world: int | None = None,
 ) -> list[dict[str, Any]]:
-    """A finding for each rank last often enough that chance does not explain it."""
+    """A finding for each rank last often enough that chance does not explain it.
+
+    ``world``: the job's size, where the traces record it. When only some of its ranks are
+    here, "last" is last among them: the title says so, since the rank may itself be
+    waiting (its own communication finding says it arrives early) for ranks not recorded.
+    """
     if not found:
         return []
     n = len(found[0].members)
+    among = f" among the {n} of {world} ranks recorded" if world and world > n else ""
     floor = max(0.3, min(0.9, 1.5 / n))  # 2 ranks: last in 75 %; chance is 50 %
     out = []
     for s in late:
@@ -87,8 +98,9 @@ def straggler_findings(
             {
                 "id": finding_id(ANALYZER, "straggler", s.rank),
                 "analyzer": ANALYZER,
-                "title": f"Rank {s.rank} arrives last at {s.late} of {s.groups} collectives: "
-                f"the job waits {fmt_ns(s.held_back_ns)} for it",
+                "title": f"Rank {s.rank} arrives last{among} at {s.late} of {s.groups} "
+                f"collectives: {'they wait' if among else 'the job waits'} "
+                f"{fmt_ns(s.held_back_ns)} for it",
                 "severity": severity_for(pct, t).label,
                 "impact_ns": s.held_back_ns,
                 "impact_pct": round(pct, 3),
@@ -96,7 +108,13 @@ def straggler_findings(
                 "second-to-last rank arrived: that lead on the aligned clock, summed over "
                 "those collectives.",
                 "summary": f"The other ranks waited {fmt_ns(s.others_wait_ns)} in total inside "
-                f"those collectives; {why}.",
+                f"those collectives; {why}."
+                + (
+                    " Ranks not recorded may arrive later still, and this rank may be "
+                    "waiting for them."
+                    if among
+                    else ""
+                ),
                 "evidence": {
                     "rank": s.rank,
                     "last_in": s.late,
@@ -166,15 +184,18 @@ def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:
 def imbalance_finding(
     extracts: list[RankExtract], window_ns: int, t: Thresholds, late: list[Straggler]
 ) -> dict[str, Any] | None:
-    """The rank with the most GPU compute, when it is well above the median rank's."""
+    """The rank with the most GPU compute, when it is well above the other ranks' median
+    (the straggler finding's measure too, so the two name one figure: with two ranks the
+    median of all would be their midpoint, half the difference)."""
     if len(extracts) < 2:
         return None
-    med = median(e.compute_ns for e in extracts)
     top = max(extracts, key=lambda e: (e.compute_ns, -e.rank))
+    med = median(e.compute_ns for e in extracts if e.rank != top.rank)
     extra = top.compute_ns - med
     if med <= 0 or extra < window_ns * t.severity_low_pct / 100 or top.compute_ns < 1.1 * med:
         return None
     others = [e for e in extracts if e.rank != top.rank]
+    than = f"rank {others[0].rank}" if len(others) == 1 else "the other ranks' median"
     diffs = []
     for op in set(top.op_ns) | {o for e in others for o in e.op_ns}:
         d = top.op_ns.get(op, 0) - median(e.op_ns.get(op, 0) for e in others)
@@ -186,15 +207,15 @@ def imbalance_finding(
     return {
         "id": finding_id(ANALYZER, "imbalance", top.rank),
         "analyzer": ANALYZER,
-        "title": f"Rank {top.rank} runs {fmt_ns(int(extra))} more GPU compute than the median "
-        f"rank ({100.0 * extra / med:.0f}% more)",
+        "title": f"Rank {top.rank} runs {fmt_ns(int(extra))} more GPU compute than {than} "
+        f"({100.0 * extra / med:.0f}% more)",
         "severity": "info",
         "impact_ns": 0,
         "impact_pct": 0.0,
         "impact_basis": "Informational: uneven work costs time only where the others wait "
         "for it in a collective"
         + ("; the straggler finding counts that time." if straggles else "."),
-        "summary": f"Compute-kernel time per rank: median {fmt_ns(int(med))}, rank "
+        "summary": f"Compute-kernel time per rank: {than} {fmt_ns(int(med))}, rank "
         f"{top.rank} {fmt_ns(top.compute_ns)}."
         + (f" The operators that differ most: {ops}." if ops else ""),
         "evidence": {

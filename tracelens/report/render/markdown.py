@@ -86,8 +86,8 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
     out.append(f"- format: `{src.format}`, sha256 `{src.sha256[:16]}…`")
     tr = report.trace
     if tr.rank is not UNSET:
-        world = "?" if tr.world_size is UNSET else tr.world_size
-        out.append(f"- rank {tr.rank} of {world}")
+        world = "" if tr.world_size is UNSET else f" of {tr.world_size}"
+        out.append(f"- rank {tr.rank}{world}")
     out.append(f"- workload: {_cell(workload_line(report.workload))}")
     for d in report.devices:
         out.append(

@@ -34,8 +34,9 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
     fmt = src.format + (f" (schema {tr.format_version})" if tr.format_version else "")
     head.add_row("format", fmt)
     if tr.rank is not UNSET:
-        world = "?" if tr.world_size is UNSET else tr.world_size
-        head.add_row("rank", f"{tr.rank} of {world}")
+        # the world size, where the trace records it (a single process's has none)
+        world = "" if tr.world_size is UNSET else f" of {tr.world_size}"
+        head.add_row("rank", f"{tr.rank}{world}")
     head.add_row("workload", Text(workload_line(report.workload)))
     for d in report.devices:
         head.add_row(
