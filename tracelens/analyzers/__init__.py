@@ -21,6 +21,7 @@ from tracelens.analyzers import (
     occupancy,
     steps,
     sync_stalls,
+    training_mode,
     variance,
     warmup,
 )
@@ -45,6 +46,7 @@ ANALYZERS: list[Analyzer] = [
     memory,
     communication,
     occupancy,
+    training_mode,
     warmup,
 ]
 

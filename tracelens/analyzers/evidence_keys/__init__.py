@@ -26,6 +26,7 @@ from tracelens.analyzers.evidence_keys import (
     occupancy,
     steps,
     sync_stalls,
+    training_mode,
     variance,
     warmup,
 )
@@ -45,6 +46,7 @@ EVIDENCE: tuple[AnalyzerEvidence, ...] = (
     memory.EVIDENCE,
     communication.EVIDENCE,
     occupancy.EVIDENCE,
+    training_mode.EVIDENCE,
     warmup.EVIDENCE,
     llm_slo.EVIDENCE,
 )

@@ -1,0 +1,60 @@
+"""An inference benchmark that left its model in training mode runs dropout kernels.
+
+Eval mode makes dropout return its input, so no dropout kernel runs; ``no_grad`` and
+``inference_mode`` do not change that. A dropout kernel in a trace with neither a backward
+pass nor an optimizer step means ``model.eval()`` was not called: the benchmark measured
+a different computation from the one it serves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest import load_trace
+from tracelens.report import build_report
+from tracelens.testing import write_chrome_trace
+from tracelens.testing.planted_dropout import DROPOUT_KERNEL_NS, dropout_in_inference
+from tracelens.testing.scenario import Scenario
+
+
+def _training_mode(tmp_path: Path, sc: Scenario) -> list[dict]:
+    loaded = load_trace(write_chrome_trace(sc, tmp_path / "t.json"))
+    try:
+        report = build_report(loaded)
+    finally:
+        loaded.close()
+    return [f for f in report["findings"] if f["analyzer"] == "training_mode"]
+
+
+def test_dropout_in_an_inference_trace_says_the_model_is_in_training_mode(
+    tmp_path: Path,
+) -> None:
+    (f,) = _training_mode(tmp_path, dropout_in_inference())
+    assert f["title"].startswith("Dropout runs in an inference trace: the model is in training")
+    assert f["evidence"]["dropout_kernels"] == 4
+    assert f["evidence"]["dropout_kernel_ns"] == 4 * DROPOUT_KERNEL_NS == f["impact_ns"]
+    assert "model.eval()" in f["advice"] and "inference_mode" in f["advice"]
+    assert len(f["time_ranges"]) == 4
+
+
+def test_training_and_dropout_free_inference_say_nothing(tmp_path: Path) -> None:
+    assert _training_mode(tmp_path, dropout_in_inference(training=True)) == []
+    assert _training_mode(tmp_path, dropout_in_inference(dropout=False)) == []
+
+
+@pytest.mark.corpus
+def test_the_a100_alexnet_benchmark_ran_in_training_mode(corpus: Path) -> None:
+    """Expert reading: AlexNet has two dropout layers, and the inference capture runs
+    `aten::native_dropout` four times (two passes), each launching a dropout kernel: the
+    benchmark never called ``model.eval()``. Small in time (34 µs), but its outputs were
+    not the model's."""
+    loaded = load_trace(corpus / "torch/a100_alexnet_inference.json.gz")
+    try:
+        report = build_report(loaded)
+    finally:
+        loaded.close()
+    (f,) = [f for f in report["findings"] if f["analyzer"] == "training_mode"]
+    assert f["evidence"]["dropout_kernels"] == 4
+    assert f["evidence"]["operators"][0]["operator"] == "aten::native_dropout"
