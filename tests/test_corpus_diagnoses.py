@@ -400,3 +400,86 @@ def test_the_fp32_finding_never_says_another_finding_claims_time_it_does_not(
     fp32 = next(f for f in r["findings"] if f["analyzer"] == "occupancy" and "FP32" in f["title"])
     assert "claims the rest" not in fp32["impact_basis"]
     assert "counts the rest" not in fp32["impact_basis"]
+
+
+def _finding(report: dict[str, Any], analyzer: str, **evidence: Any) -> dict[str, Any]:
+    (f,) = [
+        f
+        for f in report["findings"]
+        if f["analyzer"] == analyzer and all(f["evidence"].get(k) == v for k, v in evidence.items())
+    ]
+    return f
+
+
+def test_vllm_moe_gemms_are_triton_and_its_attention_is_paged(corpus: Path) -> None:
+    """vLLM decode of gpt-oss on an MI300X: `vllm::moe_forward` runs Triton's
+    `_matmul_ogs_…_bf16xbf16xmxfp4` kernels (launched with `hipModuleLaunchKernel` in the
+    capture, as Triton kernels are), which PyTorch's TunableOp never tunes: that advice
+    belongs to the `Cijk_` (hipBLASLt) GEMMs of `aten::addmm` only. Its attention already
+    is vLLM's paged `kernel_unified_attention_*` over a KV cache with grouped-query heads:
+    telling it to add either is advice it has taken. The experts' weights are MXFP4 (the
+    kernel names say so), beside BF16 dense projections."""
+    r = report_of(corpus, "engines/vllm_decode_full/graph_execution.json.gz")
+    moe = _finding(r, "hot_ops", operator="vllm::moe_forward")
+    assert "TUNABLEOP" not in moe["advice"] and "hipBLASLt" not in moe["advice"]
+    assert "Triton" in moe["advice"]
+    dense = _finding(r, "hot_ops", operator="aten::addmm")
+    assert "PYTORCH_TUNABLEOP_ENABLED=1" in dense["advice"]
+    attn = _finding(r, "hot_ops", operator="vllm::unified_attention_with_output")
+    assert "KV cache for decoding" not in attn["advice"]
+    assert "grouped-query" not in attn["advice"] and "paged KV cache" in attn["advice"]
+    small = _finding(r, "engine_steps")
+    assert small["evidence"]["expert_weight_dtype"] == "mxfp4"
+    assert small["evidence"]["weight_dtype"] == "bf16"  # the dense projections' Cijk_…BBS
+    assert "MXFP4" in small["summary"]
+
+
+def test_alexnet_convolutions_already_allow_tf32(corpus: Path) -> None:
+    """AlexNet inference on an A100 in FP32: the convolutions run
+    `sm80_xmma_fprop_…tf32f32_tf32f32…` kernels, so cuDNN's TF32 switch is on (PyTorch's
+    default); only conv1 (3 input channels) keeps a single-precision `scudnn` kernel, and
+    the linears run `ampere_sgemm` because matmul TF32 is off by default. So
+    `cudnn.allow_tf32` is no advice; `cuda.matmul.allow_tf32` is, for `aten::addmm` only,
+    and the FP32 finding (which counts the conv1 time) does not repeat the addmm
+    finding's words."""
+    r = report_of(corpus, "torch/a100_alexnet_inference.json.gz")
+    assert "cudnn.allow_tf32" not in advice_text(r)
+    addmm = _finding(r, "hot_ops", operator="aten::addmm")
+    assert "matmul.allow_tf32" in addmm["advice"]
+    fp32 = _finding(r, "occupancy", device_id=0)
+    assert fp32["advice"] != addmm["advice"]
+    assert "matmul.allow_tf32" not in fp32["advice"] and "already run" in fp32["advice"]
+
+
+def test_in_place_operators_are_not_told_to_go_in_place(corpus: Path) -> None:
+    """ResNet training on a V100: `aten::add_` (residual adds, and gradient accumulation
+    under ConvolutionBackward0) already is in place, as AlexNet's `aten::clamp_min_` (the
+    in-place ReLU) is: "use in-place ops" cannot apply to either."""
+    for rel, op in (
+        ("torch/v100_train_single_rank_ns.pt.trace.json.gz", "aten::add_"),
+        ("torch/a100_alexnet_inference.json.gz", "aten::clamp_min_"),
+    ):
+        f = _finding(report_of(corpus, rel), "hot_ops", operator=op)
+        assert "in-place" not in f["advice"], rel
+        assert "fuse" in f["advice"]
+
+
+def test_latency_bound_attention_claims_no_roofline_gap(corpus: Path) -> None:
+    """BERT-small on an MI300X: each `attn_fwd` call runs 16 workgroups on 304 compute
+    units for about 28 µs, bound by latency; the roofline's 12 µs assumes the whole GPU, so
+    claiming 102 µs of 114 µs back from a faster kernel (what the report said before)
+    contradicted its own "less work, not a faster kernel". The time belongs to the
+    underfilled-grid finding (more sequences per launch); the hot-operator finding claims
+    none and says the calls are latency-bound. Qwen's `attn_fwd` fills the GPU (608
+    workgroups) at 126 TFLOP/s of 915: there the gap is claimed, and a faster kernel is
+    the lever the advice names."""
+    r = report_of(corpus, "engines/mi300_bert_small.json.gz")
+    attn = _finding(r, "hot_ops", operator="aten::_flash_attention_forward")
+    assert attn["impact_ns"] == 0 and attn["evidence"]["cost"]["grid_bound_ns"] > 0
+    assert "latency" in attn["advice"] and "not a faster kernel" not in attn["advice"]
+    grid = _finding(r, "occupancy", kernel="attn_fwd")
+    assert grid["impact_ns"] > 0.9 * grid["evidence"]["idle_sm_ns"]
+    q = report_of(corpus, "engines/mi300_qwen_inference.json.gz")
+    qa = _finding(q, "hot_ops", operator="aten::_flash_attention_forward")
+    assert qa["impact_ns"] > 0 and "faster attention kernel is the lever" in qa["advice"]
+    assert "not a faster kernel" not in qa["advice"]

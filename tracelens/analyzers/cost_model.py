@@ -11,6 +11,10 @@ give its work (:mod:`tracelens.core.op_cost`), the *ideal* time is the longest o
 - ``cost_min_kernel_ns`` per kernel it launched,
 
 and its impact is the GPU time beyond the ideal: never negative, never more than its time.
+A call whose longest kernel runs a grid that leaves at least ``occupancy_explain_idle_pct``
+of the SMs without a block claims no impact: such a kernel is bound by latency (its
+blocks' sequential loops), not by FLOPs or bytes spread over the whole GPU, so the roofline
+gap is not what a faster kernel returns; the occupancy analyzer counts its idle SMs.
 The bound resource is judged at the math the operator runs now (an FP32 convolution on a
 V100 against the FP32 rate, not the FP16 tensor rate the advice would switch it to):
 compute when its arithmetic intensity is at or above the ridge point ``peak / bandwidth``.
@@ -53,6 +57,8 @@ class OpEstimate:
     ideal_ns: float = 0.0
     impact_ns: int = 0
     kind: str | None = None
+    # kernel time of costed calls whose grid leaves most SMs idle: no roofline gap claimed
+    grid_bound_ns: int = 0
     dtypes: set[str] = field(default_factory=set)
     math: str | None = None  # the peak used: "bf16 tensor", "fp32", ...
     peak_tflops: float | None = None
@@ -96,6 +102,7 @@ class OpEstimate:
             "running_peak_tflops": self.now_tflops,
             "memory_gbps": self.mem_gbps,
             "ideal_ns": round(self.ideal_ns),
+            "grid_bound_ns": self.grid_bound_ns,
             "dtypes": sorted(self.dtypes),
         }
 
@@ -135,6 +142,7 @@ def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
         t.cost_attention_efficiency,
         t.cost_memory_efficiency,
         t.cost_min_kernel_ns,
+        t.occupancy_explain_idle_pct,
     )
     return db.memo(("cost_tables", key), lambda: _build(db, t))
 
@@ -168,6 +176,23 @@ WITH calls AS (
 )
 SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
+"""
+
+# Calls whose longest kernel's grid fills at most the given share of the device's SMs
+# (grids are recorded by Kineto and ROCm's tracer; others leave them NULL).
+_GRID_BOUND_CALLS = """
+WITH k AS (
+    SELECT ko.op_id, ko.dur_ns, d.sm_count,
+           greatest(coalesce(k.grid_x, 1), 1) * greatest(coalesce(k.grid_y, 1), 1)
+             * greatest(coalesce(k.grid_z, 1), 1) AS blocks
+    FROM kernel_ops ko
+    JOIN kernels k ON k.device_id = ko.device_id AND k.start_ns = ko.start_ns
+                  AND k.name = ko.kernel_name
+    JOIN devices d ON d.device_id = ko.device_id
+    WHERE ko.op_id IS NOT NULL AND k.grid_x IS NOT NULL AND d.sm_count > 0
+)
+SELECT op_id FROM k GROUP BY op_id
+HAVING arg_max(blocks, dur_ns) <= ? * any_value(sm_count)
 """
 
 _CONV_NAMES = (
@@ -222,6 +247,9 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
         for op_id, shapes_text, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt)
+    grid_bound = {
+        int(r[0]) for r in db.rows(_GRID_BOUND_CALLS, [1 - t.occupancy_explain_idle_pct / 100.0])
+    }
     memo: dict[tuple, OpCost | None] = {}
     # Streamed: a million launching operators as Python tuples held ~400 MB at once.
     for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):
@@ -252,7 +280,10 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         est.flops += cost.flops
         est.bytes += cost.bytes
         est.ideal_ns += min(ideal, float(ns))
-        est.impact_ns += int(max(0.0, ns - ideal))
+        if int(op_id) in grid_bound:
+            est.grid_bound_ns += int(ns)
+        else:
+            est.impact_ns += int(max(0.0, ns - ideal))
         est.dtypes.add(cost.dtype)
         if est.kind is None or (est.kind == MEMORY and cost.kind != MEMORY):
             est.kind = cost.kind

@@ -23,6 +23,7 @@ LLM latency findings are per request); the batch-size finding carries capacity, 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from tracelens.analyzers.contract import finding
@@ -30,11 +31,14 @@ from tracelens.analyzers.cost_model import cost_tables, math_peak
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.analyzers.launch_overhead import launch_finding_id
 from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.kernel_kinds import classify
 from tracelens.core.op_cost import MATMUL
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import Workload, workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
 from tracelens.llm.engine_steps import engine_steps
 from tracelens.llm.model import EngineStepsSection
 
@@ -45,6 +49,9 @@ CLAIMABLE = ("launch_overhead", "host_compute", "untraced")
 # GPU-side waits: the GPU had work queued; idle_gpu says what it waited for.
 _GPU_SIDE = "gpu_dependency"
 _WEIGHT_BYTES = {"fp8": 1.0, "fp16": 2.0, "bf16": 2.0, "fp32": 4.0}
+# Bytes per weight of the narrow types kernel names spell (MXFP4: 4 bits plus a shared
+# 8-bit scale per 32 weights, rounded to the 4 bits).
+_NAMED_WEIGHT_BYTES = {"mxfp4": 0.5, "fp8": 1.0}
 _TOP = 5
 
 
@@ -343,7 +350,8 @@ def _mixed_itl(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | N
 
 
 def _weight_dtype(db: TraceDB, t: Thresholds) -> tuple[str, bool]:
-    """The GEMMs' data type by time from the cost model, or 16-bit assumed without shapes."""
+    """The GEMMs' data type by time from the cost model, else from the dense GEMM kernels'
+    names (FP8 kernels), or 16-bit assumed."""
     by_dtype: Counter[str] = Counter()
     for op in cost_tables(db, t).ops.values():
         if op.kind == MATMUL:
@@ -351,7 +359,37 @@ def _weight_dtype(db: TraceDB, t: Thresholds) -> tuple[str, bool]:
                 by_dtype[dt] += op.costed_ns
     if by_dtype:
         return max(sorted(by_dtype), key=lambda k: by_dtype[k]), False
+    if _named_weight_dtype(db, experts=False) == "fp8":
+        return "fp8", False
     return "bf16", True
+
+
+# Weight types GEMM kernel names spell (``_matmul_ogs_…_bf16xbf16xmxfp4``: activations x
+# activations x weights; FP8 GEMMs say fp8/f8 or the e4m3/e5m2 formats).
+_NAMED_WEIGHTS = (
+    ("mxfp4", re.compile(r"(?i)mxfp4|nvfp4|fp4")),
+    ("fp8", re.compile(r"(?i)fp8|f8f8|e4m3|e5m2")),
+)
+_EXPERT_SQL = "regexp_matches(lower(op_name || ' ' || kernel_name), 'moe|expert|matmul_ogs')"
+
+
+def _named_weight_dtype(db: TraceDB, experts: bool) -> str | None:
+    """The low-precision weight type that the GEMM kernels holding most GEMM time name,
+    among the expert (mixture-of-experts) GEMMs or the others; None where they name none."""
+    require(db, KERNEL_OPS)
+    where = _EXPERT_SQL if experts else f"NOT {_EXPERT_SQL}"
+    by_dtype: Counter[str] = Counter()
+    for name, ns in db.rows(
+        f"SELECT kernel_name, sum(dur_ns) FROM kernel_ops WHERE {where} GROUP BY kernel_name"
+    ):
+        if classify(name).key not in ("gemm", "gemm_fp32"):
+            continue
+        dtype = next((d for d, rx in _NAMED_WEIGHTS if rx.search(name)), "16-bit or wider")
+        by_dtype[dtype] += int(ns)
+    if not by_dtype:
+        return None
+    top = max(sorted(by_dtype), key=lambda k: by_dtype[k])
+    return None if top == "16-bit or wider" else top
 
 
 def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
@@ -389,10 +427,22 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
             "WHERE regexp_matches(lower(name), 'moe|expert|matmul_ogs')"
         )
     )
+    # The experts' weights may be narrower than the dense projections' (MXFP4 experts
+    # beside BF16 attention): their kernels say so, and fewer bytes per weight only move
+    # their ridge further out.
+    expert_dtype = _named_weight_dtype(db, experts=True) if moe else None
     moe_text = (
         " This is a mixture-of-experts model: each expert's GEMM sees only about batch × "
         "top-k / experts tokens, so the expert GEMMs stay memory-bound to batches several "
-        "times larger; the figure holds for the dense (attention and shared) projections."
+        "times larger"
+        + (
+            f" (their kernels read {expert_dtype.upper()} weights, "
+            f"{_NAMED_WEIGHT_BYTES[expert_dtype]:g} byte each: fewer bytes per FLOP, further "
+            "from the ridge)"
+            if expert_dtype
+            else ""
+        )
+        + f"; the figure holds for the dense (attention and shared) projections ({dtype})."
         if moe
         else ""
     )
@@ -433,6 +483,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
             "memory_gbps": spec.peaks.mem_gbps,
             "compute_bound_from_tokens": round(compute_from, 1),
             "mixture_of_experts": moe,
+            "expert_weight_dtype": expert_dtype,
             "decode_tokens_per_s": s.decode_tokens_per_s,
         },
         advice=f"If requests wait for a slot, raise the batch limit ({knobs}): decode "

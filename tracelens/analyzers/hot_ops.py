@@ -19,6 +19,7 @@ from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
 from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding
+from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -108,7 +109,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 f"{int(op['kernels']):,} kernels totalling {fmt_ns(op['ns'])} "
                 f"({share:.1f}% of all kernel time).",
                 evidence=evidence,
-                advice=advice_for(kind, wl, top_kernel, name, autotuning_seen=tuning),
+                advice=advice_for(
+                    kind,
+                    wl,
+                    top_kernel,
+                    name,
+                    autotuning_seen=tuning,
+                    grid_bound=_mostly_grid_bound(est),
+                    below_roofline=bool(est.costed_ns and impact),
+                ),
             )
         )
     return findings
@@ -127,6 +136,19 @@ def _impact(
     est: OpEstimate, kind: str, ns: int, cc: str | None, costs: CostTables, t: Thresholds
 ) -> tuple[int, str]:
     unclaimed = max(0, ns - est.claimed_ns)
+    if est.costed_ns and costs.spec is not None and _mostly_grid_bound(est):
+        # the roofline assumes the whole GPU; these grids keep most of it idle
+        pct = 100.0 * est.grid_bound_ns / est.costed_ns
+        rest = min(int(est.impact_ns), unclaimed)
+        return rest, (
+            f"{pct:.0f}% of its costed kernel time runs in grids that leave most of the "
+            f"{costs.spec.name}'s {terms_for(costs.spec.vendor).units} without a "
+            f"{terms_for(costs.spec.vendor).block}: bound by latency, not by its FLOPs and "
+            f"bytes (ideal {fmt_ns(int(est.ideal_ns))} at the roofline), so no roofline gap "
+            "is claimed for those calls; the occupancy finding counts their idle "
+            f"{terms_for(costs.spec.vendor).units}."
+            + (f" The rest gives back {fmt_ns(rest)} at the roofline." if rest else "")
+        )
     if est.costed_ns and costs.spec is not None:
         impact = min(int(est.impact_ns), unclaimed)
         cover = 100.0 * est.costed_ns / ns
@@ -218,6 +240,11 @@ def _explicit_attention(
         },
         advice=advice_for(KINDS["attention"], wl, "softmax", "explicit attention"),
     )
+
+
+def _mostly_grid_bound(est: OpEstimate) -> bool:
+    """At least half of the operator's costed time is in calls too small for the GPU."""
+    return bool(est.costed_ns) and 2 * est.grid_bound_ns >= est.costed_ns
 
 
 def _cc_below(cc: str, floor: float) -> bool:

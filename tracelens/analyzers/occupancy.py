@@ -30,6 +30,7 @@ from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice
+from tracelens.core.kernel_libraries import CUBLAS, TENSILE, TRITON, gemm_library
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -202,19 +203,27 @@ def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTer
     torch = wl.is_pytorch
     amd = w is AMD
     if kind in ("gemm", "gemm_fp32"):
-        lib = "hipBLASLt" if amd else "cuBLASLt"
+        # Name a library's knobs only for that library's kernels (TunableOp does not reach
+        # a Triton kernel).
+        library = gemm_library(name)
+        if library == TRITON:
+            where = " (in the Triton kernel's configs: smaller blocks or split-K for this shape)"
+        elif library == TENSILE and amd:
+            where = " (hipBLASLt picks them for bf16/fp16" + (
+                "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes)"
+                if torch
+                else ")"
+            )
+        elif library == CUBLAS and not amd:
+            where = " (cuBLASLt picks them for bf16/fp16)"
+        else:
+            where = ""
         return head + (
             "batch requests or sequences together so the matrices grow, group many small "
             "GEMMs into one launch ("
             + ("`torch.bmm`, grouped GEMM" if torch else "batched or grouped GEMM")
             + "), or use split-K/stream-K "
-            f"variants or smaller tiles for skinny matrices ({lib} picks them for bf16/fp16"
-            + (
-                "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes"
-                if amd and torch
-                else ""
-            )
-            + ")."
+            f"variants or smaller tiles for skinny matrices{where}."
         )
     if kind == "attention" and not re.search(r"(?i)softmax", name):
         return head + (
@@ -314,6 +323,18 @@ def _fp32_math(
         if r["op_name"] not in claimed
     )
     impact = int(unclaimed_ns * _FP32_SAVING)
+    # The advice covers the FP32 kernels this finding counts: those of operators with a
+    # hot-operator finding of their own get its advice there, not the same words twice.
+    mine = [r for r in fp32 if r["op_name"] not in claimed] or fp32
+    gemms = any(classify(r["name"]).key == "gemm_fp32" for r in mine)
+    convs = any(classify(r["name"]).key != "gemm_fp32" for r in mine)
+    what = (
+        "These GEMMs and convolutions run in plain FP32"
+        if gemms and convs
+        else "These GEMMs run in plain FP32"
+        if gemms
+        else "These convolutions run in plain FP32"
+    )
     by_kernel: dict[str, int] = {}
     for r in fp32:
         by_kernel[r["name"]] = by_kernel.get(r["name"], 0) + int(r["ns"])
@@ -352,9 +373,7 @@ def _fp32_math(
             "unclaimed_ns": unclaimed_ns,
             "kernels": [{"kernel": k, "ns": ns} for k, ns in top],
         },
-        advice=fp32_math_advice(
-            workload_of(db), what="These GEMMs and convolutions run in plain FP32"
-        ),
+        advice=fp32_math_advice(workload_of(db), what=what, gemms=gemms, convs=convs),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tracelens.core.gpu_terms import terms_for
+from tracelens.core.kernel_libraries import TENSILE, TRITON, gemm_library
 
 if TYPE_CHECKING:
     from tracelens.core.workload import Workload
@@ -172,11 +173,15 @@ def advice_for(
     kernel_name: str = "",
     op_name: str = "",
     autotuning_seen: bool = False,
+    grid_bound: bool = False,
+    below_roofline: bool = False,
 ) -> str:
     """The advice for ``kind``, worded for the workload (framework, GPU, what is done).
 
     ``autotuning_seen``: the capture shows cuDNN choosing convolution algorithms, so
-    turning its autotuner on is no advice.
+    turning its autotuner on is no advice. ``grid_bound``: most of the time is in grids
+    too small for the GPU (bound by latency, not by FLOPs or bytes). ``below_roofline``:
+    the cost model finds the kernels well below what their FLOPs and bytes need.
     """
     if wl is None:
         return kind.advice
@@ -185,7 +190,9 @@ def advice_for(
     gpu = wl.gpu
     compiled = wl.compiled
     if kind.key == "gemm_fp32":
-        return fp32_math_advice(wl, what="These matrix multiplies run in plain FP32")
+        return fp32_math_advice(
+            wl, what="These matrix multiplies run in plain FP32", gemms=True, convs=False
+        )
     if kind.key == "gemm":
         if not torch:
             return (
@@ -198,7 +205,22 @@ def advice_for(
                 )
                 + " with dimensions multiples of 8/16, and batch small GEMMs together."
             )
-        if amd:
+        lib = gemm_library(kernel_name)
+        if lib == TRITON:
+            # TunableOp and the BLAS libraries' tuning never see a Triton kernel
+            return (
+                "Matrix multiplies dominate and run as Triton kernels: their speed comes "
+                "from the Triton config chosen for these shapes (block sizes, `num_warps`, "
+                "`num_stages`)"
+                + (
+                    ", so compile with `mode='max-autotune'` to search more of them"
+                    if kernel_name.startswith("triton_")
+                    else ": check that the kernel's autotune or tuned configs (the engine's, "
+                    "for this GPU) cover this batch size"
+                )
+                + "."
+            )
+        if amd and lib == TENSILE:
             return (
                 "Matrix multiplies dominate (hipBLASLt/Tensile kernels): let PyTorch tune "
                 "them for your shapes with `PYTORCH_TUNABLEOP_ENABLED=1` (kept across runs "
@@ -212,16 +234,63 @@ def advice_for(
                 if gpu.tensor_dtypes and not gpu.has_tensor("bf16")
                 else ""
             )
-            + " with dimensions multiples of 8/16, large enough to fill the GPU; batch small "
-            "GEMMs together (`torch.bmm`, grouped GEMM)."
+            + " with dimensions multiples of "
+            + ("16" if amd else "8/16")
+            + ", large enough to fill the GPU; batch small GEMMs together (`torch.bmm`, "
+            "grouped GEMM)."
         )
     if kind.key == "attention":
         if is_fused_attention(kernel_name, op_name) or (
             wl.attention in ("flash", "efficient", "fused") and "softmax" not in kernel_name
         ):
+            if grid_bound:
+                # a grid that leaves most of the GPU idle runs as long as its sequential
+                # loop takes: fewer FLOPs or a faster kernel change little, more work per
+                # launch comes almost free
+                return (
+                    "Attention already runs as a fused kernel, but its grids leave most of "
+                    f"the GPU's {terms_for(gpu.vendor).units} idle: each call is bound by "
+                    "latency, not by its FLOPs or bytes, so neither less work per call nor a "
+                    "faster kernel gains much. Run more sequences per call (larger batches): "
+                    "each call takes about as long and does more."
+                )
+            if wl.serving_engine or wl.paged_attention:
+                # the engine's paged KV cache and grouped-query heads are already there, and
+                # it packs sequences: what is left is the bytes of the cache each step reads
+                return (
+                    "Attention already runs as fused kernels over a paged KV cache: each "
+                    "decode step reads every running request's cached keys and values, so "
+                    "its time follows the batch's total context length"
+                    + (
+                        "; an FP8 KV cache (`--kv-cache-dtype fp8_e4m3`) halves those bytes"
+                        if gpu.has_tensor("fp8")
+                        else ""
+                    )
+                    + "."
+                )
+            faster = ""
+            if below_roofline:
+                faster = (
+                    " (on ROCm the composable-kernel FlashAttention, e.g. the `flash_attn` "
+                    "ROCm build or aiter, often runs faster than AOTriton's `attn_fwd`)"
+                    if amd
+                    else " (FlashAttention-3 or cuDNN's fused attention on Hopper)"
+                    if gpu.arch == "Hopper"
+                    else " (FlashAttention-2)"
+                )
             # a KV cache and grouped-query heads are for generation; an encoder (BERT)
             # or a training step has neither to gain
             generating = wl.kind == "serving"
+            if below_roofline:
+                return (
+                    "Attention already runs as a fused kernel, but well below what its FLOPs "
+                    "and bytes need on this GPU: a faster attention kernel is the lever"
+                    + faster
+                    + "; less work helps too: shorter or packed sequences (no padding)"
+                    + (", a KV cache for decoding, grouped-query attention" if generating else "")
+                    + (", FP8 attention" if gpu.has_tensor("fp8") else "")
+                    + "."
+                )
             return (
                 "Attention already runs as a fused kernel, so the lever is less work, not a "
                 "faster kernel: shorter or packed sequences (no padding)"
@@ -283,7 +352,11 @@ def advice_for(
             parts.append("check why Inductor left them unfused (graph breaks)")
         if wl.is_training and not wl.fused_optimizer:
             parts.append("use fused optimizers (`foreach=True`/`fused=True`)")
-        parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
+        # an in-place operator (trailing underscore: `aten::add_`) already is one
+        if op_name.rstrip().endswith("_") and not op_name.endswith("__"):
+            parts.append("avoid needless `.contiguous()`/dtype casts")
+        else:
+            parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
         return "Many memory-bound elementwise kernels: " + ", ".join(parts) + "."
     if kind.key == "other":
         return (
@@ -300,8 +373,14 @@ def advice_for(
     return kind.advice
 
 
-def fp32_math_advice(wl: Workload, what: str) -> str:
-    """How to move FP32 matrix math to tensor cores on this GPU and framework."""
+def fp32_math_advice(wl: Workload, what: str, gemms: bool = True, convs: bool = True) -> str:
+    """How to move FP32 matrix math to tensor cores on this GPU and framework.
+
+    ``gemms``/``convs``: which of the two the FP32 time is in; each switch is named only
+    for the math it governs, and not where TF32 kernels of that math already run (the
+    switch is on: the library keeps FP32 for these shapes, e.g. a 3-channel first
+    convolution).
+    """
     gpu = wl.gpu
     mc = terms_for(gpu.vendor).matrix_cores
     if gpu.tensor_dtypes and not gpu.has_tensor("fp16"):
@@ -333,17 +412,36 @@ def fp32_math_advice(wl: Workload, what: str) -> str:
             f"(FP32 accumulate) in {lib} calls and keep dimensions multiples of 8."
         )
     if gpu.has_tensor("tf32") or gpu.has_tensor("bf16"):
-        tf32 = (
-            "`torch.backends.cuda.matmul.allow_tf32 = True` / "
-            "`torch.set_float32_matmul_precision('high')` (TF32 for FP32 matmuls), "
-            "`torch.backends.cudnn.allow_tf32 = True` for convolutions, or "
-            if gpu.has_tensor("tf32") and not wl.amd
+        switches = []
+        already = []
+        if gpu.has_tensor("tf32") and not wl.amd:
+            if gemms and not wl.tf32_gemms:
+                switches.append(
+                    "`torch.backends.cuda.matmul.allow_tf32 = True` / "
+                    "`torch.set_float32_matmul_precision('high')` (TF32 for FP32 matmuls)"
+                )
+            elif gemms:
+                already.append("matmuls")
+            if convs and not wl.tf32_convs:
+                switches.append("`torch.backends.cudnn.allow_tf32 = True` for convolutions")
+            elif convs:
+                already.append("convolutions")
+        tf32 = "".join(f"{sw}, " for sw in switches) + ("or " if switches else "")
+        note = (
+            f" TF32 kernels already run for the other {' and '.join(already)}, so TF32 is "
+            "allowed: the library keeps FP32 for these shapes"
+            + (
+                " (as cuDNN does for a first convolution of 3 input channels)."
+                if "convolutions" in already
+                else "."
+            )
+            if already
             else ""
         )
         return (
-            f"{what}. Let them use {mc}: {tf32}run under "
-            "`torch.autocast('cuda', dtype=torch.bfloat16)`; keep GEMM dimensions multiples "
-            "of 8."
+            f"{what}.{note} Let them use {mc}: {tf32}run under "
+            "`torch.autocast('cuda', dtype=torch.bfloat16)`"
+            + ("; keep GEMM dimensions multiples of 8." if gemms else ".")
         )
     return (
         f"{what}. This GPU's {mc} take FP16 inputs only: run "

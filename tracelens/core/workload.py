@@ -73,6 +73,14 @@ class Workload:
     graph_capture: bool = False
     # Only launch and copy runtime calls survive: filtered or sampled after recording.
     filtered: bool = False
+    # A serving engine's own step labels (vLLM, SGLang): it keeps a paged KV cache.
+    serving_engine: bool = False
+    # Decode attention over a paged KV cache runs (paged/split-KV kernels).
+    paged_attention: bool = False
+    # TF32 tensor-core kernels already run for convolutions / for GEMMs: the switch that
+    # allows them is on.
+    tf32_convs: bool = False
+    tf32_gemms: bool = False
 
     @property
     def is_pytorch(self) -> bool:
@@ -126,6 +134,18 @@ def _counts(db: TraceDB, *queries: tuple[str, str]) -> list[int]:
     return [int(n or 0) for n in db.rows(f"SELECT {subqueries}")[0]]
 
 
+# Decode attention that reads a paged KV cache: vLLM's paged/unified attention, ROCm's
+# paged_attention_ll4mi, FlashInfer's batch decode, split-KV (flash-decoding) kernels and
+# SGLang's Triton decode stages.
+_PAGED_ATTENTION = re.compile(
+    r"(?i)paged_attention|unified_attention|flash_?decod|decode_att|batch_?decode|flashinfer|"
+    r"split_?kv|mla_decode|_fwd_(grouped_)?kernel_stage"
+)
+# TF32 in a kernel name is its math (``sm80_xmma_fprop_…_tf32f32_tf32f32_…``,
+# ``…_tf32gemm_…``); cuDNN convolution kernels say fprop/dgrad/wgrad or conv.
+_TF32 = re.compile(r"(?i)tf32")
+_CONV_KERNEL = re.compile(r"(?i)conv|fprop|dgrad|wgrad|cudnn")
+_GEMM_KERNEL = re.compile(r"(?i)gemm|cublas|cutlass|xmma|matmul")
 _FUSED_OPTIMIZER_SQL = (
     "name LIKE 'aten::_foreach_%' OR name LIKE 'aten::_fused_adam%' "
     "OR name LIKE 'aten::_fused_sgd%'"
@@ -222,6 +242,13 @@ def _detect(db: TraceDB) -> Workload:
         recording_notes=_recording_notes(api_names, filtered),
         filtered=filtered,
         fused_optimizer=bool(fused),
+        serving_engine=bool(engine),
+        paged_attention=any(_PAGED_ATTENTION.search(k) for k in kernel_names),
+        tf32_convs=any(_TF32.search(k) and _CONV_KERNEL.search(k) for k in kernel_names),
+        tf32_gemms=any(
+            _TF32.search(k) and _GEMM_KERNEL.search(k) and not _CONV_KERNEL.search(k)
+            for k in kernel_names
+        ),
         graph_capture=bool(
             api_names
             & {

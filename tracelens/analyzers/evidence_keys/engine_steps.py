@@ -164,13 +164,15 @@ EVIDENCE = AnalyzerEvidence(
                 Key(
                     "weight_dtype",
                     TEXT,
-                    "Data type of the weight GEMMs, by costed time",
+                    "Data type of the weight GEMMs, by costed time, else fp8 where the "
+                    "GEMM kernels' names say so",
                     choices=("fp8", "fp16", "bf16", "fp32"),
                 ),
                 Key(
                     "weight_dtype_assumed",
                     FLAG,
-                    "Whether `weight_dtype` is bf16 assumed (no recorded GEMM shapes)",
+                    "Whether `weight_dtype` is bf16 assumed (no recorded GEMM shapes, and no "
+                    "kernel name gives it)",
                 ),
                 Key(
                     "ridge_flop_per_byte",
@@ -190,6 +192,14 @@ EVIDENCE = AnalyzerEvidence(
                     FLAG,
                     "Whether operators or kernels name experts (each expert's GEMM sees "
                     "fewer tokens)",
+                ),
+                Key(
+                    "expert_weight_dtype",
+                    TEXT,
+                    "Weight type the expert GEMM kernels' names spell (`…xmxfp4`, fp8)",
+                    choices=("mxfp4", "fp8"),
+                    null="not a mixture-of-experts model, or its expert kernels name no "
+                    "narrow weight type",
                 ),
                 Key(
                     "decode_tokens_per_s",

@@ -120,6 +120,13 @@ EVIDENCE = AnalyzerEvidence(
                             "thresholds), at least `cost_min_kernel_ns` a kernel",
                         ),
                         Key(
+                            "grid_bound_ns",
+                            NS,
+                            "Kernel time of those calls whose longest kernel's grid leaves at "
+                            "least `occupancy_explain_idle_pct` % of the SMs idle: bound by "
+                            "latency, so no roofline gap is claimed for them",
+                        ),
+                        Key(
                             "dtypes",
                             TEXTS,
                             "Data types of the costed calls (fp32, bf16, ...)",
