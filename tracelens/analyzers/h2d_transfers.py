@@ -362,13 +362,37 @@ hit AS (
            greatest(m.start_ns, k.start_ns) AS s, least(m.end_ns, k.end_ns) AS e, m.bytes
     FROM k JOIN m ON m.device_id = k.device_id
      AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns
+),
+per_launch AS (
+    SELECT name, k_start, k_end - k_start AS kernel_ns, count(*) AS migrations,
+           sum(bytes) AS bytes, least(sum(e - s), k_end - k_start) AS copying_ns,
+           -- with its pages resident the launch needs at least its migrated bytes at the
+           -- GPU's memory bandwidth; the rest of its time went to page faults (between
+           -- migrations the GPU waits on fault handling, which no copy record shows)
+           greatest(least(sum(e - s), k_end - k_start),
+                    CASE WHEN ? > 0 THEN k_end - k_start - CAST(sum(bytes) / ? AS BIGINT)
+                         ELSE 0 END) AS stalled_ns
+    FROM hit GROUP BY name, k_start, k_end
 )
-SELECT name, count(*) AS migrations, sum(bytes) AS bytes,
-       count(DISTINCT k_start) AS launches,
-       -- the kernels' time covered by migrations: at least this long they waited on pages
-       least(sum(e - s), sum(DISTINCT k_end - k_start)) AS stalled_ns,
-       sum(DISTINCT k_end - k_start) AS kernel_ns
-FROM hit GROUP BY name ORDER BY stalled_ns DESC, name
+SELECT name, sum(migrations) AS migrations, sum(bytes) AS bytes, count(*) AS launches,
+       sum(stalled_ns) AS stalled_ns, sum(copying_ns) AS copying_ns,
+       sum(kernel_ns) AS kernel_ns
+FROM per_launch GROUP BY name ORDER BY stalled_ns DESC, name
+"""
+
+# Prefetches the host undid: managed memory moved back to the host (its writes faulting)
+# after a prefetch call and before the first kernel that ran after it.
+_UNDONE_PREFETCH = """
+WITH p AS (SELECT name, start_ns FROM api_calls WHERE name IN ('cudaMemPrefetchAsync',
+               'hipMemPrefetchAsync', 'cuMemPrefetchAsync')),
+first_p AS (SELECT min(start_ns) AS at_ns, count(*) AS calls, any_value(name) AS call FROM p),
+k AS (SELECT min(start_ns) AS at_ns FROM kernels WHERE start_ns > (SELECT at_ns FROM first_p))
+SELECT first_p.call, first_p.calls, count(m.start_ns) AS migrations,
+       coalesce(sum(m.bytes), 0) AS bytes
+FROM first_p, k LEFT JOIN memcpys m ON m.kind = 'UVM_DtoH' AND m.start_ns >= first_p.at_ns
+     AND m.end_ns <= k.at_ns
+WHERE first_p.at_ns IS NOT NULL AND k.at_ns IS NOT NULL
+GROUP BY first_p.call, first_p.calls
 """
 
 
@@ -377,7 +401,10 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     nbytes = sum(int(r["bytes"]) for r in uvm)
     ns = sum(int(r["ns"]) for r in uvm)
     p = "hip" if wl.amd else "cuda"
-    faults = db.dicts(_UVM_FAULTS)
+    spec = wl.gpu.spec
+    bytes_per_ns = spec.peaks.mem_gbps if spec and spec.peaks.mem_gbps else 0.0  # GB/s = B/ns
+    faults = db.dicts(_UVM_FAULTS, [bytes_per_ns, bytes_per_ns or 1.0])
+    undone = [r for r in db.dicts(_UNDONE_PREFETCH) if int(r["migrations"])]
     to_host = next((r for r in uvm if r["kind"] == "UVM_DtoH"), None)
     host_note = (
         f" {int(to_host['n']):,} migrations ({fmt_bytes(int(to_host['bytes']))}) went back to "
@@ -392,8 +419,26 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         f"only reads with `{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`; or use explicit "
         f"`{p}Malloc` buffers with pinned-memory copies for data the GPU touches every step."
     )
+    if undone:
+        u = undone[0]
+        prefetch = (
+            f"The program already prefetches (`{u['call']}`, {int(u['calls']):,} "
+            f"{'call' if int(u['calls']) == 1 else 'calls'}), but the host touched the memory "
+            f"after it: {int(u['migrations']):,} migrations ({fmt_bytes(int(u['bytes']))}) moved "
+            "it back to the host before the kernel ran, which then faulted it in again. Issue "
+            "the prefetch after the host's last write, right before the launch on the "
+            "kernel's stream, and prefetch results to the host "
+            f"(`{p}CpuDeviceId`) before host code reads them; mark data the GPU only reads "
+            f"with `{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`."
+        )
     if faults:
         stalled = sum(int(r["stalled_ns"]) for r in faults)
+        copying = sum(int(r["copying_ns"]) for r in faults)
+        bw = (
+            f"its migrated bytes at {spec.name}'s {spec.peaks.mem_gbps:,.0f} GB/s memory bandwidth"
+            if spec and bytes_per_ns
+            else "the migrations' own time"
+        )
         top = faults[0]
         kernel = str(top["name"])  # titles' subjects are shortened by the ranking
         return finding(
@@ -404,18 +449,23 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
             t,
             title=f"GPU page faults: `{kernel}` waits on {int(top['migrations']):,} "
             f"unified-memory migrations ({fmt_bytes(int(top['bytes']))}) while it runs",
-            impact_basis="The kernels' time during which unified-memory pages were migrating "
-            "to the device: at least that long they waited on page faults instead of "
-            "computing (migrations are driver page traffic, not explicit copies).",
+            impact_basis="Each faulting launch's time beyond what it needs with its pages "
+            f"resident ({bw}), and at least the time migrations ran during it: the kernel "
+            "waited on page faults instead of computing (between migrations the GPU waits on "
+            "fault handling, which no copy record shows). An upper bound when the kernel is "
+            "compute-bound; migrations are driver page traffic, not explicit copies.",
             summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
             f"{fmt_ns(ns)}; {sum(int(r['migrations']) for r in faults):,} of them ran during "
-            f"kernels, which were stalled on them for {fmt_ns(stalled)}." + host_note,
+            f"kernels ({fmt_ns(copying)} of copying), which ran "
+            f"{fmt_ns(sum(int(r['kernel_ns']) for r in faults))} and were stalled on page "
+            f"faults for about {fmt_ns(stalled)}." + host_note,
             evidence={
                 "by_kind": uvm,
                 "faulting_kernels": [
                     {k: (int(v) if isinstance(v, int | float) else v) for k, v in r.items()}
                     for r in faults[:5]
                 ],
+                **({"undone_prefetch": undone[0]} if undone else {}),
             },
             advice="The kernel touches managed memory that is not on the GPU, so it stalls "
             "while the driver migrates pages on demand. " + prefetch,

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.derive_gaps import CAUSE_RULES, LAUNCH_ISSUE_SLACK_NS, SYNC_CALLS
+from ingest.derive_gaps import CAUSE_RULES, LAUNCH_ISSUE_SLACK_NS, SYNC_CALLS, WRAPPER_PATTERN
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
+from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.core.workload import Workload, workload_of
 
 ANALYZER = "idle_gpu"
@@ -59,7 +60,7 @@ _UVM_TITLE = "idle between unified-memory migrations (managed memory faulting be
 _GPU_SIDE = """
 WITH g AS (
     SELECT start_ns, end_ns, end_ns - start_ns AS d, detail, launch_start_ns, launch_end_ns
-    FROM gaps WHERE device_id = ? AND cause = 'gpu_dependency'
+    FROM {gaps} WHERE cause = 'gpu_dependency'
 ),
 firsts AS (SELECT name, min(start_ns) AS first_start FROM kernels WHERE device_id = ?
            GROUP BY name),
@@ -116,36 +117,43 @@ _GPU_SIDE_TITLES = {
 }
 
 
-def _whole_job_recorded(db: TraceDB) -> bool:
-    """One process, unfiltered: a wait with no GPU busy then waited on unrecorded work.
-
-    In a job of several ranks the wait is most likely on a peer (a collective), and a
-    filtered or sampled capture leaves out work that did run: neither says the producer
-    was issued before recording began.
-    """
-    world = db.info.get("world_size")
-    return (world is None or int(world) <= 1) and not workload_of(db).filtered
+def _gaps(device_id: int, lo: int, hi: int) -> str:
+    """The device's gaps clipped to its claimable range, as a subquery named ``gaps``."""
+    return f"""(SELECT device_id, greatest(start_ns, {int(lo)}) AS start_ns,
+                       least(end_ns, {int(hi)}) AS end_ns, cause, detail, launch_start_ns,
+                       launch_end_ns, blocked_ns
+                FROM gaps WHERE device_id = {int(device_id)} AND end_ns > {int(lo)}
+                  AND start_ns < {int(hi)}) AS gaps"""
 
 
-def _gpu_side(db: TraceDB, device_id: int, t: Thresholds) -> list[dict]:
+def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dict]:
     return db.dicts(
-        _GPU_SIDE,
+        _GPU_SIDE.format(gaps=gaps),
         [
-            device_id,
             device_id,
             list(SYNC_CALLS),
             t.idle_blocked_min_gap_ns,
             t.idle_blocked_min_gap_ns,
             t.idle_kernel_switch_ns,
             t.idle_slow_first_launch_ns,
-            _whole_job_recorded(db),
+            whole_job_recorded(db),
             t.idle_blocked_min_gap_ns,
             t.idle_launch_latency_ns,
         ],
     )
 
 
-def _title(cause: str, details: list[dict], ns: int, kinds: list[dict] | None = None) -> str:
+# Allocation calls that take at least this share of a cause's gaps are named in its title.
+_ALLOC_TITLE_FRACTION = 0.2
+
+
+def _title(
+    cause: str,
+    details: list[dict],
+    ns: int,
+    kinds: list[dict] | None = None,
+    alloc: dict[str, Any] | None = None,
+) -> str:
     if cause == "gpu_dependency" and kinds:
         return _GPU_SIDE_TITLES[kinds[0]["kind"]]
     named = sum(int(d["ns"]) for d in details if d["detail"])
@@ -154,7 +162,10 @@ def _title(cause: str, details: list[dict], ns: int, kinds: list[dict] | None = 
     if cause == "host_compute" and details and details[0]["detail"]:
         share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "longest"
         top = _short(details[0]["detail"])
-        return f"the host was busy ({share} in `{top}`) before the next launch"
+        allocating = ""
+        if alloc and alloc.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * ns:
+            allocating = f"; {fmt_ns(alloc['alloc_ns'])} of it in `{alloc['alloc_call']}`"
+        return f"the host was busy ({share} in `{top}`{allocating}) before the next launch"
     return CAUSE_TITLES.get(cause, cause)
 
 
@@ -323,6 +334,24 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             + (f" (innermost code covering the gaps: {top})" if top else "")
             + " before issuing the next GPU work. "
         )
+        if ev.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * max(1, ev.get("gap_ns", 0)):
+            call = ev["alloc_call"]
+            empty = (
+                "`torch.cuda.empty_cache()` or a harness step clearing caches between passes"
+                if torch
+                else "freeing and re-allocating buffers each pass"
+            )
+            text += (
+                f"{fmt_ns(ev['alloc_ns'])} of it the thread sat in `{call}` "
+                f"({ev['alloc_calls']:,} allocation calls): memory was handed back to the "
+                f"driver and requested again ({empty}). Keep allocations across passes: "
+                + (
+                    "do not empty the caching allocator inside the measured loop, and let a "
+                    "warm-up pass size its pool. "
+                    if torch
+                    else "allocate buffers once, outside the loop. "
+                )
+            )
         if torch:
             extra = (
                 f", capture steady-state steps in a {graph} or `torch.compile` them"
@@ -385,7 +414,7 @@ SELECT count(*) FILTER (WHERE launch_end_ns <= start_ns) AS queued_before_gap,
                      FILTER (WHERE launch_start_ns > start_ns), 0) AS BIGINT)
            AS launch_delay_p50_ns,
        count(*) FILTER (WHERE launch_start_ns IS NULL) AS no_launch_record
-FROM gaps WHERE device_id = ? AND cause = ?
+FROM {gaps} WHERE cause = ?
 """
 
 # The evidence that decided each cause (see ingest.derive_gaps), shown in its finding.
@@ -402,55 +431,181 @@ _DECIDING = {
     "data_loading": (),
 }
 
+# Allocation calls of the runtime: a caching allocator that goes back to the driver.
+ALLOC_CALLS = ("cudaMalloc", "cudaFree", "hipMalloc", "hipFree", "cuMemAlloc", "cuMemFree")
+
+# What the host ran in each gap's host part (from its start to the next launch call), at
+# analysis time: the host code ingest named (innermost interval covering the gap's start),
+# unless a range or operator that starts inside the host part covers at least half of it
+# (the host moved on to it: a harness step between passes, the next operator's CPU side),
+# and the time allocation calls on the launching thread took in it.
+_HOST_PARTS = """
+WITH g AS (
+    SELECT start_ns, end_ns, detail, launch_start_ns,
+           greatest(start_ns, least(coalesce(launch_start_ns, end_ns), end_ns)) AS host_end
+    FROM {gaps} WHERE cause = ?
+),
+t AS (SELECT start_ns, any_value(pid) AS pid, any_value(tid) AS tid FROM api_calls
+      WHERE start_ns IN (SELECT launch_start_ns FROM g) GROUP BY start_ns),
+gt AS (SELECT g.*, t.pid, t.tid FROM g LEFT JOIN t ON t.start_ns = g.launch_start_ns),
+iv AS (
+    SELECT pid, tid, name, start_ns, end_ns FROM ranges
+    WHERE device_id IS NULL AND NOT regexp_matches(name, ?)
+    UNION ALL SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops
+    WHERE NOT regexp_matches(name, ?)
+),
+moved AS (
+    SELECT gt.start_ns,
+           -- two that each cover half of it overlap: the shorter is the inner one
+           arg_min(iv.name, (iv.end_ns - iv.start_ns, iv.name)) AS name
+    FROM gt JOIN iv ON iv.start_ns > gt.start_ns AND iv.start_ns < gt.host_end
+     AND (gt.tid IS NULL OR (iv.pid IS NOT DISTINCT FROM gt.pid AND iv.tid = gt.tid))
+     AND 2 * (least(iv.end_ns, gt.host_end) - iv.start_ns) >= gt.host_end - gt.start_ns
+    GROUP BY gt.start_ns
+),
+alloc AS (
+    SELECT gt.start_ns, sum(least(a.end_ns, gt.host_end) - greatest(a.start_ns, gt.start_ns))
+               AS alloc_ns, count(*) AS alloc_calls, mode(a.name) AS alloc_call
+    FROM gt JOIN api_calls a ON a.start_ns < gt.host_end AND a.end_ns > gt.start_ns
+     AND a.name IN (SELECT unnest(?::VARCHAR[]))
+     AND (gt.tid IS NULL OR (a.pid IS NOT DISTINCT FROM gt.pid AND a.tid = gt.tid))
+    GROUP BY gt.start_ns
+)
+SELECT gt.start_ns, gt.end_ns, coalesce(m.name, gt.detail) AS detail,
+       coalesce(al.alloc_ns, 0) AS alloc_ns, coalesce(al.alloc_calls, 0) AS alloc_calls,
+       al.alloc_call
+FROM gt LEFT JOIN moved m USING (start_ns) LEFT JOIN alloc al USING (start_ns)
+"""
+
+_RENAMED_CAUSES = ("host_compute", "untraced")
+
+
+def _host_parts(db: TraceDB, gaps: str, cause: str) -> list[dict]:
+    return db.dicts(
+        _HOST_PARTS.format(gaps=gaps),
+        [cause, WRAPPER_PATTERN, WRAPPER_PATTERN, list(ALLOC_CALLS)],
+    )
+
+
+def _summarise(parts: list[dict]) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Per detail (top 5) and the longest gaps, from per-gap host parts; allocation time."""
+    by: dict[str, list[int]] = {}
+    for p in parts:
+        if p["detail"] is not None:
+            acc = by.setdefault(p["detail"], [0, 0])
+            acc[0] += 1
+            acc[1] += int(p["end_ns"]) - int(p["start_ns"])
+    details = [
+        {"detail": d, "n": n, "ns": ns}
+        for d, (n, ns) in sorted(by.items(), key=lambda kv: (-kv[1][1], kv[0]))[:5]
+    ]
+    longest = sorted(parts, key=lambda p: (-(int(p["end_ns"]) - int(p["start_ns"])), p["start_ns"]))
+    alloc_ns = sum(int(p["alloc_ns"]) for p in parts)
+    calls: dict[str, int] = {}
+    for p in parts:
+        if p["alloc_call"]:
+            calls[p["alloc_call"]] = calls.get(p["alloc_call"], 0) + int(p["alloc_ns"])
+    alloc = {
+        "alloc_ns": alloc_ns,
+        "alloc_calls": sum(int(p["alloc_calls"]) for p in parts),
+        "alloc_call": max(calls, key=lambda c: (calls[c], c)) if calls else None,
+    }
+    return (
+        details,
+        [
+            {
+                "start_ns": p["start_ns"],
+                "end_ns": p["end_ns"],
+                "duration_ns": int(p["end_ns"]) - int(p["start_ns"]),
+                "detail": p["detail"],
+            }
+            for p in longest
+        ],
+        alloc,
+    )
+
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    return cause_findings(db, t) + [
+        f for dev in db.devices if (f := _outside_finding(db, t, claim_of(db, dev.device_id, t)))
+    ]
+
+
+def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> list[Finding]:
+    """One finding per device and gap cause, over the gaps in the device's claimable range.
+
+    ``after_ns``: judge only the idle time after it (the end of the warm-up span); the
+    findings then say so in their titles, and a cause is reported when it reaches
+    ``idle_min_cause_pct`` of the part of the range after it.
+    """
     findings: list[Finding] = []
     t0 = db.t0_ns
     w = workload_of(db)
     for dev in db.devices:
+        claim = claim_of(db, dev.device_id, t)
+        lo = claim.lo_ns if after_ns is None else max(claim.lo_ns, after_ns)
+        hi = max(lo, claim.hi_ns)
+        gaps = _gaps(dev.device_id, lo, hi)
         by_cause = db.dicts(
-            """SELECT cause, count(*) AS n, sum(end_ns - start_ns) AS ns FROM gaps
-               WHERE device_id = ? GROUP BY cause ORDER BY ns DESC, cause""",
-            [dev.device_id],
+            f"""SELECT cause, count(*) AS n, sum(end_ns - start_ns) AS ns FROM {gaps}
+                GROUP BY cause ORDER BY ns DESC, cause"""
         )
         idle_by_cause = {r["cause"]: int(r["ns"]) for r in by_cause}
         for row in by_cause:
             cause, n, ns = row["cause"], int(row["n"]), int(row["ns"])
             share = 100.0 * ns / dev.window_ns if dev.window_ns else 0.0
-            if share < t.idle_min_cause_pct:
+            if hi <= lo or 100.0 * ns / (hi - lo) < t.idle_min_cause_pct:
                 continue
-            longest = db.dicts(
-                """SELECT start_ns, end_ns, end_ns - start_ns AS duration_ns, detail FROM gaps
-                   WHERE device_id = ? AND cause = ? ORDER BY duration_ns DESC, start_ns LIMIT ?""",
-                [dev.device_id, cause, t.idle_top_gaps],
-            )
-            details = db.dicts(
-                """SELECT detail, count(*) AS n, sum(end_ns - start_ns) AS ns FROM gaps
-                   WHERE device_id = ? AND cause = ? AND detail IS NOT NULL
-                   GROUP BY detail ORDER BY ns DESC, detail LIMIT 5""",
-                [dev.device_id, cause],
-            )
-            raw = db.dicts(_CAUSE_EVIDENCE, [dev.device_id, cause])[0]
+            alloc: dict[str, Any] = {}
+            if cause in _RENAMED_CAUSES:
+                details, longest, alloc = _summarise(_host_parts(db, gaps, cause))
+                longest = longest[: t.idle_top_gaps]
+            else:
+                longest = db.dicts(
+                    f"""SELECT start_ns, end_ns, end_ns - start_ns AS duration_ns, detail
+                        FROM {gaps} WHERE cause = ?
+                        ORDER BY duration_ns DESC, start_ns LIMIT ?""",
+                    [cause, t.idle_top_gaps],
+                )
+                details = db.dicts(
+                    f"""SELECT detail, count(*) AS n, sum(end_ns - start_ns) AS ns FROM {gaps}
+                        WHERE cause = ? AND detail IS NOT NULL
+                        GROUP BY detail ORDER BY ns DESC, detail LIMIT 5""",
+                    [cause],
+                )
+            raw = db.dicts(_CAUSE_EVIDENCE.format(gaps=gaps), [cause])[0]
             deciding = {k: int(raw[k]) for k in _DECIDING.get(cause, ())}
-            ev_for_advice: dict[str, Any] = {**{k: int(v) for k, v in raw.items()}, **_slack()}
+            ev_for_advice: dict[str, Any] = {
+                **{k: int(v) for k, v in raw.items()},
+                **_slack(),
+                **alloc,
+                "gap_ns": ns,
+            }
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
-            kinds = _gpu_side(db, dev.device_id, t) if cause == "gpu_dependency" else None
+            kinds = _gpu_side(db, dev.device_id, t, gaps) if cause == "gpu_dependency" else None
             if cause == "untraced":
                 ev_for_advice["uvm_gaps"] = int(
                     db.scalar(
-                        """SELECT count(*) FROM gaps g WHERE g.device_id = ? AND g.cause = ?
-                             AND EXISTS (SELECT 1 FROM memcpys m WHERE m.device_id = g.device_id
-                                           AND m.kind LIKE 'UVM%' AND m.start_ns = g.end_ns)""",
-                        [dev.device_id, cause],
+                        f"""SELECT count(*) FROM {gaps} WHERE gaps.cause = ?
+                             AND EXISTS (SELECT 1 FROM memcpys m
+                                         WHERE m.device_id = gaps.device_id
+                                           AND m.kind LIKE 'UVM%' AND m.start_ns = gaps.end_ns)""",
+                        [cause],
                     )
                     or 0
                 )
                 ev_for_advice["gap_count"] = n
             if kinds:
                 ev_for_advice["kinds"] = kinds
-            title = _title(cause, details, ns, kinds)
+            title = _title(cause, details, ns, kinds, alloc)
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
+            amount = (
+                f"idle {fmt_ns(ns)} ({share:.1f}% of its window)"
+                if after_ns is None
+                else f"idle {fmt_ns(ns)} after the warm-up"
+            )
+            scope = _scope_note(db, claim, lo, hi, after_ns)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             findings.append(
                 finding(
@@ -459,11 +614,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ns,
                     db,
                     t,
-                    title=f"GPU {dev.device_id} idle {fmt_ns(ns)} ({share:.1f}% of its window): "
-                    f"{title}" + (" (filtered trace: cause uncertain)" if w.filtered else ""),
+                    title=f"GPU {dev.device_id} {amount}: {title}"
+                    + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
-                    f"'{cause}' ({CAUSE_RULES[cause]}); removing their cause gives back at "
-                    "most this much GPU time."
+                    f"'{cause}' ({CAUSE_RULES[cause]}){scope}; removing their cause gives back "
+                    "at most this much GPU time."
                     + (
                         " The trace keeps only launch and copy runtime calls, so the events, "
                         "waits and syncs that decide a cause may be missing."
@@ -472,7 +627,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ),
                     summary=f"{label} was busy {dev.busy_pct:.2f}% of its "
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
-                    f"({share:.1f}%) have this cause: {title}.",
+                    f"({share:.1f}%){scope} have this cause: {title}.",
                     evidence={
                         "device_id": dev.device_id,
                         "device_name": dev.name,
@@ -484,7 +639,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "cause_rule": CAUSE_RULES[cause],
                         "gap_count": n,
                         "gap_ns": ns,
+                        "judged_from_offset_ns": int(lo - t0),
+                        "judged_to_offset_ns": int(hi - t0),
                         **deciding,
+                        **({k: v for k, v in alloc.items() if v} if alloc.get("alloc_ns") else {}),
                         **(
                             {
                                 "gpu_side_kinds": [
@@ -525,6 +683,159 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _scope_note(db: TraceDB, claim: Claim, lo: int, hi: int, after_ns: int | None) -> str:
+    """What the judged range leaves out, for the basis and summary."""
+    parts = []
+    if after_ns is not None:
+        parts.append("after the warm-up span")
+    if claim.capture_start is not None:
+        parts.append(f"after the capture-start wait (first {fmt_ns(claim.lo_ns - db.t0_ns)})")
+    if claim.uvm_before_ns or claim.uvm_after_ns:
+        parts.append("between the first launch and the end of the last launched work")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None:
+    """The idle the claimable range leaves out, reported as what the program did (info)."""
+    dev = next(d for d in db.devices if d.device_id == claim.device_id)
+    w = workload_of(db)
+    t0 = db.t0_ns
+    label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
+    if claim.capture_start is not None:
+        g = claim.capture_start
+        ns = int(g["end_ns"]) - int(g["start_ns"])
+        torch = w.is_pytorch
+        how = (
+            "start the profiler a few steps in (`torch.profiler.schedule(wait=..., warmup=...,"
+            " active=...)`) and keep several steps"
+            if torch
+            else "start recording a few iterations in and keep several"
+        )
+        return finding(
+            ANALYZER,
+            (dev.device_id, "capture_start"),
+            0,
+            db,
+            t,
+            title=f"GPU {dev.device_id}: the capture starts with a {fmt_ns(ns)} wait on work "
+            "issued before recording began (not GPU time to give back)",
+            impact_basis="Informational: queued work waited on an event whose producer is not "
+            "in the trace while no GPU ran anything, before (almost) any recorded GPU work. "
+            "It is how the capture began, not a cost of the recorded work; idle_gpu judges "
+            "only the time after it.",
+            summary=f"{label}: from {fmt_ns(int(g['start_ns']) - t0)} to "
+            f"{fmt_ns(int(g['end_ns']) - t0)} of the window the queued "
+            f"`{g['detail']}` waited; the GPU work recorded before it took "
+            f"{fmt_ns(int(g['busy_before_ns']))}. The rest of the window is judged on its own.",
+            evidence={
+                "device_id": dev.device_id,
+                "device_name": dev.name,
+                "kind": "capture_start",
+                "gap_start_offset_ns": int(int(g["start_ns"]) - t0),
+                "gap_end_offset_ns": int(int(g["end_ns"]) - t0),
+                "duration_ns": ns,
+                "next_work": g["detail"],
+                "launch_start_offset_ns": (
+                    None if g["launch_start_ns"] is None else int(g["launch_start_ns"]) - t0
+                ),
+                "gpu_busy_before_ns": int(g["busy_before_ns"]),
+            },
+            advice="The wait at the start of the capture is on work the profiler did not record "
+            "(an asynchronous or overlap scheduler's previous batch, issued before recording "
+            f"began). Record a steady state: {how}; the time after this wait is what the "
+            "other findings describe.",
+            time_ranges=[
+                TimeRange(int(g["start_ns"]), int(g["end_ns"]), dev.device_id, "capture start")
+            ],
+        )
+    if not (claim.uvm_before_ns or claim.uvm_after_ns):
+        return None
+    p = "hip" if w.amd else "cuda"
+    moved = {
+        phase: [m for m in claim.migrations if m["phase"] == phase]
+        for phase in ("before_first_launch", "after_last_work")
+    }
+
+    def said(rows: list[dict]) -> str:
+        return ", ".join(
+            f"{int(m['n']):,} {m['kind'].removeprefix('UVM_')} ({fmt_bytes(int(m['bytes']))})"
+            for m in rows
+        )
+
+    parts = []
+    if claim.uvm_before_ns:
+        parts.append(
+            f"{fmt_ns(claim.uvm_before_ns)} before the first work was launched"
+            + (
+                f" (migrations: {said(moved['before_first_launch'])})"
+                if moved["before_first_launch"]
+                else ""
+            )
+        )
+    if claim.uvm_after_ns:
+        parts.append(
+            f"{fmt_ns(claim.uvm_after_ns)} after the last launched work ended"
+            + (
+                f" (migrations: {said(moved['after_last_work'])})"
+                if moved["after_last_work"]
+                else ""
+            )
+        )
+    total = claim.uvm_before_ns + claim.uvm_after_ns
+    where = " and ".join(
+        w
+        for w, ns in (
+            ("before the first launch", claim.uvm_before_ns),
+            ("after the last launched work", claim.uvm_after_ns),
+        )
+        if ns
+    )
+    return finding(
+        ANALYZER,
+        (dev.device_id, "host_uvm_phases"),
+        0,
+        db,
+        t,
+        title=f"GPU {dev.device_id}: {fmt_ns(total)} of its window is host-side unified-memory "
+        f"traffic {where} (not GPU time to give back)",
+        impact_basis="Informational: only unified-memory migrations, which the host's own page "
+        "faults and prefetches cause, open and close the window; nothing was queued on the GPU "
+        "then, so its idle time is the host's (writing managed memory, reading results). "
+        "idle_gpu judges only the time between the first launch and the end of the last "
+        "launched work.",
+        summary=f"{label}: " + "; ".join(parts) + ".",
+        evidence={
+            "device_id": dev.device_id,
+            "device_name": dev.name,
+            "kind": "host_uvm_phases",
+            "idle_before_first_launch_ns": claim.uvm_before_ns,
+            "idle_after_last_work_ns": claim.uvm_after_ns,
+            "first_launch_offset_ns": claim.lo_ns - t0,
+            "last_work_end_offset_ns": claim.hi_ns - t0,
+            "migrations": [
+                {k: m[k] for k in ("phase", "kind", "n", "bytes")} for m in claim.migrations
+            ],
+        },
+        advice="This is the host's time with managed memory, not the GPU's: what it costs is "
+        "the host's page faults (host writes move pages the GPU had back to the host, and the "
+        f"kernel faults them in again). Call `{p}MemPrefetchAsync` to the device after the "
+        f"host's last write, and prefetch results to the host (`{p}CpuDeviceId`) before the "
+        "host reads them.",
+        time_ranges=[
+            *(
+                [TimeRange(dev.start_ns, claim.lo_ns, dev.device_id, "host phase")]
+                if claim.uvm_before_ns
+                else []
+            ),
+            *(
+                [TimeRange(claim.hi_ns, dev.end_ns, dev.device_id, "host phase")]
+                if claim.uvm_after_ns
+                else []
+            ),
+        ],
+    )
 
 
 def _slack() -> dict[str, int]:

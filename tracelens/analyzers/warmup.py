@@ -29,14 +29,13 @@ other finding whose time ranges fall in the span says that it includes warm-up.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.derive_gaps import SYNC_CALLS
+from ingest.derive_gaps import LAUNCH_CALLS, SYNC_CALLS
 from tracelens.analyzers.contract import finding
-from tracelens.analyzers.idle_gpu import idle_subject
+from tracelens.analyzers.idle_gpu import cause_findings, idle_subject
 from tracelens.analyzers.variance import slow_only_in_first_calls
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
@@ -69,10 +68,6 @@ _LAZY_API = (
     " 'hipGetDevicePropertiesR0600')"
 )
 _CONV_OPS = "({n} LIKE '%convolution%' OR {n} LIKE '%conv2d%' OR {n} LIKE '%conv3d%')"
-
-
-# "GPU 0 idle 902 ms (7.0% of its window)" in an idle_gpu title.
-_IDLE_AMOUNT = re.compile(r"idle [0-9.,]+ [a-zµ]+ \([0-9.]+% of its window\)")
 
 
 @dataclass
@@ -135,7 +130,9 @@ def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
                           row_number() OVER (PARTITION BY o.name, o.input_shapes
                                              ORDER BY o.start_ns, o.op_id) AS seq
                    FROM cpu_ops o JOIN kernel_ops k ON k.op_id = o.op_id
-                   WHERE {_CONV_OPS.format(n="o.name")}
+                   -- without shapes, calls of one operator are different layers, whose
+                   -- kernels differ anyway: nothing says the first call was choosing
+                   WHERE {_CONV_OPS.format(n="o.name")} AND o.input_shapes IS NOT NULL
                    GROUP BY o.op_id, o.name, o.input_shapes, o.start_ns, o.end_ns),
                settled AS (
                    SELECT name, input_shapes, mode(kset) AS kset, count(*) AS n FROM calls
@@ -160,10 +157,21 @@ def _intervals(db: TraceDB, t: Thresholds) -> dict[str, list[dict[str, Any]]]:
             WHERE end_ns - start_ns >= ? ORDER BY start_ns, name""",
         [_COMPILE_HOST, _COMPILE_HOST, _MIN_COMPILE_NS],
     )
+    # ... and the launch calls of a kernel's first run that take as long: loading its module
+    # (lazy loading) and initializing the library it belongs to, not launching.
+    # They explain time inside a span other evidence sets (``explains_only``); a first launch
+    # alone never makes a warm-up span: idle_gpu reports a first launch's wait itself.
     lazy = db.dicts(
-        f"""SELECT name, start_ns, end_ns FROM api_calls
-            WHERE ({_LAZY_API}) AND end_ns - start_ns >= ? ORDER BY start_ns""",
-        [t.warmup_min_call_ns],
+        f"""SELECT name, start_ns, end_ns, false AS explains_only FROM api_calls
+            WHERE ({_LAZY_API}) AND end_ns - start_ns >= ?
+            UNION ALL
+            SELECT a.name, a.start_ns, a.end_ns, true FROM api_calls a
+            JOIN (SELECT name, arg_min(correlation_id, start_ns) AS correlation_id
+                  FROM kernels WHERE correlation_id IS NOT NULL GROUP BY device_id, name) k
+              ON k.correlation_id = a.correlation_id
+            WHERE a.name IN (SELECT unnest(?::VARCHAR[])) AND a.end_ns - a.start_ns >= ?
+            ORDER BY start_ns""",
+        [t.warmup_min_call_ns, list(LAUNCH_CALLS), t.warmup_min_call_ns],
     )
     named = db.dicts(
         """SELECT name, start_ns, end_ns FROM ranges
@@ -212,7 +220,7 @@ def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
         (max(int(r["start_ns"]), w_start), min(int(r["end_ns"]), w_end))
         for rows in evidence.values()
         for r in rows
-        if r["start_ns"] <= latest_start and r["end_ns"] > w_start
+        if r["start_ns"] <= latest_start and r["end_ns"] > w_start and not r.get("explains_only")
     )
     end = w_start
     for union_end, covered in _union_steps(spans):
@@ -221,20 +229,28 @@ def _span(db: TraceDB, t: Thresholds) -> WarmupSpan | None:
     if end <= w_start:
         return None
     span = WarmupSpan(w_start, end)
-    for kind, rows in evidence.items():
-        inside = [r for r in rows if r["start_ns"] < end and r["end_ns"] > w_start]
+    # Kinds nest (lazy initialization inside a slow first call inside a warm-up range): each
+    # instant is counted once, under the most specific kind covering it, so the times add up.
+    counted: list[dict[str, Any]] = []
+    for kind in _SPECIFIC_FIRST:
+        inside = [r for r in evidence[kind] if r["start_ns"] < end and r["end_ns"] > w_start]
         if not inside:
             continue
-        span.kinds[kind] = {"host_ns": _union_ns(inside, w_start, end), "rows": inside}
+        before = _union_ns(counted, w_start, end)
+        counted.extend(inside)
+        span.kinds[kind] = {"host_ns": _union_ns(counted, w_start, end) - before, "rows": inside}
     return span
 
+
+# The order in which warm-up kinds claim host time: the most specific explanation first.
+_SPECIFIC_FIRST = ("lazy_init", "compilation", "autotuning", "first_calls", "annotated")
 
 _KIND_TEXT = {
     "annotated": "ranges the program names warm-up",
     "first_calls": "first calls of operators far slower than their later calls",
     "autotuning": "convolutions choosing an algorithm (kernels differ from the later calls)",
     "compilation": "JIT compilation and module loading",
-    "lazy_init": "lazy initialization and first allocations",
+    "lazy_init": "initialization: context, libraries, lazy module loading and first allocations",
 }
 
 
@@ -268,9 +284,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     if share < t.warmup_min_share_pct:
         return []
     parts = []
-    for kind in ("annotated", "lazy_init", "compilation", "autotuning", "first_calls"):
+    for kind in _SPECIFIC_FIRST:
         info = span.kinds.get(kind)
-        if not info:
+        if not info or info["host_ns"] <= 0:
             continue
         parts.append(
             f"{_KIND_TEXT[kind]} ({fmt_ns(info['host_ns'])} on the host: "
@@ -318,7 +334,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             impact_basis="The warm-up span: time a steady-state capture would not contain. "
             "Idle GPU time inside it is counted here, not by idle_gpu.",
             summary="From the start of the window to "
-            f"{fmt_ns(span.duration_ns)} the host was warming up: " + "; ".join(parts) + ".",
+            f"{fmt_ns(span.duration_ns)} the host was warming up: "
+            + "; ".join(parts)
+            + (
+                " (each instant counted once, under the first of these that covers it)."
+                if len(parts) > 1
+                else "."
+            ),
             evidence={
                 "span_start_offset_ns": 0,
                 "span_end_offset_ns": span.duration_ns,
@@ -370,43 +392,19 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
     span = warmup_span(db, t)
     if span is None:
         return findings
+    after = {f.id: f for f in cause_findings(db, t, after_ns=span.end_ns)}
     kept: list[Finding] = []
     for f in findings:
         if f.analyzer == ANALYZER:
             kept.append(f)
             continue
-        idle = idle_subject(f)
-        if idle is not None:
-            device_id, cause = idle
-            inside = int(
-                db.scalar(
-                    """SELECT coalesce(sum(least(end_ns, ?) - greatest(start_ns, ?)), 0)
-                       FROM gaps WHERE device_id = ? AND cause = ?
-                         AND end_ns > ? AND start_ns < ?""",
-                    [
-                        span.end_ns,
-                        span.start_ns,
-                        device_id,
-                        cause,
-                        span.start_ns,
-                        span.end_ns,
-                    ],
-                )
-                or 0
-            )
-            if inside >= f.impact_ns:
-                continue  # all of it is warm-up
-            if inside > 0:
-                rest = f.impact_ns - inside
-                f.impact_pct = f.impact_pct * rest / f.impact_ns if f.impact_ns else 0.0
-                f.impact_ns = rest
-                f.title = _IDLE_AMOUNT.sub(f"idle {fmt_ns(rest)} after the warm-up", f.title, 1)
-                f.summary += f" After the warm-up span, {fmt_ns(rest)} of it remains."
-                f.impact_basis += (
-                    f" {fmt_ns(inside)} of these gaps fall in the warm-up span and are "
-                    "counted by the warm-up finding; this is the rest."
-                )
-            kept.append(f)
+        if idle_subject(f) is not None:
+            # judged again over the gaps after the span: what the host did then, not the
+            # warm-up's causes (an idle finding with nothing left after it is dropped)
+            if f.id in after:
+                kept.append(after[f.id])
+            elif f.impact_ns <= 0:
+                kept.append(f)
             continue
         if slow_only_in_first_calls(f):
             continue  # slow first calls: that is the warm-up, already reported

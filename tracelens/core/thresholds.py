@@ -34,6 +34,9 @@ class Thresholds:
     idle_launch_latency_ns: int = 50_000
     # Idle GPU: GPU-side waits at least this long (ns) are checked for a blocked host.
     idle_blocked_min_gap_ns: int = 100_000
+    # Idle GPU: a wait on unrecorded work preceded by GPU work of at most this share (%) of
+    # its length is the capture's start (reported, not ranked as time to give back).
+    idle_capture_start_busy_pct: float = 1.0
 
     # H2D: copies below this size count as "small" (per-copy overhead dominates).
     h2d_small_copy_bytes: int = 64 * 1024

@@ -189,10 +189,32 @@ EVIDENCE = AnalyzerEvidence(
                         Key(
                             "stalled_ns",
                             NS,
-                            "Its time covered by migrations (at most its kernel time): how long "
-                            "it waited on page faults at least",
+                            "Per launch, its time beyond its migrated bytes at the GPU's memory "
+                            "bandwidth (at least `copying_ns`, at most its kernel time), summed: "
+                            "how long it waited on page faults",
+                        ),
+                        Key(
+                            "copying_ns",
+                            NS,
+                            "Its time covered by migrations (at most its kernel time)",
                         ),
                         Key("kernel_ns", NS, "Kernel time of those launches"),
+                    ),
+                ),
+                Key(
+                    "undone_prefetch",
+                    OBJECT,
+                    "A prefetch the host undid: managed memory moved back to the host after the "
+                    "first prefetch call and before the first kernel after it",
+                    when="a prefetch call ran and migrations to the host followed it before "
+                    "the kernel",
+                    fields=(
+                        Key(
+                            "call", TEXT, "The prefetch call (`cudaMemPrefetchAsync`, HIP, driver)"
+                        ),
+                        Key("calls", COUNT, "How many prefetch calls the trace records"),
+                        Key("migrations", COUNT, "Migrations to the host between them"),
+                        Key("bytes", BYTES, "Their bytes"),
                     ),
                 ),
             ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ingest.derive_gaps import GAP_CAUSES
 from tracelens.analyzers.evidence_keys.model import (
+    BYTES,
     COUNT,
     NS,
     PCT,
@@ -17,6 +18,7 @@ from tracelens.analyzers.evidence_keys.model import (
 
 # The causes whose gaps are explained by what the host did (all but a GPU-side wait).
 _HOST_SIDE = tuple(c for c in GAP_CAUSES if c != "gpu_dependency")
+_CAUSES = tuple(GAP_CAUSES)
 
 
 def _detail_rows(detail: str) -> tuple[Key, ...]:
@@ -34,24 +36,68 @@ EVIDENCE = AnalyzerEvidence(
     keys=(
         Key("device_id", COUNT, "The idle device"),
         Key("device_name", TEXT, "Its name", null="the trace does not name the device"),
-        Key("window_ns", NS, "The device's window: its first to last GPU activity"),
-        Key("busy_ns", NS, "Union of its kernel, copy and memset time in the window"),
-        Key("busy_pct", PCT, "`busy_ns` as a share of `window_ns`"),
-        Key("idle_pct", PCT, "The rest of the window: 100 - `busy_pct`"),
-        Key("cause", TEXT, "The gap cause this finding sums", choices=GAP_CAUSES),
-        Key("cause_rule", TEXT, "That cause's rule, in words (what judged a gap this cause)"),
-        Key("gap_count", COUNT, "Idle gaps of this cause on the device"),
+        Key("window_ns", NS, "The device's window: its first to last GPU activity", only=_CAUSES),
+        Key("busy_ns", NS, "Union of its kernel, copy and memset time in the window", only=_CAUSES),
+        Key("busy_pct", PCT, "`busy_ns` as a share of `window_ns`", only=_CAUSES),
+        Key("idle_pct", PCT, "The rest of the window: 100 - `busy_pct`", only=_CAUSES),
+        Key("cause", TEXT, "The gap cause this finding sums", choices=GAP_CAUSES, only=_CAUSES),
+        Key(
+            "cause_rule",
+            TEXT,
+            "That cause's rule, in words (what judged a gap this cause)",
+            only=_CAUSES,
+        ),
+        Key("gap_count", COUNT, "Idle gaps of this cause on the device", only=_CAUSES),
         Key(
             "gap_ns",
             NS,
             "Their summed duration: the impact, before the warm-up span and more "
             "specific findings take their part",
+            only=_CAUSES,
         ),
         Key(
             "idle_ns_by_cause",
             map_of("gap cause", NS),
             "Every idle gap on the device, summed by cause (this and the other causes)",
             choices=GAP_CAUSES,
+            only=_CAUSES,
+        ),
+        Key(
+            "judged_from_offset_ns",
+            NS,
+            "Start of the range whose gaps were judged, from trace.t0_ns: the window's start, "
+            "or later (after a capture-start wait, the first launch when migrations open the "
+            "window, the warm-up span)",
+            only=_CAUSES,
+        ),
+        Key(
+            "judged_to_offset_ns",
+            NS,
+            "End of that range: the window's end, or the end of the last launched work when "
+            "migrations close the window",
+            only=_CAUSES,
+        ),
+        Key(
+            "alloc_ns",
+            NS,
+            "Time the launching thread sat in allocation calls (`cudaMalloc`/`cudaFree`, HIP "
+            "and driver alike) in the gaps' host parts",
+            when="such calls ran in them",
+            only=("host_compute", "untraced"),
+        ),
+        Key(
+            "alloc_calls",
+            COUNT,
+            "How many allocation calls those were",
+            when="such calls ran in them",
+            only=("host_compute", "untraced"),
+        ),
+        Key(
+            "alloc_call",
+            TEXT,
+            "The allocation call that took most of that time",
+            when="such calls ran in them",
+            only=("host_compute", "untraced"),
         ),
         Key(
             "host_activity",
@@ -75,6 +121,7 @@ EVIDENCE = AnalyzerEvidence(
             "longest_gaps",
             ROWS,
             "The longest gaps of this cause (`idle_top_gaps` of them), longest first",
+            only=_CAUSES,
             fields=(
                 Key("start_offset_ns", NS, "Gap start, from trace.t0_ns"),
                 Key("end_offset_ns", NS, "Gap end, from trace.t0_ns"),
@@ -215,6 +262,71 @@ EVIDENCE = AnalyzerEvidence(
                     COUNT,
                     "Gaps whose ending work has no recorded launching call (unified-memory "
                     "migrations, page faults)",
+                ),
+            ),
+        ),
+        Kind(
+            "capture_start",
+            "Information: the capture opens with a wait on work issued before recording "
+            "began, before (almost) any recorded GPU work; idle_gpu judges the time after it",
+            "kind",
+            "capture_start",
+            keys=(
+                Key("kind", TEXT, "`capture_start`", choices=("capture_start",)),
+                Key("gap_start_offset_ns", NS, "The wait's start, from trace.t0_ns"),
+                Key("gap_end_offset_ns", NS, "Its end, from trace.t0_ns"),
+                Key("duration_ns", NS, "Its length"),
+                Key("next_work", TEXT, "The queued work that waited", null="it is not named"),
+                Key(
+                    "launch_start_offset_ns",
+                    NS,
+                    "When that work's launch call began, from trace.t0_ns",
+                    null="no launch call is recorded",
+                ),
+                Key(
+                    "gpu_busy_before_ns",
+                    NS,
+                    "GPU work on any device before the wait (at most "
+                    "`idle_capture_start_busy_pct` % of its length)",
+                ),
+            ),
+        ),
+        Kind(
+            "host_uvm_phases",
+            "Information: unified-memory migrations open or close the window, and the idle "
+            "before the first launched work was queued and after the last ended is the "
+            "host's time with managed memory, not GPU time to give back",
+            "kind",
+            "host_uvm_phases",
+            keys=(
+                Key("kind", TEXT, "`host_uvm_phases`", choices=("host_uvm_phases",)),
+                Key("idle_before_first_launch_ns", NS, "Idle before the first work was queued"),
+                Key("idle_after_last_work_ns", NS, "Idle after the last launched work ended"),
+                Key(
+                    "first_launch_offset_ns",
+                    NS,
+                    "Start of the judged range, from trace.t0_ns: when the first work was queued",
+                ),
+                Key(
+                    "last_work_end_offset_ns",
+                    NS,
+                    "End of the judged range, from trace.t0_ns: when the last launched work ended",
+                ),
+                Key(
+                    "migrations",
+                    ROWS,
+                    "The migrations outside that range, by phase and direction",
+                    fields=(
+                        Key(
+                            "phase",
+                            TEXT,
+                            "Before the first launch or after the last work",
+                            choices=("before_first_launch", "after_last_work"),
+                        ),
+                        Key("kind", TEXT, "Direction (memcpys.kind)"),
+                        Key("n", COUNT, "Migrations"),
+                        Key("bytes", BYTES, "Their bytes"),
+                    ),
                 ),
             ),
         ),
