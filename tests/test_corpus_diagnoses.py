@@ -74,7 +74,9 @@ def assert_fits_workload(report: dict[str, Any]) -> None:
 
 def test_v100_training_is_gpu_bound_and_its_lever_is_fp16_amp(corpus: Path) -> None:
     """V100 training (HTA's ns-resolution fixture): the GPU is 98.4 % busy, so nothing on the
-    host matters; half the kernel time is FP32 convolutions and GEMMs on CUDA cores. Volta's
+    host matters; nearly two thirds of the kernel time (63 %: `volta_sgemm_*`, `scudnn`, and
+    cuDNN's `dgrad_engine<float>`/`wgrad_alg0_engine<float>`/Winograd float kernels) is FP32
+    convolutions and GEMMs on CUDA cores; half of it comes back on tensor cores. Volta's
     tensor cores take FP16 only: the lever is `torch.autocast(dtype=torch.float16)` with a
     GradScaler, never TF32 or BF16 (they do not exist before Ampere). Idle time is a few
     milliseconds of queued short gaps, not launch overhead."""
