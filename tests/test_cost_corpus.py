@@ -59,10 +59,10 @@ def test_v100_training_fp32_math_gets_fp16_amp(corpus: Path) -> None:
 def test_v100_resnet50_convolutions_costed_from_shapes(corpus: Path) -> None:
     """ResNet-50 training on a V100 with recorded shapes: `aten::cudnn_convolution` runs
     FP32 cuDNN kernels (implicit_convolve_sgemm<float>, volta_scudnn_*). Its FLOPs follow
-    from the shapes (output size from the next operator's input); the convolutions reach
-    about 15 "direct-convolution" TFLOP/s — Winograd kernels do fewer multiplies than the
-    formula counts — against 125 TFLOP/s of FP16 tensor cores: FP16 AMP with channels_last
-    is the advice, not TF32."""
+    from the shapes (output size from the input of the operator after it, its batch norm);
+    the convolutions reach about 12.4 "direct-convolution" TFLOP/s — Winograd kernels do
+    fewer multiplies than the formula counts — against 125 TFLOP/s of FP16 tensor cores:
+    FP16 AMP with channels_last is the advice, not TF32."""
     db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
     (conv,) = [
         f
@@ -71,7 +71,7 @@ def test_v100_resnet50_convolutions_costed_from_shapes(corpus: Path) -> None:
     ]
     cost = conv.evidence["cost"]
     assert cost["costed_ns"] == conv.evidence["gpu_ns"]  # every call's output size found
-    assert 5 < cost["achieved_tflops"] < 30
+    assert 12.0 < cost["achieved_tflops"] < 12.8 and not cost["flops_uncertain"]
     assert cost["peak_used"].startswith("fp16 tensor")
     assert 0 < conv.impact_ns < conv.evidence["gpu_ns"]
     assert "float16" in conv.advice and "channels_last" in conv.advice

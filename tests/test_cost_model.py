@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tracelens.analyzers import hot_ops, occupancy, run_all
-from tracelens.analyzers.cost_model import cost_tables
+from tracelens.analyzers.cost_model import _conv_out, cost_tables
 from tracelens.core.findings import finding_id
 from tracelens.core.kernel_kinds import classify
 from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, op_cost
@@ -20,6 +20,8 @@ from tracelens.testing.planted_cost import (
     cuda_c_program,
     explicit_attention,
     fp32_gemm_training,
+    overcounted_gemm,
+    strided_convolution,
 )
 
 BF = "c10::BFloat16"
@@ -260,3 +262,53 @@ def test_peaks_by_dtype_and_gpu() -> None:
     assert math_peak(v100, MATMUL, "fp64") is None
     # MI300X: the sheet's 1307 TFLOP/s at the clock it sustains under matrix load
     assert math_peak(mi300, MATMUL, "bf16")[1] == pytest.approx(0.7 * 1307)
+
+
+def test_a_strided_convolution_is_costed_at_its_output_not_its_input(scenario_db) -> None:
+    """The convolution's own children read its input [32, 128, 56, 56], which has the
+    output's batch and channel counts at a stride-2 3x3 convolution with 128 channels in and
+    out; the output is what the batch norm after it reads, [32, 128, 28, 28]."""
+    sc = strided_convolution()
+    db = scenario_db(sc)
+    est = cost_tables(db, Thresholds()).ops["aten::cudnn_convolution"]
+    assert est.costed_ns == sc.expected["conv_ns"]
+    assert est.flops == sc.expected["flops"]  # 4x this when the input was taken
+    assert est.achieved_tflops == pytest.approx(7.4, abs=0.05)
+    assert not est.flops_uncertain
+
+
+def test_conv_output_needs_a_consumer_after_the_convolution_and_a_plausible_size() -> None:
+    x = "[[32,128,56,56],[128,128,3,3],[],[],[],[],[],[],[]]"
+    child, consumer = "[[32,128,56,56],[]]", "[[32,128,28,28],[128],[128]]"
+    # [start_ns, depth] of each following operator; the convolution ends at 100, depth 4
+    assert _conv_out(x, [child, consumer], [[50, 5], [120, 1]], 100, 4) == [28, 28]
+    # a zero-length child at the very end is still inside it
+    assert _conv_out(x, [child, consumer], [[100, 5], [120, 1]], 100, 4) == [28, 28]
+    # only the input after it: an output size the shapes cannot give is no output
+    assert _conv_out(x, [child], [[50, 5]], 100, 4) is None
+    # a tensor after it with the right counts but a size no stride/padding gives
+    assert _conv_out(x, ["[[32,128,60,60]]"], [[120, 1]], 100, 4) is None
+    # stride 1, same padding: the output has the input's size, and that is plausible
+    assert _conv_out(x, ["[[32,128,56,56]]"], [[120, 1]], 100, 4) == [56, 56]
+    # ResNet stem 7x7 stride 2 pad 3; AlexNet 11x11 stride 4 pad 2
+    stem = "[[32,3,224,224],[64,3,7,7]]"
+    assert _conv_out(stem, ["[[32,64,112,112]]"], [[120, 1]], 100, 4) == [112, 112]
+    alex = "[[8,3,224,224],[64,3,11,11]]"
+    assert _conv_out(alex, ["[[8,64,55,55]]"], [[120, 1]], 100, 4) == [55, 55]
+
+
+def test_flops_above_the_gpus_peak_are_flagged_not_reported(scenario_db) -> None:
+    """A rate above the V100's peak is an overcount: no achieved rate in the title or the
+    report's top operators, no bound, no impact, and the basis says the FLOPs are uncertain."""
+    from tracelens.report.metrics import top_ops
+
+    db = scenario_db(overcounted_gemm())
+    est = cost_tables(db, Thresholds()).ops["aten::mm"]
+    assert est.estimated_tflops == pytest.approx(275, abs=1)
+    assert est.flops_uncertain and est.achieved_tflops is None and est.bound is None
+    (mm,) = [f for f in hot_ops.analyze(db, Thresholds()) if f.evidence["operator"] == "aten::mm"]
+    assert "TFLOP/s" not in mm.title and mm.impact_ns == 0
+    assert "uncertain" in mm.impact_basis and "15.7 TFLOP/s" in mm.impact_basis
+    assert mm.evidence["cost"]["flops_uncertain"] is True
+    (row,) = [r for r in top_ops(db, 5) if r["name"] == "aten::mm"]
+    assert row["achieved_tflops"] is None and row["bound"] is None

@@ -387,7 +387,7 @@ def test_ranks_are_chosen_as_ranges_with_a_form_on_the_job_page(served: Any) -> 
     sparse = list(range(0, 1024, 2))
     assert parse_ranks("64-127", sparse) == list(range(64, 128, 2))
     assert parse_ranks("0, 10-12 ,7-7", list(range(20))) == [0, 7, 10, 11, 12]
-    assert compact_ranks(sparse[:3] + [7, 8, 9]) == "0,2,4,7-9"
+    assert compact_ranks([*sparse[:3], 7, 8, 9]) == "0,2,4,7-9"
     for spec, says in (
         ("3-1", "ends before it starts"),
         ("1-x", "comma-separated list of ranks and ranges"),

@@ -85,3 +85,59 @@ def test_amd_devices_with_empty_names_are_named_from_their_properties(corpus: Pa
     assert inferred_name({"name": "", "gcnArchName": "gfx90a:sramecc+:xnack-"}) == (
         "AMD GPU (gfx90a)"
     )
+
+
+def test_an_optimizer_step_and_its_gpu_mirror_are_one_step(tmp_path: Path) -> None:
+    """Kineto records each ``Optimizer.step#`` annotation twice: on the host thread
+    (``user_annotation``) and mirrored over the kernels it launched on the GPU
+    (``gpu_user_annotation``). Three steps are three, whatever the mirror and the
+    ``zero_grad`` calls beside them; zero_grad alone still says training."""
+    import gzip
+    import json
+
+    from tracelens.testing import write_chrome_trace
+    from tracelens.testing.scenario import Scenario
+
+    sc = Scenario("optimizer_steps")
+    for i in range(3):
+        s = i * 1_000_000
+        sc.range("Optimizer.zero_grad#SGD.zero_grad", s, 10_000)
+        step = sc.range("Optimizer.step#SGD.step", s + 20_000, 200_000)
+        op = sc.op("aten::add_", step.start_ns + 1_000, 50_000, [[1024], [1024]])
+        sc.launch(op, "vectorized_elementwise_kernel", op.start_ns + 1_000, s + 40_000, 30_000)
+    path = write_chrome_trace(sc, tmp_path / "steps.pt.trace.json.gz")
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f)
+    mirrors = [
+        {**e, "cat": "gpu_user_annotation", "pid": 0, "tid": 7, "args": {}}
+        for e in trace["traceEvents"]
+        if e.get("cat") == "user_annotation" and e["name"].startswith("Optimizer.step#")
+    ]
+    assert len(mirrors) == 3
+    trace["traceEvents"] += mirrors
+    with gzip.open(path, "wt") as f:
+        json.dump(trace, f)
+    loaded = load_trace(path)
+    try:
+        db = TraceDB(loaded.con)
+        gpu_ranges = db.scalar(
+            "SELECT count(*) FROM ranges WHERE name LIKE 'Optimizer.step#%' AND device_id = 0"
+        )
+        w = workload_of(db)
+    finally:
+        loaded.close()
+    assert gpu_ranges == 3  # the mirrors are in the trace as GPU ranges
+    assert w.kind == "training" and w.optimizer_steps == 3
+    assert "3 optimizer steps" in w.kind_basis
+
+
+@pytest.mark.corpus
+def test_corpus_v100_training_counts_its_five_optimizer_steps(corpus: Path) -> None:
+    """HTA's V100 trace profiles 5 steps (ProfilerStep#101-105), each with one SGD step
+    recorded on the host and mirrored on the GPU, and one zero_grad: 5 optimizer steps."""
+    loaded = load_trace(corpus / "torch/v100_train_single_rank_ns.pt.trace.json.gz")
+    try:
+        w = workload_of(TraceDB(loaded.con))
+    finally:
+        loaded.close()
+    assert w.optimizer_steps == 5 and "5 optimizer steps" in w.kind_basis, w.kind_basis

@@ -18,7 +18,13 @@ gap is not what a faster kernel returns; the occupancy analyzer counts its idle 
 The bound resource is judged at the math the operator runs now (an FP32 convolution on a
 V100 against the FP32 rate, not the FP16 tensor rate the advice would switch it to):
 compute when its arithmetic intensity is at or above the ridge point ``peak / bandwidth``.
-Without a known GPU there are no peaks and no estimate.
+Without a known GPU there are no peaks and no estimate. FLOPs that imply a rate above the
+GPU's fastest math for the dtype (``ceiling_tflops``) are overcounted: such an operator
+reports no achieved rate, no bound and no impact (``flops_uncertain``).
+
+A convolution's output size is read off the operators that start after it ends (its
+consumer's first input), checked against the input and kernel sizes (``_conv_out``); its
+own children read its input and are never taken for the output.
 
 Explicit attention: in one parent call, a batched matmul [.., L, d] x [.., d, S], then a
 softmax over [.., L, S], then a matmul [.., L, S] x [.., S, dv] is attention written out.
@@ -66,10 +72,26 @@ class OpEstimate:
     # bound resource is judged against, while the ideal uses the advised math
     now_tflops: float | None = None
     mem_gbps: float | None = None
+    # the fastest rate the GPU has for its dtypes (the sheet figure, TF32 included for
+    # FP32 data where the GPU has it): no kernel runs faster, so FLOPs implying more are
+    # an estimate gone wrong (a misread output size), not a fast kernel
+    ceiling_tflops: float | None = None
+
+    @property
+    def estimated_tflops(self) -> float | None:
+        """FLOPs over kernel time, whatever the GPU can do."""
+        return self.flops / self.costed_ns / 1e3 if self.costed_ns and self.flops else None
+
+    @property
+    def flops_uncertain(self) -> bool:
+        """The FLOPs imply a rate above the GPU's peak: they are overcounted."""
+        rate = self.estimated_tflops
+        return bool(rate and self.ceiling_tflops and rate > self.ceiling_tflops)
 
     @property
     def achieved_tflops(self) -> float | None:
-        return self.flops / self.costed_ns / 1e3 if self.costed_ns and self.flops else None
+        """The rate the kernels achieved; None where the FLOPs cannot be right."""
+        return None if self.flops_uncertain else self.estimated_tflops
 
     @property
     def achieved_gbps(self) -> float | None:
@@ -81,7 +103,7 @@ class OpEstimate:
 
     @property
     def bound(self) -> str | None:
-        if not self.costed_ns:
+        if not self.costed_ns or self.flops_uncertain:
             return None
         if self.kind == MEMORY or not self.peak_tflops or not self.mem_gbps:
             return "memory"
@@ -94,6 +116,7 @@ class OpEstimate:
             "bytes": round(self.bytes),
             "costed_ns": self.costed_ns,
             "achieved_tflops": _r(self.achieved_tflops),
+            "flops_uncertain": self.flops_uncertain,
             "achieved_gbps": _r(self.achieved_gbps),
             "arithmetic_intensity": _r(self.intensity),
             "bound": self.bound,
@@ -165,6 +188,15 @@ def math_peak(spec: GpuSpec, kind: str, dtype: str) -> tuple[str, float] | None:
     return None
 
 
+def ceiling_tflops(spec: GpuSpec, dtype: str) -> float | None:
+    """The sheet peak of the fastest math data of ``dtype`` can run on this GPU."""
+    p = spec.peaks
+    if dtype == "fp32":
+        return max(p.fp32, p.tf32 or 0.0) if spec.has_tensor("tf32") else p.fp32
+    rate = {"fp16": p.fp16, "bf16": p.bf16, "fp8": p.fp8}.get(dtype)
+    return rate or (p.fp32 if dtype in ("fp16", "bf16", "fp8") else None)
+
+
 def _r(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
@@ -200,31 +232,82 @@ _CONV_NAMES = (
     "'aten::miopen_convolution', 'aten::conv2d', 'aten::conv1d', 'aten::conv3d'"
 )
 # The output of a convolution is the first input of one of the next operators on its thread
-# (its bias add, batch norm, activation): the shapes do not record stride or padding.
+# (its bias add, batch norm, activation): the shapes do not record stride or padding. Only
+# operators that begin once the convolution has ended can be its consumers: its own
+# children (``aten::_convolution`` inside ``aten::convolution``, the ``contiguous`` of its
+# input) read its input, which for a stride-2 convolution with as many output as input
+# channels has the batch and channel counts of the output at 4x its area. Rows whose first
+# input is no tensor of 3 or more dimensions are left out first: they cannot be an output.
 _CONV_NEXT = f"""
 WITH o AS (
-    SELECT op_id, name, input_shapes,
-           list(input_shapes) OVER (PARTITION BY pid, tid ORDER BY start_ns, op_id
-                                    ROWS BETWEEN 1 FOLLOWING AND 8 FOLLOWING) AS nxt
-    FROM cpu_ops WHERE input_shapes IS NOT NULL
+    SELECT op_id, name, input_shapes, start_ns, end_ns, depth,
+           list([start_ns, depth]) OVER w AS nxt_at,
+           list(input_shapes) OVER w AS nxt
+    FROM cpu_ops
+    WHERE input_shapes IS NOT NULL
+      AND (name IN ({_CONV_NAMES}) OR regexp_matches(input_shapes, '^\\[\\[ *\\d+, *\\d+, *\\d+'))
+    WINDOW w AS (PARTITION BY pid, tid ORDER BY start_ns, op_id
+                 ROWS BETWEEN 1 FOLLOWING AND 16 FOLLOWING)
 )
-SELECT op_id, input_shapes, nxt FROM o
+SELECT op_id, input_shapes, end_ns, depth, nxt_at, nxt FROM o
 WHERE name IN ({_CONV_NAMES}) AND op_id IN (SELECT op_id FROM kernel_ops)
 """
+# Following operators read for the output: the consumer comes first, later ones may read
+# any tensor of the same batch and channel count.
+_CONV_CONSUMERS = 8
 
 
-def _conv_out(shapes_text: str, nxt: list[str] | None) -> list[int] | None:
+def _plausible_out(x: int, out: int, k: int) -> bool:
+    """``out`` is a convolution output size of input size ``x`` and kernel size ``k`` at
+    dilation 1 for some stride up to ``max(k, 2)`` and padding up to ``k - 1``: what a
+    shape read off a neighbouring operator must satisfy before it is taken as the output.
+    """
+    if out == x:  # "same" padding at stride 1, also for dilated kernels
+        return True
+    return any(
+        (x + 2 * p - k) // s + 1 == out
+        for s in range(1, max(k, 2) + 1)
+        for p in range(k)
+        if x + 2 * p >= k
+    )
+
+
+def _conv_out(
+    shapes_text: str,
+    nxt: list[str] | None,
+    nxt_at: list[list[int]] | None = None,
+    end_ns: int | None = None,
+    depth: int | None = None,
+) -> list[int] | None:
+    """The output spatial size of a convolution call, read off the operators after it.
+
+    ``nxt_at`` holds each following operator's ``[start_ns, depth]``; an operator that
+    starts before the convolution ends (at the same time only when it is no deeper) is
+    inside it and is skipped. None where no consumer gives a plausible output: the FLOPs
+    are then unknown, not guessed.
+    """
     shapes = parse_list(shapes_text)
     if len(shapes) < 2 or not isinstance(shapes[0], list) or not isinstance(shapes[1], list):
         return None
     x, w = shapes[0], shapes[1]
     if len(x) < 3 or len(w) != len(x):
         return None
-    for text in nxt or []:
+    seen = 0
+    for i, text in enumerate(nxt or []):
+        if nxt_at is not None and end_ns is not None and i < len(nxt_at):
+            start, d = nxt_at[i]
+            if start < end_ns or (start == end_ns and depth is not None and d > depth):
+                continue
+        seen += 1
+        if seen > _CONV_CONSUMERS:
+            break
         cand = parse_list(text)
         first = cand[0] if cand and isinstance(cand[0], list) else None
-        if first and len(first) == len(x) and first[0] == x[0] and first[1] == w[0]:
-            return [int(v) for v in first[2:]]
+        if not first or len(first) != len(x) or first[0] != x[0] or first[1] != w[0]:
+            continue
+        out = [int(v) for v in first[2:]]
+        if all(_plausible_out(xi, oi, ki) for xi, oi, ki in zip(x[2:], out, w[2:], strict=True)):
+            return out
     return None
 
 
@@ -245,8 +328,8 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     claimed = {i for site in attention for i in site.op_ids}
     conv_out: dict[int, list[int] | None] = {}
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
-        for op_id, shapes_text, nxt in db.rows(_CONV_NEXT):
-            conv_out[int(op_id)] = _conv_out(shapes_text, nxt)
+        for op_id, shapes_text, end_ns, depth, nxt_at, nxt in db.rows(_CONV_NEXT):
+            conv_out[int(op_id)] = _conv_out(shapes_text, nxt, nxt_at, end_ns, depth)
     grid_bound = {
         int(r[0]) for r in db.rows(_GRID_BOUND_CALLS, [1 - t.occupancy_explain_idle_pct / 100.0])
     }
@@ -285,6 +368,8 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         else:
             est.impact_ns += int(max(0.0, ns - ideal))
         est.dtypes.add(cost.dtype)
+        if cost.kind in _MATH_KINDS and (top := ceiling_tflops(spec, cost.dtype)):
+            est.ceiling_tflops = max(est.ceiling_tflops or 0.0, top)
         if est.kind is None or (est.kind == MEMORY and cost.kind != MEMORY):
             est.kind = cost.kind
             est.math = label if cost.kind in _MATH_KINDS else None

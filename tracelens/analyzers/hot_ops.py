@@ -136,6 +136,14 @@ def _impact(
     est: OpEstimate, kind: str, ns: int, cc: str | None, costs: CostTables, t: Thresholds
 ) -> tuple[int, str]:
     unclaimed = max(0, ns - est.claimed_ns)
+    if est.costed_ns and costs.spec is not None and est.flops_uncertain:
+        # a rate no kernel reaches: the FLOPs are overcounted, and so would be the ideal
+        return 0, (
+            f"Informational: its recorded shapes give {est.flops / 1e12:.3g} TFLOP in "
+            f"{fmt_ns(est.costed_ns)} of kernels, {est.estimated_tflops or 0:.3g} TFLOP/s, above "
+            f"the {costs.spec.name}'s peak of {est.ceiling_tflops:g} TFLOP/s: the FLOPs are "
+            "uncertain (an output size the shapes do not pin down), so no estimate is made."
+        )
     if est.costed_ns and costs.spec is not None and _mostly_grid_bound(est):
         # the roofline assumes the whole GPU; these grids keep most of it idle
         pct = 100.0 * est.grid_bound_ns / est.costed_ns

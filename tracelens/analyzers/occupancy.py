@@ -29,7 +29,7 @@ from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
-from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice
+from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice, is_fp32_math
 from tracelens.core.kernel_libraries import CUBLAS, TENSILE, TRITON, gemm_library
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -39,9 +39,6 @@ from tracelens.derived import require
 from tracelens.derived.kernel_ops import KERNEL_OPS
 
 ANALYZER = "occupancy"
-_FP32_CONV = re.compile(r"(?i)scudnn|implicit_convolve_sgemm|fp32_conv|conv.*_f32")
-# Names that say the kernel already runs on tensor cores (TF32 included).
-_TENSOR_CORE = re.compile(r"(?i)tf32|xmma|hmma|wgmma|s16816|s1688|s884|bf16|fp16|f16f16")
 # Library GEMM/convolution/attention kernels pick low occupancy by design (large tiles).
 _BY_DESIGN = {"gemm", "gemm_fp32", "conv", "attention", "communication"}
 # Share of FP32 GEMM/conv time that tensor-core math gives back (as hot_ops assumes).
@@ -293,12 +290,7 @@ def _fp32_math(
            FROM kernel_ops WHERE device_id = ? GROUP BY kernel_name, op_name""",
         [dev],
     )
-    fp32 = [
-        r
-        for r in rows
-        if (classify(r["name"]).key == "gemm_fp32" or _FP32_CONV.search(r["name"]))
-        and not _TENSOR_CORE.search(r["name"])
-    ]
+    fp32 = [r for r in rows if is_fp32_math(r["name"])]
     fp32_ns = sum(int(r["ns"]) for r in fp32)
     if fp32_ns < total * t.occupancy_min_share_pct / 100.0:
         return None

@@ -39,7 +39,11 @@ _FP32_GEMM = re.compile(r"(?i)(^|[^a-z])sgemm|gemm.*f32|f32.*gemm|gemmSN_|gemv2T
 _TENSOR_CORE = re.compile(
     r"(?i)tf32|bf16|fp16|f16|[hs]884|[hs]1688|[hs]16816|i8816|hmma|wgmma|tensorop|_mma_"
 )
-_GEMM = re.compile(r"(?i)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul|^Cijk_|triton_(tem|mm)")
+# ``fbgemm`` is a library name (``fbgemm_gpu::`` prefixes its embedding, quantization and
+# index kernels and appears in their signatures): it says nothing about matrix multiplies.
+_GEMM = re.compile(
+    r"(?i)(?<!fb)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul|^Cijk_|triton_(tem|mm)"
+)
 # Tensile/hipBLASLt names spell the data types after the index letters: ``_S_B_`` single,
 # ``_B_BS_`` bf16, ``_H_HS_``/``HHS`` half.
 _AMD_FP32_GEMM = re.compile(r"^Cijk_[A-Za-z_]*?_(S_B|SB|S_S)_")
@@ -52,6 +56,25 @@ _FUSED_ATTENTION = re.compile(
     r"mem_eff|cutlassF|ck_tile"
 )
 _CONV = re.compile(r"(?i)conv|scudnn|hcudnn|winograd|implicit_gemm|dgrad|wgrad|fprop")
+# FP32 math named by the library's own prefix: cuBLAS ``sgemm``, cuDNN ``scudnn``.
+_FP32_NAMED = re.compile(r"(?i)(^|[^a-z])sgemm|scudnn|fp32_conv|conv.*_f32")
+# Tensor-core kernels: their ``f32``/``float`` is the accumulator or the TF32 input type.
+_TENSOR_CORE_MATH = re.compile(
+    r"(?i)tf32|bf16|fp16|f16|[hs]884|[hs]1688|[hs]16816|i8816|hmma|wgmma|xmma|tensorop|_mma_|"
+    r"mfma"
+)
+# Floating-point element types as C++ template arguments spell them (CUDA, c10, CUTLASS,
+# HIP); the first one in a kernel's template arguments is its data type.
+_ELEMENT_TYPE = re.compile(
+    r"(?<![\w:])(?:c10::|cutlass::)?"
+    r"(float|double|__half|half|half_t|Half|__nv_bfloat16|__hip_bfloat16|BFloat16|bfloat16_t|"
+    r"tfloat32_t|__nv_fp8_e4m3|__nv_fp8_e5m2|Float8_e4m3fn|Float8_e5m2)(?!\w)"
+)
+# Library helpers around a GEMM or convolution whose ``float`` is that of the partial sums
+# (split-K reductions, epilogues) or of offsets: they are float for half and TF32 math too.
+# cuBLAS level-1 ``scal`` is no matrix math at all (``cublas`` in its signature makes it a
+# GEMM kind).
+_MATH_HELPER = re.compile(r"(?i)splitK|reduce|epilogue|offsets|^void scal_kernel")
 _COMM = re.compile(r"(?i)nccl|allreduce|all_gather|reduce_scatter|sendrecv")
 _ELEMENTWISE = re.compile(
     r"(?i)elementwise|vectorized|unrolled|CatArray|copy_kernel|fill_kernel|index_kernel"
@@ -158,6 +181,57 @@ def classify(kernel_name: str) -> KernelKind:
     if _ELEMENTWISE.search(kernel_name):
         return KINDS["elementwise"]
     return KINDS["other"]
+
+
+def _template_arguments(kernel_name: str) -> str:
+    """The kernel's own template arguments: the ``<...>`` before its parameter list.
+
+    ``void cudnn::detail::dgrad_engine<float, 512, 6>(int, float const*)`` gives
+    ``float, 512, 6``; the parameters (which hold accumulator and scale types) are left out.
+    """
+    name = kernel_name.replace("(anonymous namespace)", "")
+    depth = 0
+    start = -1
+    for i, ch in enumerate(name):
+        if ch == "<":
+            if depth == 0 and start < 0:
+                start = i + 1
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            return name[start:i] if start >= 0 else ""
+    return name[start:] if start >= 0 else ""
+
+
+def data_type(kernel_name: str) -> str | None:
+    """The element type a library kernel's template arguments name first, if any.
+
+    cuDNN and CUTLASS put the data type before the accumulator: ``<__half, float>`` is a
+    half kernel with a float accumulator, ``<float, float>`` an FP32 one.
+    """
+    m = _ELEMENT_TYPE.search(_template_arguments(kernel_name))
+    return m.group(1) if m else None
+
+
+def is_fp32_math(kernel_name: str) -> bool:
+    """A GEMM or convolution kernel that does its math in FP32 on CUDA cores.
+
+    Named FP32 kernels (``sgemm``, ``scudnn``, hipBLASLt ``_S_B_``), and cuDNN/cuBLAS/CUTLASS
+    kernels whose template data type is ``float`` (``dgrad_engine<float, ...>``,
+    ``winograd_nonfused::...<float, float>``); never tensor-core kernels (TF32, FP16, BF16,
+    whose names say so) nor split-K/epilogue helpers, which are float for any math type.
+    """
+    kind = classify(kernel_name).key
+    if kind == "gemm_fp32" and kernel_name.startswith("Cijk_"):
+        return True  # Tensile spells its data types in letters (_AMD_FP32_GEMM)
+    if kind not in ("gemm", "gemm_fp32", "conv") or _TENSOR_CORE_MATH.search(kernel_name):
+        return False
+    if kind == "gemm_fp32":
+        return True
+    if _FP32_NAMED.search(kernel_name):
+        return True
+    return data_type(kernel_name) == "float" and not _MATH_HELPER.search(kernel_name)
 
 
 def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:

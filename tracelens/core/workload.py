@@ -37,6 +37,11 @@ _BACKWARD_SQL = (
     "OR name LIKE '%Backward1' OR regexp_matches(name, '^aten::[a-z_0-9]+_backward$'))"
 )
 _OPTIMIZER_SQL = "(name LIKE 'Optimizer.step#%' OR name LIKE 'Optimizer.zero_grad#%')"
+# One optimizer step is one ``Optimizer.step#`` call on the host: Kineto mirrors the
+# annotation on the GPU timeline (``gpu_user_annotation``, a range with a device) over the
+# kernels it launched, which is the same step again; ``zero_grad`` is training, not a step.
+_OPTIMIZER_STEP_SQL = "name LIKE 'Optimizer.step#%'"
+_HOST_OPTIMIZER_STEP_SQL = f"{_OPTIMIZER_STEP_SQL} AND device_id IS NULL"
 
 
 @dataclass(frozen=True)
@@ -158,21 +163,34 @@ _COMPILED_OPS_SQL = (
 def _detect(db: TraceDB) -> Workload:
     gpu = _gpu(db)
     # The counts every trace needs; those only some branches read stay where they are.
-    backward, optimizer_ranges, optimizer_ops, aten, python, llm, engine, compiled_ops, fused = (
-        _counts(
-            db,
-            ("cpu_ops", _BACKWARD_SQL),
-            ("ranges", _OPTIMIZER_SQL),
-            ("cpu_ops", _OPTIMIZER_SQL),
-            ("cpu_ops", "name LIKE 'aten::%'"),
-            ("cpu_ops", "category = 'python_function'"),
-            ("ranges", "name LIKE 'llm.%'"),
-            ("ranges", ENGINE_STEP_SQL),
-            ("cpu_ops", _COMPILED_OPS_SQL),
-            ("cpu_ops", _FUSED_OPTIMIZER_SQL),
-        )
+    (
+        backward,
+        optimizer_ranges,
+        optimizer_ops,
+        step_ranges,
+        step_ops,
+        aten,
+        python,
+        llm,
+        engine,
+        compiled_ops,
+        fused,
+    ) = _counts(
+        db,
+        ("cpu_ops", _BACKWARD_SQL),
+        ("ranges", _OPTIMIZER_SQL),
+        ("cpu_ops", _OPTIMIZER_SQL),
+        ("ranges", _HOST_OPTIMIZER_STEP_SQL),
+        ("cpu_ops", _OPTIMIZER_STEP_SQL),
+        ("cpu_ops", "name LIKE 'aten::%'"),
+        ("cpu_ops", "category = 'python_function'"),
+        ("ranges", "name LIKE 'llm.%'"),
+        ("ranges", ENGINE_STEP_SQL),
+        ("cpu_ops", _COMPILED_OPS_SQL),
+        ("cpu_ops", _FUSED_OPTIMIZER_SQL),
     )
-    optimizer = optimizer_ranges + optimizer_ops
+    optimizer = optimizer_ranges + optimizer_ops  # any optimizer call says training
+    steps = step_ranges + step_ops
     api_names = {
         r[0] for r in db.rows("SELECT DISTINCT name FROM api_calls WHERE name IS NOT NULL")
     }
@@ -189,8 +207,10 @@ def _detect(db: TraceDB) -> Workload:
         parts = []
         if backward:
             parts.append(f"{backward:,} backward operators")
-        if optimizer:
-            parts.append(f"{optimizer:,} optimizer steps")
+        if steps:
+            parts.append(f"{steps:,} optimizer step{'s' if steps != 1 else ''}")
+        elif optimizer:
+            parts.append(f"{optimizer:,} optimizer calls")
         kind, basis = TRAINING, " and ".join(parts)
     elif engine or llm:
         kind = SERVING
@@ -237,7 +257,7 @@ def _detect(db: TraceDB) -> Workload:
         torch_compile=bool(compiled_kernels or compiled_ops),
         cuda_graphs=graphs,
         attention=_attention(db, kernel_names),
-        optimizer_steps=optimizer,
+        optimizer_steps=steps,
         backward_ops=backward,
         recording_notes=_recording_notes(api_names, filtered),
         filtered=filtered,

@@ -155,3 +155,50 @@ def cuda_c_program(steps: int = 4) -> Scenario:
         )
         sc.api("cudaDeviceSynchronize", s + 30 * US, 9_200 * US)
     return sc
+
+
+FP32_CONV = (
+    "void implicit_convolve_sgemm<float, float, 128, 6, 7, 3, 3, 5, 1, false, true, true>(int, "
+    "int, int, float const*, int, float*, float const*, kernel_conv_params, unsigned long long, "
+    "int, float, float, int, float const*, float const*, bool, int, int)"
+)
+_CONV_TYPES = ["float", "float", "", "GenericList", "GenericList", "GenericList", "Bool", "", "Int"]
+
+
+def strided_convolution(steps: int = 4) -> Scenario:
+    """V100: ResNet-50's stride-2 3x3 convolution x [32, 128, 56, 56], w [128, 128, 3, 3]
+    -> [32, 128, 28, 28] (as many output as input channels), nested as PyTorch records it:
+    ``aten::convolution`` > ``aten::_convolution`` > ``aten::cudnn_convolution`` (which
+    launches the kernel and reads its input with ``aten::contiguous``), then
+    ``aten::batch_norm`` of the output. The children read the input, [32, 128, 56, 56]:
+    the batch and channel counts of the output at 4x its area. FLOPs
+    2·32·128·28·28·128·9 = 7.4 GFLOP a call; a 1 ms kernel runs 7.4 TFLOP/s."""
+    sc = Scenario(name="planted_strided_convolution", devices=[V100])
+    x, w, out = [32, 128, 56, 56], [128, 128, 3, 3], [32, 128, 28, 28]
+    conv_shapes = [x, w, [], [], [], [], [], [], []]
+    for k in range(steps):
+        s = k * 3 * MS
+        sc.range(f"ProfilerStep#{k}", s, 3 * MS)
+        sc.op("aten::convolution", s + 10 * US, 100 * US, conv_shapes, types=_CONV_TYPES)
+        sc.op("aten::_convolution", s + 12 * US, 96 * US, conv_shapes + [[]] * 4)
+        cudnn = sc.op(
+            "aten::cudnn_convolution", s + 14 * US, 92 * US, [x, w, [], [], [], [], [], [], []]
+        )
+        sc.op("aten::contiguous", s + 16 * US, 5 * US, [x, []], types=["float", ""])
+        sc.launch(cudnn, FP32_CONV, s + 30 * US, s + 200 * US, 1 * MS)
+        sc.op("aten::batch_norm", s + 120 * US, 50 * US, [out, [128], [128], [128], [128]])
+    sc.expected = {"flops": steps * 2 * 32 * 128 * 28 * 28 * 128 * 9, "conv_ns": steps * MS}
+    return sc
+
+
+def overcounted_gemm(steps: int = 4) -> Scenario:
+    """V100: an FP32 ``aten::mm`` whose shapes say 8192² x 8192² (1.1 TFLOP) while its kernel
+    takes 4 ms: 275 TFLOP/s, beyond the V100's 15.7 TFLOP/s FP32 peak. No kernel does
+    that, so the FLOPs (not the kernel) are wrong."""
+    sc = Scenario(name="planted_overcounted_gemm", devices=[V100])
+    for k in range(steps):
+        s = k * 5 * MS
+        sc.range(f"ProfilerStep#{k}", s, 5 * MS)
+        mm = sc.op("aten::mm", s + 10 * US, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, "volta_sgemm_128x64_nn", s + 15 * US, s + 100 * US, 4 * MS)
+    return sc

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracelens.analyzers.evidence_keys.model import (
     BYTES,
     COUNT,
+    FLAG,
     GBPS,
     NS,
     NUMBER,
@@ -76,7 +77,14 @@ EVIDENCE = AnalyzerEvidence(
                             "achieved_tflops",
                             TFLOPS,
                             "`flops` / `costed_ns`",
-                            null="the calls do no math (`flops` is 0)",
+                            null="the calls do no math (`flops` is 0), or `flops_uncertain`",
+                        ),
+                        Key(
+                            "flops_uncertain",
+                            FLAG,
+                            "`flops` / `costed_ns` is above the GPU's peak for the dtypes: "
+                            "the FLOPs are overcounted, no rate is reported and no impact "
+                            "estimated",
                         ),
                         Key("achieved_gbps", GBPS, "`bytes` / `costed_ns`", null="`bytes` is 0"),
                         Key(
@@ -91,6 +99,7 @@ EVIDENCE = AnalyzerEvidence(
                             "The bound resource at the math it runs now: compute when the "
                             "intensity is at or above the ridge point (peak / bandwidth)",
                             choices=("compute", "memory"),
+                            null="`flops_uncertain`: the intensity is overcounted too",
                         ),
                         Key(
                             "peak_used",
