@@ -17,12 +17,6 @@ FP32_CUDNN = [
     "void wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, false, 512>(int, int, int, float "
     "const*, int, float*, float const*, kernel_grad_params, unsigned long long, int, float, "
     "int, int, int, int)",
-    "void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>("
-    "cudnn::winograd_nonfused::WinogradOutputParams<float, float>)",
-    "void cudnn::winograd_nonfused::winogradWgradDelta4x4<float, float>("
-    "cudnn::winograd_nonfused::WinogradDeltaParams<float, float>)",
-    "void cudnn::winograd::generateWinogradTilesKernel<0, float, float>("
-    "cudnn::winograd::GenerateWinogradTilesParams<float, float>)",
     "void explicit_convolve_sgemm<float, int, 1024, 5, 5, 3, 3, 3, 0, false>(int, int, int, "
     "float const*, int, float const*, int, float*, kernel_conv_params, unsigned long long, "
     "int, unsigned long long, int, float, float, int, float const*, float const*)",
@@ -38,12 +32,8 @@ FP32_CUBLAS = [
     "void sgemm_largek_lds64<true, true, 6, 3, 4, 5, 2, 66>(float*, float const*, float "
     "const*, int, int, int, int, int, int, float const*, float const*, float, float, int, "
     "int, int*, int*)",
-    "void gemmk1_kernel<float, 256, 5, false, false, false, false, "
-    "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float "
-    "const>, cublasGemvTensorStridedBatched<float>, float, true, true>(cublasGemmk1Params<"
-    "float, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<"
-    "float const>, cublasGemvTensorStridedBatched<float>, float, biasType<float, float>"
-    "::type>)",
+    # the complex single-precision GEMM of cuDNN's FFT convolutions
+    "ampere_gcgemm_64x64_nt",
 ]
 # Tensor-core or 16-bit kernels whose names still say ``float``/``f32``: the accumulator,
 # the TF32 input type, or the other operand of a conversion.
@@ -66,6 +56,24 @@ NOT_FP32 = [
     "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1<"
     "c10::Half, float, c10::Half, 2ul, 32>(at::GenericPackedTensorAccessor<float, 2ul, "
     "at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor, float, float)",
+    # float data transforms around nonfused Winograd (its multiply is a separate sgemm) and
+    # im2col, and matrix-vector products: tensor cores would not run any of them
+    "void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>("
+    "cudnn::winograd_nonfused::WinogradOutputParams<float, float>)",
+    "void cudnn::winograd_nonfused::winogradWgradDelta4x4<float, float>("
+    "cudnn::winograd_nonfused::WinogradDeltaParams<float, float>)",
+    "void cudnn::winograd::generateWinogradTilesKernel<0, float, float>("
+    "cudnn::winograd::GenerateWinogradTilesParams<float, float>)",
+    "void im2col4d_kernel<float, int>(im2col4d_params, cudnnConvolutionStruct, "
+    "cudnnTensor4dStruct, float const*, float*)",
+    "void gemmk1_kernel<float, 256, 5, false, false, false, false, "
+    "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float "
+    "const>, cublasGemvTensorStridedBatched<float>, float, true, true>(cublasGemmk1Params<"
+    "float, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<"
+    "float const>, cublasGemvTensorStridedBatched<float>, float, biasType<float, float>"
+    "::type>)",
+    "void gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024>("
+    "cublasGemvParamsEx<int, float const, float const, float, float const>)",
     # split-K reductions and epilogues are float for half and TF32 GEMMs too
     "void splitKreduce_kernel<float, float, float, float, true, false, false>("
     "cublasSplitKParams<float>, float const*, float const*, float*, float const*, float "

@@ -160,7 +160,8 @@ def _title(
     if cause == "untraced" and 2 * named < ns:
         return _NOTHING
     if cause == "host_compute" and details and details[0]["detail"]:
-        share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "longest"
+        # the code covering the largest share: "mostly" from half of the time up
+        share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "most time"
         top = _short(details[0]["detail"])
         allocating = ""
         if alloc and alloc.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * ns:
@@ -607,11 +608,14 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             )
             scope = _scope_note(db, claim, lo, hi, after_ns)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
+            # A kernel's first launch waits for its module once per process: time the
+            # program spends, but no change to the steady state gives it back.
+            one_off = sum(int(k["ns"]) for k in kinds or [] if k["kind"] == "first_launch")
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    ns,
+                    ns - one_off,
                     db,
                     t,
                     title=f"GPU {dev.device_id} {amount}: {title}"
@@ -619,6 +623,12 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({CAUSE_RULES[cause]}){scope}; removing their cause gives back "
                     "at most this much GPU time."
+                    + (
+                        f" {fmt_ns(one_off)} of it is kernels' first launches waiting for "
+                        "their modules to load, once per process: not counted."
+                        if one_off
+                        else ""
+                    )
                     + (
                         " The trace keeps only launch and copy runtime calls, so the events, "
                         "waits and syncs that decide a cause may be missing."

@@ -57,7 +57,8 @@ _FUSED_ATTENTION = re.compile(
 )
 _CONV = re.compile(r"(?i)conv|scudnn|hcudnn|winograd|implicit_gemm|dgrad|wgrad|fprop")
 # FP32 math named by the library's own prefix: cuBLAS ``sgemm``, cuDNN ``scudnn``.
-_FP32_NAMED = re.compile(r"(?i)(^|[^a-z])sgemm|scudnn|fp32_conv|conv.*_f32")
+# sgemm, and cuDNN's complex single-precision GEMM of FFT convolutions (gcgemm)
+_FP32_NAMED = re.compile(r"(?i)(^|[^a-z])sgemm|gcgemm|scudnn|fp32_conv|conv.*_f32")
 # Tensor-core kernels: their ``f32``/``float`` is the accumulator or the TF32 input type.
 _TENSOR_CORE_MATH = re.compile(
     r"(?i)tf32|bf16|fp16|f16|[hs]884|[hs]1688|[hs]16816|i8816|hmma|wgmma|xmma|tensorop|_mma_|"
@@ -74,7 +75,13 @@ _ELEMENT_TYPE = re.compile(
 # (split-K reductions, epilogues) or of offsets: they are float for half and TF32 math too.
 # cuBLAS level-1 ``scal`` is no matrix math at all (``cublas`` in its signature makes it a
 # GEMM kind).
-_MATH_HELPER = re.compile(r"(?i)splitK|reduce|epilogue|offsets|^void scal_kernel")
+# Float kernels around the math that tensor cores would not run: split-K and epilogue
+# helpers, Winograd and im2col data transforms (nonfused Winograd multiplies in a separate
+# sgemm), and matrix-vector products (memory-bound: tensor cores do not help them).
+_MATH_HELPER = re.compile(
+    r"(?i)splitK|reduce|epilogue|offsets|^void scal_kernel|winograd(Forward|Wgrad)"
+    r"(Data|Filter|Output|Delta)|generateWinogradTiles|im2col|gemv|gemmk1"
+)
 _COMM = re.compile(r"(?i)nccl|allreduce|all_gather|reduce_scatter|sendrecv")
 _ELEMENTWISE = re.compile(
     r"(?i)elementwise|vectorized|unrolled|CatArray|copy_kernel|fill_kernel|index_kernel"
