@@ -396,6 +396,21 @@ GROUP BY first_p.call, first_p.calls
 """
 
 
+def _fault_rows(db: TraceDB, wl: Workload) -> list[dict]:
+    spec = wl.gpu.spec
+    bytes_per_ns = spec.peaks.mem_gbps if spec and spec.peaks.mem_gbps else 0.0  # GB/s = B/ns
+    return db.dicts(_UVM_FAULTS, [bytes_per_ns, bytes_per_ns or 1.0])
+
+
+def fault_stalled_ns(db: TraceDB) -> dict[str, int]:
+    """Each kernel's time stalled on unified-memory page faults, as the page-fault finding
+    counts it: other findings about the same kernel (its grid's idle SMs) leave it out,
+    since SMs waiting on faults are not idle for want of blocks."""
+    if not db.scalar("SELECT count(*) FROM memcpys WHERE kind = 'UVM_HtoD'"):
+        return {}
+    return {str(r["name"]): int(r["stalled_ns"]) for r in _fault_rows(db, workload_of(db))}
+
+
 def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> Finding:
     n = sum(int(r["n"]) for r in uvm)
     nbytes = sum(int(r["bytes"]) for r in uvm)
@@ -403,7 +418,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     p = "hip" if wl.amd else "cuda"
     spec = wl.gpu.spec
     bytes_per_ns = spec.peaks.mem_gbps if spec and spec.peaks.mem_gbps else 0.0  # GB/s = B/ns
-    faults = db.dicts(_UVM_FAULTS, [bytes_per_ns, bytes_per_ns or 1.0])
+    faults = _fault_rows(db, wl)
     undone = [r for r in db.dicts(_UNDONE_PREFETCH) if int(r["migrations"])]
     to_host = next((r for r in uvm if r["kind"] == "UVM_DtoH"), None)
     host_note = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from tracelens.analyzers import hot_ops
+from tracelens.analyzers import h2d_transfers, hot_ops
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
@@ -108,6 +108,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 _UNDERFILLED, [d, float(sms), sms * t.occupancy_min_blocks_per_sm, min_ns]
             )
             claimed = sorted(hot_ops.claimed_operators(db, t)) if rows else []
+            stalled = h2d_transfers.fault_stalled_ns(db) if rows else {}
             for r in rows:
                 in_hot_ops = 0
                 if claimed:
@@ -116,7 +117,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         db.scalar(_CLAIMED_IDLE, [d, r["name"], d, r["name"], claimed, float(sms)])
                         or 0
                     )
-                under = _underfilled(db, t, d, int(sms), r, total, in_hot_ops)
+                under = _underfilled(
+                    db, t, d, int(sms), r, total, in_hot_ops, stalled.get(str(r["name"]), 0)
+                )
                 # Time a hot-operator finding counts is kept here only to say why, and only
                 # when the grid leaves most of the GPU idle; a nearly full grid says nothing.
                 if under.impact_ns > 0 or (
@@ -135,9 +138,20 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 
 def _underfilled(
-    db: TraceDB, t: Thresholds, dev: int, sms: int, r: dict, total: int, in_hot_ops: int
+    db: TraceDB,
+    t: Thresholds,
+    dev: int,
+    sms: int,
+    r: dict,
+    total: int,
+    in_hot_ops: int,
+    fault_stalled: int = 0,
 ) -> Finding:
-    impact = max(0, int(r["idle_sm_ns"]) - in_hot_ops)
+    # The part of its time the kernel waited on page faults is the page-fault finding's:
+    # a wider grid would wait as long.
+    faulting = min(1.0, fault_stalled / max(1, int(r["ns"])))
+    in_faults = int(int(r["idle_sm_ns"]) * faulting)
+    impact = max(0, int(r["idle_sm_ns"]) - in_hot_ops - in_faults)
     share = 100.0 * r["ns"] / total
     blocks = int(r["median_blocks"])
     idle_pct = 100.0 * (1 - blocks / sms)
@@ -161,8 +175,14 @@ def _underfilled(
         f"every {w.unit} returns"
         + (
             f"; {fmt_ns(in_hot_ops)} of it lies in operators whose hot-operator finding "
-            "already counts that time, and is left out here."
+            "already counts that time, and is left out here"
             if in_hot_ops
+            else ""
+        )
+        + (
+            f"; {fmt_ns(in_faults)} of it falls in the time the kernel waited on page "
+            "faults, which the page-fault finding counts, and is left out here."
+            if in_faults
             else "."
         ),
         summary=f"{int(r['launches']):,} launches ({share:.1f}% of kernel time) with a median "
@@ -184,6 +204,7 @@ def _underfilled(
             "idle_pct": round(idle_pct, 1),
             "idle_sm_ns": int(r["idle_sm_ns"]),
             "idle_sm_ns_in_hot_ops": in_hot_ops,
+            "idle_sm_ns_in_fault_stalls": in_faults,
         },
         advice=_underfilled_advice(db, r["name"], blocks, sms, w),
     )

@@ -59,6 +59,12 @@ EVIDENCE = AnalyzerEvidence(
                     "The part of `idle_sm_ns` in operators a hot_ops finding already counts, "
                     "left out of the impact",
                 ),
+                Key(
+                    "idle_sm_ns_in_fault_stalls",
+                    NS,
+                    "The part of `idle_sm_ns` in the kernel's time stalled on unified-memory "
+                    "page faults (the page-fault finding's), left out of the impact",
+                ),
             ),
         ),
         Kind(
