@@ -221,10 +221,17 @@ def test_unified_memory_vector_add_is_its_kernel_faulting(corpus: Path) -> None:
 def test_tensorrt_engine_has_nothing_significant(corpus: Path) -> None:
     """A TensorRT ResNet engine on an RTX 3090: the GPU is 99.4 % busy running fused
     convolution layers; there is nothing to give back that the trace can show, and no
-    PyTorch advice applies to a TensorRT engine."""
+    PyTorch advice applies to a TensorRT engine. Its convolutions already run as
+    `sm80_xmma_fprop_implicit_gemm_f16f16_…_nhwc` kernels: the layers' advice must not ask
+    for 16-bit math and NHWC layout again (a review found all three minor ones did)."""
     r = report_of(corpus, "nsys/rtx3090_tensorrt_nvtx_textid_nsys2023.1.sqlite")
     assert r["workload"]["framework"] == "tensorrt"
     assert all(f["severity"] == "info" for f in r["findings"])
+    convs = [f for f in r["findings"] if f["analyzer"] == "hot_ops" and "Conv" in f["title"]]
+    assert convs
+    for f in convs:
+        assert "already run in a 16-bit type" in f["advice"], f["advice"]
+        assert "run them in a 16-bit type" not in f["advice"]
     assert_fits_workload(r)
 
 

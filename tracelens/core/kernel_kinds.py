@@ -78,6 +78,8 @@ _ELEMENT_TYPE = re.compile(
 # Float kernels around the math that tensor cores would not run: split-K and epilogue
 # helpers, Winograd and im2col data transforms (nonfused Winograd multiplies in a separate
 # sgemm), and matrix-vector products (memory-bound: tensor cores do not help them).
+# 16-bit tensor-core math as kernel names spell it (cuDNN/TensorRT xmma, cuBLAS, CUTLASS).
+_HALF_MATH = re.compile(r"(?i)f16f16|bf16|h1688|h16816|h884|hmma|_fp16_|half")
 _MATH_HELPER = re.compile(
     r"(?i)splitK|reduce|epilogue|offsets|^void scal_kernel|winograd(Forward|Wgrad)"
     r"(Data|Filter|Output|Delta)|generateWinogradTiles|im2col|gemv|gemmk1"
@@ -397,6 +399,20 @@ def advice_for(
             + "; it never writes the L x L scores to memory."
         )
     if kind.key == "conv":
+        if _HALF_MATH.search(kernel_name) and "nhwc" in kernel_name.lower():
+            # already what the usual advice asks for: say what is left, not that again
+            return (
+                "These convolutions already run in a 16-bit type on "
+                f"{terms_for(gpu.vendor).matrix_cores} with NHWC layout: what is left is "
+                "the work itself. "
+                + (
+                    "INT8 with calibration runs at up to twice the 16-bit tensor rate; "
+                    "smaller inputs or a lighter model reduce it."
+                    if not torch
+                    else "`torch.compile` can fuse what surrounds them; smaller inputs or a "
+                    "lighter model reduce it."
+                )
+            )
         if not torch:
             return (
                 "Convolutions dominate: run them in a 16-bit type on "
