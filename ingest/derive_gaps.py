@@ -331,20 +331,12 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         UNION ALL
         SELECT name, start_ns, end_ns FROM cpu_ops
         WHERE regexp_matches(name, '{DATA_LOADER_PATTERN}');
-
-        CREATE OR REPLACE TEMP TABLE _hostiv AS
-        SELECT 0 AS src, pid, tid, depth, name, start_ns, end_ns FROM cpu_ops
-        WHERE depth IS NOT NULL AND NOT regexp_matches(name, '{WRAPPER_PATTERN}')
-        UNION ALL
-        SELECT 1, pid, tid, depth, name, start_ns, end_ns FROM ranges
-        WHERE device_id IS NULL AND depth IS NOT NULL
-          AND NOT regexp_matches(name, '{WRAPPER_PATTERN}');
         """
     )
     # Each lookup keeps only rows that can matter (blocked time, loader overlap above zero:
     # every gap lasts at least 1 ns, so zero decides nothing); an ASOF join costs a sort of
     # its gaps even when the other side is empty, so an empty side is not joined at all.
-    has_sync, has_loader, has_hostiv = _have_rows(con, "_sync", "_loader", "_hostiv")
+    has_sync, has_loader = _have_rows(con, "_sync", "_loader")
     if has_sync:
         # B(t) comes from the latest island started by t. One lookup at the end of the
         # blocking span serves both ends when that island started before the gap; only gaps
@@ -453,31 +445,8 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         )
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _prev_enq (gap_id BIGINT, prev_enq_end BIGINT)")
-    if has_hostiv and has_open:
-        # The innermost host interval covering most of the host span. At each nesting depth
-        # intervals are disjoint, so the ones running at the span's start and at its end
-        # (an ASOF lookup each) are the candidates; of those covering at least
-        # HOST_MIN_SPAN_FRACTION of the span, which nest, the innermost started last.
-        point = """
-                SELECT x.gap_id, x.a, x.b, h.name, h.start_ns, h.end_ns, h.depth
-                FROM (SELECT g.gap_id, g.pid, g.tid, g.start_ns AS a, g.host_end AS b,
-                             g.{at} AS p, ds.src, ds.depth
-                      FROM _open g, (SELECT DISTINCT src, depth FROM _hostiv) ds) x
-                ASOF JOIN _hostiv h
-                  ON h.pid = x.pid AND h.tid = x.tid AND h.src = x.src AND h.depth = x.depth
-                 AND h.start_ns <= x.p
-                WHERE h.end_ns >= x.a"""
-        # Both lookups may find the same interval; arg_max picks the same name either way.
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE _host AS
-            WITH cand AS ({point.format(at="start_ns")} UNION ALL {point.format(at="host_end")})
-            SELECT gap_id, arg_max(name, [start_ns, -end_ns, depth]) AS host_op
-            FROM cand
-            WHERE least(end_ns, b) - greatest(start_ns, a) >= {HOST_MIN_SPAN_FRACTION} * (b - a)
-            GROUP BY gap_id
-            """
-        )
+    if has_open:
+        _host_ops(con)
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _host (gap_id BIGINT, host_op VARCHAR)")
     cause = (
@@ -514,3 +483,275 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
     temps = ("_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk", "_ldr", "_open",
              "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
     con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in temps))
+
+
+# A host interval covers at least HOST_MIN_SPAN_FRACTION of the host span [a, b].
+_COVERS_SPAN = f"least(end_ns, b) - greatest(start_ns, a) >= {HOST_MIN_SPAN_FRACTION} * (b - a)"
+# A host interval is what the lookup at its depth finds at b, or at a: the latest there.
+_CANDIDATE = "(next_start IS NULL OR next_start > b OR start_ns <= a AND next_start > a)"
+# The gaps are looked up at every depth of their thread while that takes at most this many
+# lookups per host interval of the launching threads: then its two sorts cost less than the
+# shortcuts' further ones (440 k operators, 20 k gaps: 0.9 s at 1 lookup per interval, 1.6 s
+# at 3, 2.6 s at 5.5; the shortcuts 1.7 to 1.9 s).
+_PER_DEPTH_MAX_LOOKUPS_PER_INTERVAL = 4.0
+
+
+def _host_ops(con: duckdb.DuckDBPyConnection) -> None:
+    """``_host``: the host interval naming each gap of ``_open`` (``host_op``), if any.
+
+    The definition: on the launching thread, for each source (operators, annotation ranges)
+    and nesting depth, the latest interval started at or before the span's start ``a`` and
+    the latest started at or before its end ``b`` are the candidates (the intervals running
+    there, or the last to finish before); of the candidates covering at least
+    HOST_MIN_SPAN_FRACTION of [a, b], the greatest by (start, -end, depth), the innermost,
+    names the gap (an operator before a range that ties). Looking every gap up at every
+    depth of its thread is gaps x depths rows: where they outnumber the thread's intervals
+    (operators stacked hundreds deep on shared instants, many gaps) the same answer comes
+    from fewer lookups (:func:`_host_shortcuts`).
+    """
+    # The host intervals of the launching threads, wrappers left out, and their levels.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _hostiv AS
+        SELECT 0 AS src, pid, tid, depth, name, start_ns, end_ns FROM cpu_ops
+        WHERE depth IS NOT NULL AND NOT regexp_matches(name, '{WRAPPER_PATTERN}')
+          AND (pid, tid) IN (SELECT pid, tid FROM _open)
+        UNION ALL
+        SELECT 1, pid, tid, depth, name, start_ns, end_ns FROM ranges
+        WHERE device_id IS NULL AND depth IS NOT NULL
+          AND NOT regexp_matches(name, '{WRAPPER_PATTERN}')
+          AND (pid, tid) IN (SELECT pid, tid FROM _open);
+        CREATE OR REPLACE TEMP TABLE _host_levels AS
+        SELECT DISTINCT src, pid, tid, depth FROM _hostiv
+        """
+    )
+    lookups, intervals = con.execute(
+        "SELECT (SELECT count(*) FROM _open JOIN _host_levels USING (pid, tid)), "
+        "(SELECT count(*) FROM _hostiv)"
+    ).fetchone() or (0, 0)
+    if not intervals:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _host (gap_id BIGINT, host_op VARCHAR);"
+            "DROP TABLE _host_levels"
+        )
+        return
+    cand: list[str] = []
+    if lookups <= _PER_DEPTH_MAX_LOOKUPS_PER_INTERVAL * intervals:
+        # every depth of the thread (joined within each lookup: never held as a table)
+        depths = """(SELECT g.gap_id, g.pid, g.tid, d.src, g.start_ns AS a, g.host_end AS b,
+                            d.depth
+                     FROM _open g JOIN _host_levels d USING (pid, tid))"""
+    else:
+        _host_shortcuts(con)
+        cand.append("SELECT * FROM _host_settled")
+        depths = "_host_depths"
+    # The lookup per depth, at both ends of the span.
+    point = """
+        SELECT x.gap_id, x.a, x.b, x.src, h.name, h.start_ns, h.end_ns, h.depth
+        FROM {depths} x ASOF JOIN _hostiv h
+          ON h.pid = x.pid AND h.tid = x.tid AND h.src = x.src AND h.depth = x.depth
+         AND h.start_ns <= x.{at}"""
+    cand += [point.format(depths=depths, at="a"), point.format(depths=depths, at="b")]
+    # Both lookups may find the same interval; arg_max picks the same name either way. An
+    # operator and a range can tie (same start, end and depth: the sources nest apart):
+    # the operator names the gap.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _host AS
+        SELECT gap_id, arg_max(name, [start_ns, -end_ns, depth, -src]) AS host_op
+        FROM ({" UNION ALL ".join(cand)}) WHERE {_COVERS_SPAN}
+        GROUP BY gap_id;
+        DROP TABLE _host_levels; DROP TABLE IF EXISTS _host_depths;
+        DROP TABLE IF EXISTS _host_settled
+        """
+    )
+
+
+def _host_shortcuts(con: duckdb.DuckDBPyConnection) -> None:
+    """Settle the gaps of ``_open`` that the definition (:func:`_host_ops`) allows with
+    fewer lookups (``_host_settled``: the answer for a gap and source), and leave the rest
+    for the lookup per depth, at the depths where it can matter (``_host_depths``). By two
+    facts:
+
+    (F1) On one thread and source, intervals starting at the same instant have distinct
+         depths, deeper as they end earlier (ingest/nesting.py counts the ends at an instant
+         first, then its starts longest first): (start, depth) orders them as
+         (start, -end, depth) does, and a lookup at one depth finds one interval.
+    (F2) An interval covering half of [a, b] or more contains its midpoint:
+         start <= mlo = a + (b - a) // 2 and end >= mhi = a + (b - a + 1) // 2.
+
+    A candidate that covers the span and is greater than every interval that can cover it
+    is the answer for its source. Per gap and source:
+
+    1. X, the greatest by (start, depth) started by mlo: every interval that can cover the
+       span started by mlo (F2), so none is greater (F1). It settles the source when it
+       covers the span and is a candidate (its depth's next interval starts after b, or it
+       started by a and its depth's next starts after a). None started by mlo: none covers.
+    2. Else the intervals containing the midpoint are counted, wrappers too (they have
+       depths): c of them, k not *in their parent* (depth above 0, and the parent nesting
+       gave it, one level up, does not span it). Each count is those started by mlo less
+       those ended before mhi, from running counts: two lookups. With k = 0, one at depth
+       d has an ancestor containing the midpoint at each depth below (each in its parent),
+       so d < c.
+    3. With k = 0, if the latest interval at depth c - 1 started by mlo contains the
+       midpoint, it and its c - 1 ancestors are all c: one per depth, each greater than
+       the ones around it (it starts no earlier; at the same instant it ends no later and
+       is deeper). Whoever covers the span is among them, and the ones around a covering
+       one cover too: the deepest covering one is found by halving the depths (each probe,
+       the latest at its depth started by mlo, must contain the midpoint, else the gap
+       goes on to 4). It is the answer when it is a candidate and no wrapper; none
+       covering, there is no answer.
+    4. Else one lookup per depth as the definition says: below the depth of the deepest
+       covering interval of 3 (deeper ones cover nothing, it is no candidate), below c
+       with k = 0 (deeper ones contain no midpoint), at every depth of the thread where
+       k > 0 (partial overlaps; zero-length intervals, which can take the depth of the
+       one around them).
+
+    Without those conditions the shortcuts give other answers: a later interval of the same
+    depth hides one from its depth's lookups, and an interval can be deeper than the number
+    around it (tests/test_gap_host_property.py checks the definition).
+    """
+    # Every host interval of the launching threads (wrappers too): whether it is in its
+    # parent, and the start of the next of its depth, wrappers apart: it is its depth's
+    # latest interval at the points in between.
+    threads = "(pid, tid) IN (SELECT pid, tid FROM _open)"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _host_all AS
+        WITH f AS (
+            SELECT 0 AS src, op_id AS id, parent_id, pid, tid, depth, name, start_ns, end_ns,
+                   regexp_matches(name, '{WRAPPER_PATTERN}') AS wrapper
+            FROM cpu_ops WHERE depth IS NOT NULL AND {threads}
+            UNION ALL
+            SELECT 1, range_id, parent_id, pid, tid, depth, name, start_ns, end_ns,
+                   regexp_matches(name, '{WRAPPER_PATTERN}')
+            FROM ranges WHERE device_id IS NULL AND depth IS NOT NULL AND {threads}
+        )
+        SELECT c.src, c.pid, c.tid, c.depth, c.name, c.start_ns, c.end_ns, c.wrapper,
+               NOT coalesce(c.depth <= 0
+                            OR (p.pid = c.pid AND p.tid = c.tid AND p.depth = c.depth - 1
+                                AND p.start_ns <= c.start_ns AND p.end_ns >= c.end_ns),
+                            false) AS loose,
+               lead(c.start_ns) OVER (PARTITION BY c.src, c.pid, c.tid, c.depth, c.wrapper
+                                      ORDER BY c.start_ns) AS next_start
+        FROM f c LEFT JOIN f p ON p.src = c.src AND p.id = c.parent_id
+        """
+    )
+    # 1. The latest interval started by the midpoint, per gap and source: (start, depth) as
+    # one ASOF key (depth can dip below zero where a zero-length interval ends first).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _host_latest AS
+        SELECT x.*, h.name, h.start_ns, h.end_ns, h.depth,
+               coalesce(({_COVERS_SPAN}) AND {_CANDIDATE}, false) AS settled
+        FROM (SELECT g.gap_id, g.pid, g.tid, t.src, g.start_ns AS a, g.host_end AS b,
+                     g.start_ns + (g.host_end - g.start_ns) // 2 AS mlo,
+                     g.start_ns + (g.host_end - g.start_ns + 1) // 2 AS mhi
+              FROM _open g JOIN (SELECT DISTINCT src, pid, tid FROM _host_levels) t
+              USING (pid, tid)) x
+        ASOF JOIN (SELECT *, CAST(start_ns AS HUGEINT) * 4294967296 + (depth + 2147483648)
+                             AS skey FROM _host_all WHERE NOT wrapper) h
+          ON h.pid = x.pid AND h.tid = x.tid AND h.src = x.src
+         AND h.skey <= CAST(x.mlo AS HUGEINT) * 4294967296 + 4294967295
+        """
+    )
+    # 2. The intervals containing the midpoint: running counts of those started and ended
+    # by each instant (one ending before it starts contains nothing, covers no span).
+    counted = """
+        CREATE OR REPLACE TEMP TABLE _host_{at} AS
+        SELECT src, pid, tid, t, sum(n) OVER w AS n, sum(n_loose) OVER w AS n_loose
+        FROM (SELECT src, pid, tid, {at}_ns AS t, count(*) AS n,
+                     count(*) FILTER (WHERE loose) AS n_loose
+              FROM _host_all WHERE end_ns >= start_ns GROUP BY src, pid, tid, {at}_ns)
+        WINDOW w AS (PARTITION BY src, pid, tid ORDER BY t);"""
+    con.execute(
+        f"""
+        {counted.format(at="start")}
+        {counted.format(at="end")}
+        CREATE OR REPLACE TEMP TABLE _host_counted AS
+        SELECT u.*, coalesce(s.n, 0) - coalesce(e.n, 0) AS n_in,
+               coalesce(s.n_loose, 0) - coalesce(e.n_loose, 0) AS n_loose_in
+        FROM (SELECT gap_id, pid, tid, src, a, b, mlo, mhi FROM _host_latest
+              WHERE NOT settled) u
+        ASOF LEFT JOIN _host_start s
+          ON s.src = u.src AND s.pid = u.pid AND s.tid = u.tid AND s.t <= u.mlo
+        ASOF LEFT JOIN _host_end e
+          ON e.src = u.src AND e.pid = u.pid AND e.tid = u.tid AND e.t < u.mhi;
+        DROP TABLE _host_start; DROP TABLE _host_end;
+
+        -- 3. The search: depths up to lo hold a covering interval (the one at lo kept),
+        -- none above hi; the first probe is at c - 1, the next halve [lo, hi].
+        CREATE OR REPLACE TEMP TABLE _host_chain AS
+        SELECT gap_id, pid, tid, src, a, b, mlo, mhi, n_in, -1 AS lo, n_in - 1 AS hi,
+               n_in - 1 AS probe, false AS failed, NULL::VARCHAR AS name,
+               NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns, NULL::INTEGER AS depth,
+               NULL::BIGINT AS next_start, NULL::BOOLEAN AS wrapper
+        FROM _host_counted WHERE n_loose_in = 0 AND n_in > 0
+        """
+    )
+    # A probe that covers the span is kept as the one at lo.
+    keep = "name, start_ns, end_ns, depth, next_start, wrapper"
+    covers = _COVERS_SPAN.replace("end_ns", "h.end_ns").replace("start_ns", "h.start_ns")
+    kept = ", ".join(
+        f"CASE WHEN coalesce({covers}, false) THEN h.{c} ELSE x.{c} END AS {c}"
+        for c in keep.split(", ")
+    )
+    while _have_rows(con, "(SELECT 1 FROM _host_chain WHERE probe IS NOT NULL)")[0]:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _host_chain_next AS
+            WITH r AS (
+                SELECT x.* EXCLUDE ({keep}, probe),
+                       h.end_ns IS NULL OR h.end_ns < x.mhi AS failed_now,
+                       coalesce({covers}, false) AS covers, x.probe, {kept}
+                FROM (SELECT * FROM _host_chain WHERE probe IS NOT NULL) x
+                ASOF LEFT JOIN _host_all h
+                  ON h.src = x.src AND h.pid = x.pid AND h.tid = x.tid AND h.depth = x.probe
+                 AND h.start_ns <= x.mlo
+            ),
+            s AS (
+                SELECT * EXCLUDE (failed_now, covers, probe, lo, hi, failed),
+                       CASE WHEN covers AND NOT failed_now THEN probe ELSE lo END AS lo,
+                       CASE WHEN covers OR failed_now THEN hi ELSE probe - 1 END AS hi,
+                       failed_now AS failed
+                FROM r
+            )
+            SELECT * EXCLUDE ({keep}),
+                   CASE WHEN NOT failed AND lo < hi THEN (lo + hi + 1) // 2 END AS probe,
+                   {keep}
+            FROM s
+            UNION ALL BY NAME SELECT * FROM _host_chain WHERE probe IS NULL;
+            DROP TABLE _host_chain;
+            ALTER TABLE _host_chain_next RENAME TO _host_chain
+            """
+        )
+    con.execute(
+        f"""
+        -- settled: by its deepest covering interval, or as covered by none
+        CREATE OR REPLACE TEMP TABLE _host_chain_end AS
+        SELECT gap_id, src, a, b, name, start_ns, end_ns, depth, lo,
+               NOT failed AND (lo < 0 OR NOT wrapper AND {_CANDIDATE}) AS settled,
+               -- the depths left: up to hi when a probe failed (none deeper covers), else
+               -- below lo (none deeper covers, and the one at lo is no candidate)
+               CASE WHEN failed THEN hi + 1 ELSE lo END AS below
+        FROM _host_chain;
+
+        CREATE OR REPLACE TEMP TABLE _host_settled AS
+        SELECT gap_id, a, b, src, name, start_ns, end_ns, depth FROM _host_latest WHERE settled
+        UNION ALL
+        SELECT gap_id, a, b, src, name, start_ns, end_ns, depth FROM _host_chain_end
+        WHERE settled AND lo >= 0;
+
+        -- 4. The depths left to look up, below a bound where one is known
+        CREATE OR REPLACE TEMP TABLE _host_depths AS
+        SELECT u.gap_id, u.pid, u.tid, u.src, u.a, u.b, d.depth
+        FROM (SELECT u.*, coalesce(c.below, u.n_in) AS below
+              FROM _host_counted u LEFT JOIN _host_chain_end c USING (gap_id, src)
+              WHERE c.settled IS NOT TRUE) u
+        JOIN _host_levels d
+          ON d.src = u.src AND d.pid = u.pid AND d.tid = u.tid
+         AND (u.n_loose_in > 0 OR d.depth < u.below);
+        DROP TABLE _host_latest; DROP TABLE _host_all; DROP TABLE _host_counted;
+        DROP TABLE _host_chain; DROP TABLE _host_chain_end
+        """
+    )
