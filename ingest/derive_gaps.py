@@ -211,6 +211,16 @@ CAUSE_RULES: dict[str, str] = {
 }
 
 
+def async_copy_call(name: str) -> str:
+    """SQL: ``name`` is an async copy call (``cudaMemcpyAsync``, ``hipMemcpy2DAsync``, ...).
+
+    The LIKE is implied by the pattern and is a plain substring test, several times
+    cheaper than the regular expression: over a million launch calls, the expression
+    then runs only on the few candidates.
+    """
+    return f"({name} LIKE '%Memcpy%Async' AND regexp_matches({name}, '^(cuda|hip)Memcpy.*Async$'))"
+
+
 def _in_list(names: tuple[str, ...]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
@@ -287,7 +297,7 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         UNION ALL
         -- an async copy to pageable host memory cannot return before the data lands
         SELECT a.pid, a.tid, a.name, a.start_ns, a.end_ns FROM api_calls a
-        WHERE regexp_matches(a.name, '^(cuda|hip)Memcpy.*Async$')
+        WHERE {async_copy_call("a.name")}
           AND a.correlation_id IN (SELECT correlation_id FROM memcpys
                                    WHERE kind = 'DtoH' AND dst_mem = 'pageable')
         UNION ALL
