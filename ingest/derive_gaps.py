@@ -247,17 +247,24 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM gaps")
     # The gaps of each device, with the launch call of the work that ends each. A gap is
     # where an activity starts after every earlier one (by start, then end) has ended. The
-    # sort carries which row ends the gap (source table and rowid), not its name: kernel
-    # names would double what the sort holds; the names are looked up for the gaps alone.
+    # sort carries which row ends the gap (source table and a reference), not its name:
+    # kernel names would double what the sort holds. A kernel's reference is the number
+    # of its name among the few distinct ones, so its name comes back from that small
+    # table (a join on the kernel's rowid built a hash table of every kernel and its
+    # name: half the final insert); a memcpy's is its rowid, for its kind.
     con.execute(
         """
+        CREATE OR REPLACE TEMP TABLE _gap_names AS
+        SELECT name, row_number() OVER (ORDER BY name) AS rid
+        FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL);
+
         CREATE OR REPLACE TEMP TABLE _gap0 AS
         WITH iv AS (
             SELECT device_id, start_ns, end_ns, correlation_id, src, rid,
                    max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM (SELECT device_id, start_ns, end_ns, correlation_id, 0 AS src, rowid AS rid
-                  FROM kernels
+            FROM (SELECT k.device_id, k.start_ns, k.end_ns, k.correlation_id, 0 AS src, n.rid
+                  FROM kernels k LEFT JOIN _gap_names n USING (name)
                   UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 1, rowid
                   FROM memcpys
                   UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 2, rowid
@@ -515,12 +522,12 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
             FROM _gap1 g
             LEFT JOIN _blk b USING (gap_id) LEFT JOIN _ldr l USING (gap_id)
             LEFT JOIN _prev_enq e USING (gap_id) LEFT JOIN _host h USING (gap_id)
-            LEFT JOIN (SELECT 0 AS src, rowid AS rid, name FROM kernels) kn USING (src, rid)
+            LEFT JOIN (SELECT 0 AS src, rid, name FROM _gap_names) kn USING (src, rid)
             LEFT JOIN (SELECT 1 AS src, rowid AS rid, kind FROM memcpys) mn USING (src, rid)
         )
         ORDER BY device_id, start_ns
         """
     )
-    temps = ("_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk", "_ldr", "_open",
-             "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
+    temps = ("_gap_names", "_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk",
+             "_ldr", "_open", "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
     con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in temps))
