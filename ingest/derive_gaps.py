@@ -246,12 +246,14 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
     """
     con.execute("DELETE FROM gaps")
     # The gaps of each device, with the launch call of the work that ends each. A gap is
-    # where an activity starts after every earlier one (by start, then end) has ended. The
-    # sort carries which row ends the gap (source table and a reference), not its name:
-    # kernel names would double what the sort holds. A kernel's reference is the number
-    # of its name among the few distinct ones, so its name comes back from that small
-    # table (a join on the kernel's rowid built a hash table of every kernel and its
-    # name: half the final insert); a memcpy's is its rowid, for its kind.
+    # where an activity starts after every earlier one (by start, then end) has ended; of
+    # activities that start and end together, the first launched (by correlation id) ends
+    # it, not whichever the sort happened to meet first. The sort carries which row ends
+    # the gap (source table and a reference), not its name: kernel names would double
+    # what the sort holds. A kernel's reference is the number of its name among the few
+    # distinct ones, so its name comes back from that small table (a join on the
+    # kernel's rowid built a hash table of every kernel and its name: half the final
+    # insert); a memcpy's is its rowid, for its kind.
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE _gap_names AS
@@ -261,7 +263,8 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         CREATE OR REPLACE TEMP TABLE _gap0 AS
         WITH iv AS (
             SELECT device_id, start_ns, end_ns, correlation_id, src, rid,
-                   max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
+                   max(end_ns) OVER (PARTITION BY device_id
+                                     ORDER BY start_ns, end_ns, correlation_id, src, rid
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
             FROM (SELECT k.device_id, k.start_ns, k.end_ns, k.correlation_id, 0 AS src, n.rid
                   FROM kernels k LEFT JOIN _gap_names n USING (name)
