@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import duckdb
 
+from ingest.correlation import correlation_ids_unique
 from ingest.profiler_steps import STEP_NAME_PATTERN
 
 SYNC_CALLS = (
@@ -279,15 +280,20 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         FROM iv WHERE start_ns > prev_end
         """
     )
+    # The launch call of each gap's next work; its calls grouped by correlation id unless
+    # no two calls share one (ingest/correlation.py), where the rows are the groups.
+    calls = "FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)"
+    launch = (
+        f"SELECT correlation_id, pid, tid, start_ns, end_ns {calls}"
+        if correlation_ids_unique(con)
+        else f"""SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+                        min(start_ns) AS start_ns, max(end_ns) AS end_ns
+                 {calls} GROUP BY correlation_id"""
+    )
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _gap1 AS
-        WITH l AS (
-            SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
-                   min(start_ns) AS start_ns, max(end_ns) AS end_ns
-            FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)
-            GROUP BY correlation_id
-        )
+        WITH l AS ({launch})
         SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end,
                -- the host span: from the gap's start to the launch call (or the gap's end)
                greatest(g.start_ns, least(coalesce(l.start_ns, g.end_ns), g.end_ns)) AS host_end,

@@ -90,6 +90,23 @@ _REPLAY_NONE = """
         ),"""
 
 
+# The launch call of each correlation id: the first of its calls by name, their extremes.
+_API_GROUPED = """
+            SELECT g.*, an.graph FROM (
+                SELECT a.correlation_id, min(a.pid) pid, min(a.tid) tid,
+                       min(a.start_ns) start_ns, max(a.end_ns) end_ns,
+                       min(a.external_id) external_id, min(an.name_rank) AS api_rank
+                FROM api_calls a LEFT JOIN an USING (name)
+                WHERE a.correlation_id IS NOT NULL GROUP BY a.correlation_id
+            ) g LEFT JOIN an ON an.name_rank = g.api_rank"""
+# The same rows where no two calls share a correlation id (ingest/correlation.py).
+_API_BY_CALL = """
+            SELECT a.correlation_id, a.pid, a.tid, a.start_ns, a.end_ns, a.external_id,
+                   an.name_rank AS api_rank, an.graph
+            FROM api_calls a LEFT JOIN an USING (name)
+            WHERE a.correlation_id IS NOT NULL"""
+
+
 def _select(db: TraceDB) -> str:
     has_ops = bool(db.scalar("SELECT count(*) > 0 FROM cpu_ops"))
     source = "cpu_ops" if has_ops else _RANGES_AS_OPS
@@ -118,15 +135,7 @@ def _select(db: TraceDB) -> str:
             FROM (SELECT DISTINCT name FROM api_calls
                   WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
         ),
-        api AS (
-            SELECT g.*, an.graph FROM (
-                SELECT a.correlation_id, min(a.pid) pid, min(a.tid) tid,
-                       min(a.start_ns) start_ns, max(a.end_ns) end_ns,
-                       min(a.external_id) external_id, min(an.name_rank) AS api_rank
-                FROM api_calls a LEFT JOIN an USING (name)
-                WHERE a.correlation_id IS NOT NULL GROUP BY a.correlation_id
-            ) g LEFT JOIN an ON an.name_rank = g.api_rank
-        ),
+        api AS ({_API_BY_CALL if db.correlation_ids_unique else _API_GROUPED}),
         ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),{replay}
         ka AS (
             SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end,
