@@ -185,7 +185,7 @@ def _select(db: TraceDB) -> str:
         -- deeper than a later one inside it: those calls take the per-depth lookup.) One
         -- LEFT lookup marks both outcomes, so the calls it leaves need no anti join.
         latest AS (
-            SELECT x.krow, x.pid, x.tid, x.api_start, x.api_end, o.oid,
+            SELECT x.krow, x.th, x.api_start, x.api_end, o.oid,
                    coalesce(o.th = x.th AND o.end_ns >= x.api_end
                             AND o.start_ns <= x.api_start AND o.depth = o.max_depth,
                             false) AS found
@@ -205,7 +205,7 @@ def _select(db: TraceDB) -> str:
             SELECT x.krow, arg_max(o.oid, o.depth)
             FROM (SELECT c.krow, c.api_start, c.api_end, l.lane
                   FROM (SELECT * FROM latest WHERE NOT found) c
-                  JOIN lanes l USING (pid, tid)) x
+                  JOIN lanes l USING (th)) x
             ASOF JOIN src o ON o.dkey <= {lane_key("x.lane", "x.api_start")}
             WHERE o.lane = x.lane AND o.end_ns >= x.api_end
             GROUP BY x.krow
