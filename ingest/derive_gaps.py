@@ -3,8 +3,9 @@
 Busy time is the union of a device's kernel, memcpy and memset intervals (unified-memory
 migrations included: the copy engine is working); gaps are the holes in it between its
 first and last activity. The *launching thread* of a gap is the thread of the runtime call
-(correlation id) that issued the activity ending the gap; the *host span* is the part of
-the gap before that call started. Each gap's cause comes from evidence, judged in order:
+(correlation id) that issued the activity ending the gap (of activities that start and end
+together, the first launched); the *host span* is the part of the gap before that call
+started. Each gap's cause comes from evidence, judged in order:
 
 1. ``gpu_dependency``: the next work had already been launched (its runtime call ended)
    before the gap began. Work was queued and the GPU still waited: on an event from
