@@ -3,8 +3,9 @@
 Busy time is the union of a device's kernel, memcpy and memset intervals (unified-memory
 migrations included: the copy engine is working); gaps are the holes in it between its
 first and last activity. The *launching thread* of a gap is the thread of the runtime call
-(correlation id) that issued the activity ending the gap; the *host span* is the part of
-the gap before that call started. Each gap's cause comes from evidence, judged in order:
+(correlation id) that issued the activity ending the gap (of activities that start and end
+together, the first launched); the *host span* is the part of the gap before that call
+started. Each gap's cause comes from evidence, judged in order:
 
 1. ``gpu_dependency``: the next work had already been launched (its runtime call ended)
    before the gap began. Work was queued and the GPU still waited: on an event from
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import duckdb
 
+from ingest.correlation import correlation_ids_unique
 from ingest.profiler_steps import STEP_NAME_PATTERN
 
 SYNC_CALLS = (
@@ -211,6 +213,16 @@ CAUSE_RULES: dict[str, str] = {
 }
 
 
+def async_copy_call(name: str) -> str:
+    """SQL: ``name`` is an async copy call (``cudaMemcpyAsync``, ``hipMemcpy2DAsync``, ...).
+
+    The LIKE is implied by the pattern and is a plain substring test, several times
+    cheaper than the regular expression: over a million launch calls, the expression
+    then runs only on the few candidates.
+    """
+    return f"({name} LIKE '%Memcpy%Async' AND regexp_matches({name}, '^(cuda|hip)Memcpy.*Async$'))"
+
+
 def _in_list(names: tuple[str, ...]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
@@ -236,18 +248,28 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
     """
     con.execute("DELETE FROM gaps")
     # The gaps of each device, with the launch call of the work that ends each. A gap is
-    # where an activity starts after every earlier one (by start, then end) has ended. The
-    # sort carries which row ends the gap (source table and rowid), not its name: kernel
-    # names would double what the sort holds; the names are looked up for the gaps alone.
+    # where an activity starts after every earlier one (by start, then end) has ended; of
+    # activities that start and end together, the first launched (by correlation id) ends
+    # it, not whichever the sort happened to meet first. The sort carries which row ends
+    # the gap (source table and a reference), not its name: kernel names would double
+    # what the sort holds. A kernel's reference is the number of its name among the few
+    # distinct ones, so its name comes back from that small table (a join on the
+    # kernel's rowid built a hash table of every kernel and its name: half the final
+    # insert); a memcpy's is its rowid, for its kind.
     con.execute(
         """
+        CREATE OR REPLACE TEMP TABLE _gap_names AS
+        SELECT name, row_number() OVER (ORDER BY name) AS rid
+        FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL);
+
         CREATE OR REPLACE TEMP TABLE _gap0 AS
         WITH iv AS (
             SELECT device_id, start_ns, end_ns, correlation_id, src, rid,
-                   max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
+                   max(end_ns) OVER (PARTITION BY device_id
+                                     ORDER BY start_ns, end_ns, correlation_id, src, rid
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM (SELECT device_id, start_ns, end_ns, correlation_id, 0 AS src, rowid AS rid
-                  FROM kernels
+            FROM (SELECT k.device_id, k.start_ns, k.end_ns, k.correlation_id, 0 AS src, n.rid
+                  FROM kernels k LEFT JOIN _gap_names n USING (name)
                   UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 1, rowid
                   FROM memcpys
                   UNION ALL SELECT device_id, start_ns, end_ns, correlation_id, 2, rowid
@@ -259,15 +281,20 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         FROM iv WHERE start_ns > prev_end
         """
     )
+    # The launch call of each gap's next work; its calls grouped by correlation id unless
+    # no two calls share one (ingest/correlation.py), where the rows are the groups.
+    calls = "FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)"
+    launch = (
+        f"SELECT correlation_id, pid, tid, start_ns, end_ns {calls}"
+        if correlation_ids_unique(con)
+        else f"""SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+                        min(start_ns) AS start_ns, max(end_ns) AS end_ns
+                 {calls} GROUP BY correlation_id"""
+    )
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _gap1 AS
-        WITH l AS (
-            SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
-                   min(start_ns) AS start_ns, max(end_ns) AS end_ns
-            FROM api_calls WHERE correlation_id IN (SELECT next_corr FROM _gap0)
-            GROUP BY correlation_id
-        )
+        WITH l AS ({launch})
         SELECT g.*, l.pid, l.tid, l.start_ns AS launch_start, l.end_ns AS launch_end,
                -- the host span: from the gap's start to the launch call (or the gap's end)
                greatest(g.start_ns, least(coalesce(l.start_ns, g.end_ns), g.end_ns)) AS host_end,
@@ -287,7 +314,7 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         UNION ALL
         -- an async copy to pageable host memory cannot return before the data lands
         SELECT a.pid, a.tid, a.name, a.start_ns, a.end_ns FROM api_calls a
-        WHERE regexp_matches(a.name, '^(cuda|hip)Memcpy.*Async$')
+        WHERE {async_copy_call("a.name")}
           AND a.correlation_id IN (SELECT correlation_id FROM memcpys
                                    WHERE kind = 'DtoH' AND dst_mem = 'pageable')
         UNION ALL
@@ -474,14 +501,14 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
             FROM _gap1 g
             LEFT JOIN _blk b USING (gap_id) LEFT JOIN _ldr l USING (gap_id)
             LEFT JOIN _prev_enq e USING (gap_id) LEFT JOIN _host h USING (gap_id)
-            LEFT JOIN (SELECT 0 AS src, rowid AS rid, name FROM kernels) kn USING (src, rid)
+            LEFT JOIN (SELECT 0 AS src, rid, name FROM _gap_names) kn USING (src, rid)
             LEFT JOIN (SELECT 1 AS src, rowid AS rid, kind FROM memcpys) mn USING (src, rid)
         )
         ORDER BY device_id, start_ns
         """
     )
-    temps = ("_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk", "_ldr", "_open",
-             "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
+    temps = ("_gap_names", "_gap1", "_sync_raw", "_sync", "_loader", "_hostiv", "_blk",
+             "_ldr", "_open", "_open_launch", "_enq", "_prev_enq", "_host")  # fmt: skip
     con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in temps))
 
 

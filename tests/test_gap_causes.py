@@ -9,6 +9,9 @@ import pytest
 from corpus_cache import corpus_db
 
 from ingest import load_trace
+from ingest.derive_gaps import derive_gaps
+from ingest.duckdb_connect import connect
+from ingest.schema import create_schema
 from tracelens.analyzers import idle_gpu, launch_overhead, sync_stalls
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -339,3 +342,44 @@ def test_genuine_idle_keeps_its_time(corpus: Path, rel: str, cause: str, min_ns:
     assert f.impact_ns == total - one_off
     if "vecadd" in rel:
         assert one_off == total and "not counted" in f.impact_basis
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2], [2, 1, 0], [1, 2, 0]])
+def test_activities_starting_and_ending_together_name_the_first_launched(order) -> None:
+    """Two kernels and a memset end an idle stretch at one instant, inserted in any order:
+    the gap names the first launched, with its launch call."""
+    con = connect()
+    create_schema(con)
+    calls = [(10, 100, "cudaLaunchKernel"), (11, 300, "cudaLaunchKernel"), (12, 200, "x")]
+    con.executemany(
+        "INSERT INTO api_calls (pid, tid, name, kind, start_ns, end_ns, correlation_id) "
+        "VALUES (1, 1, ?, 'runtime', ?, ?, ?)",
+        [[name, start, start + 50, corr] for corr, start, name in calls],
+    )
+    con.execute(
+        "INSERT INTO kernels (device_id, name, start_ns, end_ns, correlation_id) "
+        "VALUES (0, 'first', 0, 10, 9)"
+    )
+    late = [
+        ("kernels", "zz_launched_first", 10),
+        ("kernels", "aa_launched_second", 11),
+        ("memsets", None, 12),
+    ]
+    for i in order:
+        table, name, corr = late[i]
+        if table == "kernels":
+            con.execute(
+                "INSERT INTO kernels (device_id, name, start_ns, end_ns, correlation_id) "
+                "VALUES (0, ?, 1000, 1500, ?)",
+                [name, corr],
+            )
+        else:
+            con.execute(
+                "INSERT INTO memsets (device_id, bytes, start_ns, end_ns, correlation_id) "
+                "VALUES (0, 8, 1000, 1500, ?)",
+                [corr],
+            )
+    derive_gaps(con)
+    assert con.execute("SELECT start_ns, end_ns, detail, launch_start_ns FROM gaps").fetchall() == [
+        (10, 1000, "zz_launched_first", 100)
+    ]

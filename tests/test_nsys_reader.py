@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingest import load_trace
-from ingest.nsys.sqlite_columns import copy_int_columns
+from ingest.nsys.sqlite_columns import copy_int_columns, rowid_range
 from tracelens.cli import main
 from tracelens.testing.nsys_writer import create_tables, global_pid, global_tid, insert_rows
 
@@ -381,6 +381,18 @@ def test_column_copier_matches_a_plain_cursor_across_batches(tmp_path: Path) -> 
     )
     assert n == 9
     assert con.execute("SELECT * FROM out ORDER BY row_id").fetchall() == expected
+
+
+def test_rowid_range_reads_the_bounds_off_the_btree(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    db.execute('CREATE TABLE "T x" (a INTEGER)')
+    assert db.execute(rowid_range("T x")).fetchone() == (None, None)
+    db.executemany('INSERT INTO "T x" (rowid, a) VALUES (?, ?)', [(5, 1), (9, 2), (70, 3)])
+    assert db.execute(rowid_range("T x")).fetchone() == (5, 70)
+    # min() and max() in one SELECT scan every row; each alone is a B-tree search
+    plan = [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + rowid_range("T x"))]
+    assert not any(step.startswith("SCAN T x") for step in plan), plan
+    db.close()
 
 
 def test_rows_held_only_in_a_wal_file_are_read(tmp_path: Path) -> None:

@@ -133,3 +133,32 @@ def test_require_builds_requirements_first_and_each_table_once_per_tracedb(
         assert fresh.scalar("SELECT count(*) FROM blocking_calls") == calls
     finally:
         loaded.close()
+
+
+def test_a_derived_table_builds_under_its_settings_and_restores_them(tmp_path: Path) -> None:
+    probe = DerivedTable(
+        "_settings_probe",
+        "the setting its build saw",
+        (),
+        "SELECT current_setting('asof_loop_join_threshold') AS v",
+        settings=(("asof_loop_join_threshold", "0"),),
+    )
+    failing = DerivedTable(
+        "_settings_failing",
+        "a build that fails",
+        (),
+        "SELECT error('no table')",
+        settings=(("asof_loop_join_threshold", "0"),),
+    )
+    loaded = load_trace(write_chrome_trace(sync_stalls(), tmp_path / "t.json"))
+    try:
+        db = TraceDB(loaded.con)
+        db.con.execute("SET asof_loop_join_threshold = 17")
+        require(db, probe)
+        assert db.scalar("SELECT v FROM _settings_probe") == 0
+        assert db.scalar("SELECT current_setting('asof_loop_join_threshold')") == 17
+        with pytest.raises(duckdb.Error):
+            require(db, failing)
+        assert db.scalar("SELECT current_setting('asof_loop_join_threshold')") == 17
+    finally:
+        loaded.close()

@@ -43,7 +43,7 @@ from ingest.nsys.enums import (
     SYNC_KINDS,
     sql_case,
 )
-from ingest.nsys.sqlite_columns import ColumnCountMismatch, Connect, copy_int_columns
+from ingest.nsys.sqlite_columns import ColumnCountMismatch, Connect, copy_int_columns, rowid_range
 from ingest.nsys.sqlite_names import as_text, first_column
 from ingest.nsys.target_info import (
     cuda_device_map,
@@ -499,7 +499,7 @@ def _load_nvtx_text(
     con.execute("CREATE OR REPLACE TEMP TABLE _nsys_nvtx_text (row_id BIGINT, text VARCHAR)")
     if "text" not in tables.get(NVTX, set()):
         return
-    lo, hi = src.execute(f"SELECT min(rowid), max(rowid) FROM {NVTX}").fetchone()
+    lo, hi = src.execute(rowid_range(NVTX)).fetchone()
     if lo is None:
         return
     # NVTX text is a C string, so it never holds NUL: one NUL-joined string per batch moves

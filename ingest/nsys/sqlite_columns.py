@@ -38,6 +38,16 @@ class ColumnCountMismatch(Exception):
     """A batch parsed into fewer values than it has rows: a value was not an integer."""
 
 
+def rowid_range(table: str) -> str:
+    """SQL for the lowest and highest rowid of ``table`` (NULLs when it is empty).
+
+    Each in its own subquery: SQLite reads min(rowid) or max(rowid) off the B-tree only
+    when it is the query's single aggregate; both in one SELECT scan the whole table
+    (0.12 CPU-s per million kernels).
+    """
+    return f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")'
+
+
 def copy_int_columns(
     connect: Connect,
     table: str,
@@ -63,7 +73,7 @@ def copy_int_columns(
     """
     first = connect()
     try:
-        lo, hi = first.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        lo, hi = first.execute(rowid_range(table)).fetchone()
     finally:
         first.close()
     if lo is None:

@@ -61,12 +61,7 @@ FROM k
 # the GPU idle (they end a gap and were launched during it); elsewhere the delay is queueing
 # behind earlier work, not launch cost. Launch-call host time is over every launch.
 _LATENCY = """
-WITH api AS (
-    SELECT correlation_id, min(start_ns) AS api_start, sum(end_ns - start_ns) AS api_ns
-    FROM api_calls
-    WHERE correlation_id IS NOT NULL AND name ILIKE '%launch%'
-    GROUP BY correlation_id
-),
+WITH api AS ({api}),
 -- the earliest gap ending where each kernel starts (a device's gaps are disjoint, so
 -- there is at most one): a join on it is the EXISTS test without a per-kernel subquery
 ends AS (
@@ -86,6 +81,19 @@ SELECT count(*) FILTER (WHERE on_idle) AS n,
        coalesce(sum(api_ns), 0) AS api_total
 FROM l
 """
+
+
+_API_GROUPED = """
+    SELECT correlation_id, min(start_ns) AS api_start, sum(end_ns - start_ns) AS api_ns
+    FROM api_calls
+    WHERE correlation_id IS NOT NULL AND name ILIKE '%launch%'
+    GROUP BY correlation_id"""
+# The same rows, of the same types, where no two calls share a correlation id
+# (ingest/correlation.py): a hash table of every launch call fewer.
+_API_BY_CALL = """
+    SELECT correlation_id, start_ns AS api_start, CAST(end_ns - start_ns AS HUGEINT) AS api_ns
+    FROM api_calls
+    WHERE correlation_id IS NOT NULL AND name ILIKE '%launch%'"""
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
@@ -108,7 +116,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         many_tiny = n_short >= t.launch_min_short_kernels and 2 * n_short >= n
         if n == 0 or (gap_share < t.launch_min_gap_pct and not many_tiny):
             continue
-        lat = db.dicts(_LATENCY, [dev.device_id, dev.device_id])[0]
+        api = _API_BY_CALL if db.correlation_ids_unique else _API_GROUPED
+        lat = db.dicts(_LATENCY.format(api=api), [dev.device_id, dev.device_id])[0]
         require(db, KERNEL_OPS)
         top_ops = db.dicts(
             """SELECT op_name AS operator, count(*) AS tiny_kernels, sum(dur_ns) AS tiny_ns

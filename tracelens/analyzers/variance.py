@@ -112,9 +112,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         # Only what ran inside the analysed window: start-up (context creation, autotuning
         # before the first kernel) is not the steady state the user is tuning.
         in_window = f"WHERE start_ns >= {w_start} AND end_ns <= {w_end}" if db.devices else ""
-        # The window that numbers each group's instances sorts only numbers; the names and
+        # Whether a group is erratic follows from its spread alone; the launch-order numbering
+        # (a sort of every instance) and the time above the median are needed only for the
+        # groups that pass, usually few of all. The window sorts only numbers; the names and
         # launch configurations come from a separate grouping. Where the rows are a plain
-        # scan, reading them twice costs less than holding them; lookups are held once.
+        # scan, reading them again costs less than holding them; lookups are held once.
         held = "NOT MATERIALIZED" if table is _KERNELS_NO_SHAPES else "MATERIALIZED"
         rows = db.dicts(
             f"""
@@ -122,20 +124,27 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 SELECT hash({cols}) AS h, {cols}, start_ns, end_ns, self_ns, no_shapes
                 FROM {table} {in_window}
             ),
-            x AS MATERIALIZED (
-                SELECT h, start_ns, end_ns - start_ns AS d, self_ns, no_shapes,
-                       row_number() OVER (PARTITION BY h ORDER BY start_ns, end_ns) AS seq
-                FROM b
+            e AS MATERIALIZED (
+                SELECT * FROM (
+                    SELECT h, count(*) AS n, avg(d) AS mean,
+                           stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
+                           quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
+                           quantile_cont(self_ns, 0.5) AS self_p50,
+                           bool_and(no_shapes) AS no_shapes
+                    FROM (SELECT h, end_ns - start_ns AS d, self_ns, no_shapes FROM b)
+                    GROUP BY h HAVING count(*) >= ?
+                ) WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
             ),
-            f AS (SELECT h, {firsts} FROM b GROUP BY h),
+            x AS MATERIALIZED (
+                SELECT h, start_ns, end_ns - start_ns AS d, self_ns,
+                       row_number() OVER (PARTITION BY h ORDER BY start_ns, end_ns) AS seq
+                FROM b WHERE h IN (SELECT h FROM e)
+            ),
+            f AS (SELECT h, {firsts} FROM b WHERE h IN (SELECT h FROM e) GROUP BY h),
             s AS (
-                SELECT h, count(*) AS n, avg(d) AS mean,
-                       stddev_pop(d) AS sd, quantile_cont(d, 0.5) AS p50,
-                       quantile_cont(d, 0.95) AS p95, max(d) AS mx, sum(d) AS total,
-                       quantile_cont(self_ns, 0.5) AS self_p50,
-                       bool_and(no_shapes) AS no_shapes,
-                       coalesce(corr(d, seq), 0) AS trend_r
-                FROM x GROUP BY h HAVING count(*) >= ?
+                SELECT e.*, r.trend_r FROM e
+                JOIN (SELECT h, coalesce(corr(d, seq), 0) AS trend_r FROM x GROUP BY h) r
+                USING (h)
             ),
             above AS (
                 SELECT x.h, sum(x.self_ns - s.self_p50) AS above,
@@ -148,7 +157,6 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                    coalesce(above.above, 0) AS above,
                    coalesce(above.slow, 0) AS slow, coalesce(above.slow_early, 0) AS slow_early
             FROM s JOIN f USING (h) LEFT JOIN above USING (h)
-            WHERE mean > 0 AND sd / mean >= ? AND p95 >= ? * p50
             ORDER BY above DESC, k
             """,
             [t.variance_min_count, t.variance_min_cv, t.variance_min_p95_over_p50],

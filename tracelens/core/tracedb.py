@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from ingest.correlation import correlation_ids_unique
+
 _T = TypeVar("_T")
 
 # One query for each device's window (first to last GPU activity) and busy time. Busy is
@@ -116,6 +118,12 @@ class TraceDB:
 
     def pct_of_window(self, ns: float) -> float:
         return 100.0 * ns / self.window_ns if self.window_ns else 0.0
+
+    @cached_property
+    def correlation_ids_unique(self) -> bool:
+        """No two API calls share a correlation id (:mod:`ingest.correlation`): grouping the
+        calls by it can be skipped."""
+        return correlation_ids_unique(self.con)
 
     @cached_property
     def gpu_busy_ns(self) -> int:

@@ -11,7 +11,7 @@ the ``sync_stalls`` analyzer.
 
 from __future__ import annotations
 
-from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS
+from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, async_copy_call
 from ingest.profiler_steps import is_not_step
 from ingest.schema import Column
 from tracelens.core.tracedb import TraceDB
@@ -57,7 +57,7 @@ def _calls_select(db: TraceDB) -> str:
                    a.start_ns, a.end_ns, c.kind AS copy_kind
             FROM api_calls a LEFT JOIN copies c USING (correlation_id)
             WHERE (a.name IN ({names})
-               OR (regexp_matches(a.name, '^(cuda|hip)Memcpy.*Async$') AND c.kind = 'DtoH'
+               OR ({async_copy_call("a.name")} AND c.kind = 'DtoH'
                    AND c.dst_mem = 'pageable'))
               AND a.name NOT IN ({waits})
         ),

@@ -8,6 +8,7 @@ on the launching thread that encloses the call is used instead.
 
 from __future__ import annotations
 
+from ingest.asof_lanes import lane_key
 from ingest.profiler_steps import is_not_step
 from ingest.schema import Column
 from tracelens.core.tracedb import TraceDB
@@ -89,6 +90,23 @@ _REPLAY_NONE = """
         ),"""
 
 
+# The launch call of each correlation id: the first of its calls by name, their extremes.
+_API_GROUPED = """
+            SELECT g.*, an.graph FROM (
+                SELECT a.correlation_id, min(a.pid) pid, min(a.tid) tid,
+                       min(a.start_ns) start_ns, max(a.end_ns) end_ns,
+                       min(a.external_id) external_id, min(an.name_rank) AS api_rank
+                FROM api_calls a LEFT JOIN an USING (name)
+                WHERE a.correlation_id IS NOT NULL GROUP BY a.correlation_id
+            ) g LEFT JOIN an ON an.name_rank = g.api_rank"""
+# The same rows where no two calls share a correlation id (ingest/correlation.py).
+_API_BY_CALL = """
+            SELECT a.correlation_id, a.pid, a.tid, a.start_ns, a.end_ns, a.external_id,
+                   an.name_rank AS api_rank, an.graph
+            FROM api_calls a LEFT JOIN an USING (name)
+            WHERE a.correlation_id IS NOT NULL"""
+
+
 def _select(db: TraceDB) -> str:
     has_ops = bool(db.scalar("SELECT count(*) > 0 FROM cpu_ops"))
     source = "cpu_ops" if has_ops else _RANGES_AS_OPS
@@ -117,15 +135,7 @@ def _select(db: TraceDB) -> str:
             FROM (SELECT DISTINCT name FROM api_calls
                   WHERE correlation_id IS NOT NULL AND name IS NOT NULL)
         ),
-        api AS (
-            SELECT g.*, an.graph FROM (
-                SELECT a.correlation_id, min(a.pid) pid, min(a.tid) tid,
-                       min(a.start_ns) start_ns, max(a.end_ns) end_ns,
-                       min(a.external_id) external_id, min(an.name_rank) AS api_rank
-                FROM api_calls a LEFT JOIN an USING (name)
-                WHERE a.correlation_id IS NOT NULL GROUP BY a.correlation_id
-            ) g LEFT JOIN an ON an.name_rank = g.api_rank
-        ),
+        api AS ({_API_BY_CALL if db.correlation_ids_unique else _API_GROUPED}),
         ext AS ({_EXT_BY_OP if has_ops else _EXT_NONE}),{replay}
         ka AS (
             SELECT k.*, a.pid, a.tid, a.start_ns AS api_start, a.end_ns AS api_end,
@@ -143,53 +153,67 @@ def _select(db: TraceDB) -> str:
             LEFT JOIN ext e ON e.external_id = a.external_id
             LEFT JOIN replay_ops ro USING (krow)
         ),
+        -- The lookups below are ASOF joins within a thread (th), and within a thread and a
+        -- nesting depth (lane), keyed by the lane number above the time
+        -- (ingest/asof_lanes.py): no equality condition, so no partitioned sort.
+        lanes AS (
+            SELECT pid, tid, depth, dense_rank() OVER (ORDER BY pid, tid) AS th,
+                   row_number() OVER (ORDER BY pid, tid, depth) AS lane
+            FROM (SELECT DISTINCT pid, tid, depth FROM {source}
+                  WHERE pid IS NOT NULL AND tid IS NOT NULL AND depth IS NOT NULL)
+        ),
         src AS (
-            SELECT {id_col} AS oid, pid, tid, depth, name, start_ns, end_ns,
-                   -- (start, depth) as one ASOF key; depth can dip below zero where a
-                   -- zero-length interval's end is counted before its start
-                   CAST(start_ns AS HUGEINT) * 4294967296 + (depth + 2147483648) AS skey,
-                   max(depth) OVER (PARTITION BY pid, tid) AS max_depth
-            FROM {source}
+            SELECT o.{id_col} AS oid, o.pid, o.tid, o.depth, o.name, o.start_ns, o.end_ns,
+                   l.th, l.lane,
+                   -- (thread, start, depth) as one ASOF key; depth can dip below zero where
+                   -- a zero-length interval's end is counted before its start
+                   {lane_key("l.th", "o.start_ns", "o.depth + 2147483648")} AS skey,
+                   {lane_key("l.lane", "o.start_ns")} AS dkey,
+                   max(o.depth) OVER (PARTITION BY o.pid, o.tid) AS max_depth
+            FROM {source} o JOIN lanes l USING (pid, tid, depth)
         ),
         calls AS (
-            SELECT krow, pid, tid, api_start, api_end FROM ka
-            WHERE op_id IS NULL AND pid IS NOT NULL
+            SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, t.th
+            FROM ka LEFT JOIN (SELECT DISTINCT pid, tid, th FROM lanes) t USING (pid, tid)
+            WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL
         ),
         -- The innermost enclosing operator is the deepest one that encloses the call.
         -- First the latest operator started before the call (the deepest of those starting
         -- at the same instant): when it encloses the call and no operator of its thread is
         -- deeper, no deeper candidate can exist, so it is the answer the per-depth lookup
         -- gives. (Partial overlaps and zero-length intervals can make an earlier interval
-        -- deeper than a later one inside it: those calls take the per-depth lookup.)
+        -- deeper than a later one inside it: those calls take the per-depth lookup.) One
+        -- LEFT lookup marks both outcomes, so the calls it leaves need no anti join.
         latest AS (
-            SELECT x.krow, o.oid, o.depth
-            FROM calls x ASOF JOIN src o
-              ON o.pid = x.pid AND o.tid = x.tid
-             AND o.skey <= CAST(x.api_start AS HUGEINT) * 4294967296 + 4294967295
-            WHERE o.end_ns >= x.api_end AND o.start_ns <= x.api_start
-              AND o.depth = o.max_depth
+            SELECT x.krow, x.th, x.api_start, x.api_end, o.oid,
+                   coalesce(o.th = x.th AND o.end_ns >= x.api_end
+                            AND o.start_ns <= x.api_start AND o.depth = o.max_depth,
+                            false) AS found
+            FROM calls x ASOF LEFT JOIN src o
+              ON o.skey <= {lane_key("x.th", "x.api_start", "4294967295")}
         ),
-        -- Otherwise (the latest is a finished sibling), one ASOF lookup per nesting depth:
-        -- at each depth only the latest operator started before the call can contain it.
-        -- Only for the calls the first lookup left: a trace whose operators stack hundreds
-        -- deep on the same instants made this every call x every depth.
-        candidates AS (
-            SELECT krow, oid, depth FROM latest
+        -- Otherwise (the latest is a finished sibling), one ASOF lookup per nesting depth
+        -- of the call's thread: at each depth only the latest operator started before the
+        -- call can contain it; one candidate per depth, so the deepest is one row. Only for
+        -- the calls the first lookup left on threads with operators: a trace whose
+        -- operators stack hundreds deep on the same instants made this every call x every
+        -- depth. A call the first lookup answered has that one candidate, so it skips the
+        -- grouping.
+        deepest AS (
+            SELECT krow, oid AS op_id FROM latest WHERE found
             UNION ALL
-            SELECT x.krow, o.oid, o.depth
-            FROM (SELECT c.krow, c.pid, c.tid, c.api_start, c.api_end, d.depth
-                  FROM (SELECT * FROM calls ANTI JOIN latest USING (krow)) c,
-                       (SELECT DISTINCT depth FROM src) d) x
-            ASOF JOIN src o
-              ON o.pid = x.pid AND o.tid = x.tid AND o.depth = x.depth
-             AND o.start_ns <= x.api_start
-            WHERE o.end_ns >= x.api_end
+            SELECT x.krow, arg_max(o.oid, o.depth)
+            FROM (SELECT c.krow, c.api_start, c.api_end, l.lane
+                  FROM (SELECT * FROM latest WHERE NOT found) c
+                  JOIN lanes l USING (th)) x
+            ASOF JOIN src o ON o.dkey <= {lane_key("x.lane", "x.api_start")}
+            WHERE o.lane = x.lane AND o.end_ns >= x.api_end
+            GROUP BY x.krow
         ),
-        -- one candidate per depth, so the deepest is one row; its name comes by its id
+        -- its name comes by its id
         enclosing AS (
             SELECT c.op_id, src.name AS op_name, c.krow
-            FROM (SELECT krow, arg_max(oid, depth) AS op_id FROM candidates GROUP BY krow) c
-            JOIN src ON src.oid = c.op_id
+            FROM deepest c JOIN src ON src.oid = c.op_id
         )
         SELECT ka.krow, ka.device_id, kn.name AS kernel_name, ka.start_ns, ka.dur_ns,
                coalesce(ka.op_id, en.op_id) AS op_id,
@@ -226,6 +250,11 @@ KERNEL_OPS = DerivedTable(
         ),
     ),
     _select,
+    # DuckDB plans an ASOF join whose probe side it estimates under 64 rows as a nested
+    # loop over every (probe, operator) pair. The estimates behind the filtered calls fall
+    # far below the real count: a few thousand calls against a few thousand operators took
+    # 14 times as long as the sorted lookup, which costs a sort of each side at any size.
+    settings=(("asof_loop_join_threshold", "0"),),
 )
 
 

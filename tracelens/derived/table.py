@@ -32,6 +32,8 @@ class DerivedTable:
     # the trace records (operators or only annotation ranges, for instance).
     select: str | Callable[[TraceDB], str]
     requires: tuple[DerivedTable, ...] = ()
+    # DuckDB settings the build runs under, (name, value) pairs; each is restored after.
+    settings: tuple[tuple[str, str], ...] = ()
 
     def select_sql(self, db: TraceDB) -> str:
         return self.select if isinstance(self.select, str) else self.select(db)
@@ -46,4 +48,11 @@ def require(db: TraceDB, *tables: DerivedTable) -> None:
 
 def _build(db: TraceDB, table: DerivedTable) -> None:
     require(db, *table.requires)
-    db.con.execute(f"CREATE OR REPLACE TEMP TABLE {table.name} AS {table.select_sql(db)}")
+    saved = [(name, db.scalar(f"SELECT current_setting('{name}')")) for name, _ in table.settings]
+    try:
+        for name, value in table.settings:
+            db.con.execute(f"SET {name} = {value}")
+        db.con.execute(f"CREATE OR REPLACE TEMP TABLE {table.name} AS {table.select_sql(db)}")
+    finally:
+        for name, old in saved:
+            db.con.execute(f"SET {name} = {old!r}")
