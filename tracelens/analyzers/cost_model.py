@@ -65,6 +65,8 @@ class OpEstimate:
     kind: str | None = None
     # kernel time of costed calls whose grid leaves most SMs idle: no roofline gap claimed
     grid_bound_ns: int = 0
+    # kernel time of all its calls (costed or not) whose grid leaves most of the GPU idle
+    grid_bound_gpu_ns: int = 0
     dtypes: set[str] = field(default_factory=set)
     math: str | None = None  # the peak used: "bf16 tensor", "fp32", ...
     peak_tflops: float | None = None
@@ -227,6 +229,11 @@ SELECT op_id FROM k GROUP BY op_id
 HAVING arg_max(blocks, dur_ns) <= ? * any_value(sm_count)
 """
 
+_GRID_BOUND_NS_BY_NAME = """
+SELECT ko.op_name, sum(ko.dur_ns) FROM kernel_ops ko
+WHERE ko.op_id IN ({calls}) GROUP BY ko.op_name
+"""
+
 _CONV_NAMES = (
     "'aten::convolution', 'aten::_convolution', 'aten::cudnn_convolution', "
     "'aten::miopen_convolution', 'aten::conv2d', 'aten::conv1d', 'aten::conv3d'"
@@ -322,6 +329,13 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     ops: dict[str, OpEstimate] = {}
     for name, ns in db.rows("SELECT op_name, sum(dur_ns) FROM kernel_ops GROUP BY op_name"):
         ops[name] = OpEstimate(name, gpu_ns=int(ns))
+    # Which calls are latency-bound follows from their grids alone, so it is known with
+    # shapes or without: hot_ops claims no saving for them either way (the occupancy
+    # finding counts their idle SMs), and a trace with shapes and one without agree.
+    idle_share = [1 - t.occupancy_explain_idle_pct / 100.0]
+    for name, ns in db.rows(_GRID_BOUND_NS_BY_NAME.format(calls=_GRID_BOUND_CALLS), idle_share):
+        if name in ops:
+            ops[name].grid_bound_gpu_ns = int(ns)
     if not has_shapes:
         return CostTables(spec, ops, [], set())
     attention = _explicit_attention(db, t, spec)
@@ -330,9 +344,7 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
         for op_id, shapes_text, end_ns, depth, nxt_at, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt, nxt_at, end_ns, depth)
-    grid_bound = {
-        int(r[0]) for r in db.rows(_GRID_BOUND_CALLS, [1 - t.occupancy_explain_idle_pct / 100.0])
-    }
+    grid_bound = {int(r[0]) for r in db.rows(_GRID_BOUND_CALLS, idle_share)}
     memo: dict[tuple, OpCost | None] = {}
     # Streamed: a million launching operators as Python tuples held ~400 MB at once.
     for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):

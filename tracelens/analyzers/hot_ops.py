@@ -176,6 +176,12 @@ def _impact(
         )
     if est.claimed_ns >= ns:
         return 0, "Informational: its time is counted in the explicit-attention finding."
+    if kind in ("gemm_fp32", "elementwise") and 2 * est.grid_bound_gpu_ns >= ns:
+        return 0, (
+            "Informational: most of its kernel time runs in grids that leave most of the "
+            "GPU idle, bound by launch latency rather than by its math or bytes; the "
+            "occupancy finding counts their idle SMs."
+        )
     if kind in ("gemm_fp32", "elementwise"):
         fraction = KINDS[kind].saving_fraction
         if kind == "gemm_fp32" and cc is not None and _cc_below(cc, 7.0):
