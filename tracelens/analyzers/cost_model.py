@@ -216,7 +216,7 @@ FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
 # (grids are recorded by Kineto and ROCm's tracer; others leave them NULL).
 _GRID_BOUND_CALLS = """
 WITH k AS (
-    SELECT ko.op_id, ko.dur_ns, d.sm_count,
+    SELECT ko.op_id, ko.op_name, ko.dur_ns, d.sm_count,
            greatest(coalesce(k.grid_x, 1), 1) * greatest(coalesce(k.grid_y, 1), 1)
              * greatest(coalesce(k.grid_z, 1), 1) AS blocks
     FROM kernel_ops ko
@@ -225,13 +225,8 @@ WITH k AS (
     JOIN devices d ON d.device_id = ko.device_id
     WHERE ko.op_id IS NOT NULL AND k.grid_x IS NOT NULL AND d.sm_count > 0
 )
-SELECT op_id FROM k GROUP BY op_id
+SELECT op_id, any_value(op_name), sum(dur_ns) FROM k GROUP BY op_id
 HAVING arg_max(blocks, dur_ns) <= ? * any_value(sm_count)
-"""
-
-_GRID_BOUND_NS_BY_NAME = """
-SELECT ko.op_name, sum(ko.dur_ns) FROM kernel_ops ko
-WHERE ko.op_id IN ({calls}) GROUP BY ko.op_name
 """
 
 _CONV_NAMES = (
@@ -332,10 +327,11 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     # Which calls are latency-bound follows from their grids alone, so it is known with
     # shapes or without: hot_ops claims no saving for them either way (the occupancy
     # finding counts their idle SMs), and a trace with shapes and one without agree.
-    idle_share = [1 - t.occupancy_explain_idle_pct / 100.0]
-    for name, ns in db.rows(_GRID_BOUND_NS_BY_NAME.format(calls=_GRID_BOUND_CALLS), idle_share):
+    grid_bound: set[int] = set()
+    for op_id, name, ns in db.rows(_GRID_BOUND_CALLS, [1 - t.occupancy_explain_idle_pct / 100.0]):
+        grid_bound.add(int(op_id))
         if name in ops:
-            ops[name].grid_bound_gpu_ns = int(ns)
+            ops[name].grid_bound_gpu_ns += int(ns)
     if not has_shapes:
         return CostTables(spec, ops, [], set())
     attention = _explicit_attention(db, t, spec)
@@ -344,7 +340,6 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
         for op_id, shapes_text, end_ns, depth, nxt_at, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt, nxt_at, end_ns, depth)
-    grid_bound = {int(r[0]) for r in db.rows(_GRID_BOUND_CALLS, idle_share)}
     memo: dict[tuple, OpCost | None] = {}
     # Streamed: a million launching operators as Python tuples held ~400 MB at once.
     for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):

@@ -397,9 +397,14 @@ GROUP BY first_p.call, first_p.calls
 
 
 def _fault_rows(db: TraceDB, wl: Workload) -> list[dict]:
+    """Each faulting kernel's migrations and stalled time: once per trace, for the
+    page-fault finding and for the grid finding that leaves that time out."""
     spec = wl.gpu.spec
     bytes_per_ns = spec.peaks.mem_gbps if spec and spec.peaks.mem_gbps else 0.0  # GB/s = B/ns
-    return db.dicts(_UVM_FAULTS, [bytes_per_ns, bytes_per_ns or 1.0])
+    return db.memo(
+        ("uvm_faults", bytes_per_ns),
+        lambda: db.dicts(_UVM_FAULTS, [bytes_per_ns, bytes_per_ns or 1.0]),
+    )
 
 
 def fault_stalled_ns(db: TraceDB) -> dict[str, int]:
