@@ -21,8 +21,9 @@ from web.timeline_store import OutdatedTimelineError
 
 
 def load_run(svc: Services, run_id: str) -> Run:
-    with svc.catalog.session() as s:
-        run = catalog_runs.get_run(s, run_id)
+    """The run as the catalog has it now (a ready one from the kept copies when its row has
+    not changed since); read-only."""
+    run = svc.ready_runs.get(run_id)
     if run is None:
         raise NotFoundException(f"no run {run_id!r}")
     return run

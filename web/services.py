@@ -9,6 +9,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 
 from web.api_schema import JobState, QueueHealth
 from web.catalog import Catalog, Run
+from web.catalog.ready_runs import ReadyRuns
 from web.run_data import RunData
 from web.security import AccessControl
 from web.settings import Settings
@@ -45,5 +46,7 @@ class Services:
     run_data: RunData
     access: AccessControl
     templates: JinjaTemplateEngine
+    # Ready runs kept between requests, checked against the catalog on each use.
+    ready_runs: ReadyRuns
     # The scale-out mode's dispatcher (the same object as ``worker``), None when embedded.
     queue: IngestQueue | None = None

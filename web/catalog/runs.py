@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -17,6 +17,9 @@ from sqlalchemy.orm import Session
 
 from tracelens.core.findings import Severity
 from web.catalog.models import FindingRow, Run, RunStatus, utcnow
+
+if TYPE_CHECKING:
+    from web.catalog.engine import Catalog
 
 # A run interrupted this many times (the service stopped mid-ingest) is failed, not retried:
 # a trace that kills the process must not crash it forever.
@@ -96,6 +99,12 @@ def create_run(s: Session, new: NewRun) -> tuple[Run, bool]:
 
 def get_run(s: Session, run_id: str) -> Run | None:
     return s.get(Run, run_id)
+
+
+def fresh_run(catalog: Catalog, run_id: str) -> Run | None:
+    """The run's row as it is now, in a session of its own (the object outlives it)."""
+    with catalog.session() as s:
+        return get_run(s, run_id)
 
 
 def list_runs(
