@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracelens.core.gpu_specs import GpuSpec
-from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, OpCost, op_cost, parse_list
+from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, op_cost, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
@@ -340,54 +340,83 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     if db.scalar(f"SELECT count(*) FROM cpu_ops WHERE name IN ({_CONV_NAMES})"):
         for op_id, shapes_text, end_ns, depth, nxt_at, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt, nxt_at, end_ns, depth)
-    memo: dict[tuple, OpCost | None] = {}
+    # What follows from a call's operator, shapes and types alone (its cost, the peak it
+    # is judged at, its compute and memory times) is worked out once per distinct key:
+    # a million calls repeat a few thousand keys. What a key adds to its operator besides
+    # the sums (its dtype, the fastest math, the kind the operator is shown as) is applied
+    # where the key first appears, which is where the per-call code applied it: repeating
+    # it for the same key changes nothing.
+    prepared: dict[tuple, tuple[float, float, float, float] | None] = {}
+    min_kernel_ns = t.cost_min_kernel_ns
     # Streamed: a million launching operators as Python tuples held ~400 MB at once.
     for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):
-        est = ops.setdefault(name, OpEstimate(name))
+        est = ops.get(name)
+        if est is None:
+            est = ops[name] = OpEstimate(name)
         if op_id in claimed:
             est.claimed_ns += int(ns)
             continue
         out = conv_out.get(int(op_id))
         key = (name, shapes_text, types_text, tuple(out) if out else None)
-        if key not in memo:
-            memo[key] = op_cost(name, parse_list(shapes_text), parse_list(types_text), out)
-        cost = memo[key]
-        if cost is None or spec is None:
+        if key in prepared:
+            sums = prepared[key]
+        else:
+            sums = prepared[key] = _first_of_key(est, spec, t, name, shapes_text, types_text, out)
+        if sums is None:
             continue
-        peak = math_peak(spec, cost.kind, cost.dtype)
-        if peak is None:
-            continue
-        label, tflops = peak
-        eff = {
-            MATMUL: t.cost_gemm_efficiency,
-            CONV: t.cost_conv_efficiency,
-            ATTENTION: t.cost_attention_efficiency,
-        }.get(cost.kind, 1.0)
-        compute_ns = cost.flops / (eff * tflops * 1e3) if cost.kind in _MATH_KINDS else 0.0
-        memory_ns = cost.bytes / (t.cost_memory_efficiency * spec.peaks.mem_gbps)
-        ideal = max(compute_ns, memory_ns, float(kernels) * t.cost_min_kernel_ns)
+        compute_ns, memory_ns, flops, nbytes = sums
+        ideal = max(compute_ns, memory_ns, float(kernels) * min_kernel_ns)
         est.costed_ns += int(ns)
-        est.flops += cost.flops
-        est.bytes += cost.bytes
+        est.flops += flops
+        est.bytes += nbytes
         est.ideal_ns += min(ideal, float(ns))
         if int(op_id) in grid_bound:
             est.grid_bound_ns += int(ns)
         else:
             est.impact_ns += int(max(0.0, ns - ideal))
-        est.dtypes.add(cost.dtype)
-        if cost.kind in _MATH_KINDS and (top := ceiling_tflops(spec, cost.dtype)):
-            est.ceiling_tflops = max(est.ceiling_tflops or 0.0, top)
-        if est.kind is None or (est.kind == MEMORY and cost.kind != MEMORY):
-            est.kind = cost.kind
-            est.math = label if cost.kind in _MATH_KINDS else None
-            est.peak_tflops = tflops if cost.kind in _MATH_KINDS else None
-            est.now_tflops = (
-                (spec.peaks.fp32 if cost.dtype == "fp32" else tflops)
-                if cost.kind in _MATH_KINDS
-                else None
-            )
-        est.mem_gbps = spec.peaks.mem_gbps
     return CostTables(spec, ops, attention, claimed)
+
+
+def _first_of_key(
+    est: OpEstimate,
+    spec: GpuSpec | None,
+    t: Thresholds,
+    name: str,
+    shapes_text: str | None,
+    types_text: str | None,
+    out: list[int] | None,
+) -> tuple[float, float, float, float] | None:
+    """A call key's compute and memory times, FLOPs and bytes (None: not costed), applying
+    what the key tells of its operator ``est``: its dtype, the fastest math for it, and the
+    kind the operator is shown as (its first math kind, else memory)."""
+    cost = op_cost(name, parse_list(shapes_text), parse_list(types_text), out)
+    if cost is None or spec is None:
+        return None
+    peak = math_peak(spec, cost.kind, cost.dtype)
+    if peak is None:
+        return None
+    label, tflops = peak
+    eff = {
+        MATMUL: t.cost_gemm_efficiency,
+        CONV: t.cost_conv_efficiency,
+        ATTENTION: t.cost_attention_efficiency,
+    }.get(cost.kind, 1.0)
+    compute_ns = cost.flops / (eff * tflops * 1e3) if cost.kind in _MATH_KINDS else 0.0
+    memory_ns = cost.bytes / (t.cost_memory_efficiency * spec.peaks.mem_gbps)
+    est.dtypes.add(cost.dtype)
+    if cost.kind in _MATH_KINDS and (top := ceiling_tflops(spec, cost.dtype)):
+        est.ceiling_tflops = max(est.ceiling_tflops or 0.0, top)
+    if est.kind is None or (est.kind == MEMORY and cost.kind != MEMORY):
+        est.kind = cost.kind
+        est.math = label if cost.kind in _MATH_KINDS else None
+        est.peak_tflops = tflops if cost.kind in _MATH_KINDS else None
+        est.now_tflops = (
+            (spec.peaks.fp32 if cost.dtype == "fp32" else tflops)
+            if cost.kind in _MATH_KINDS
+            else None
+        )
+    est.mem_gbps = spec.peaks.mem_gbps
+    return compute_ns, memory_ns, cost.flops, cost.bytes
 
 
 _ATTN_OPS = """
