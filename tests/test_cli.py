@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -283,3 +286,17 @@ def test_help_reads_the_same_as_with_every_command_imported(runner: CliRunner) -
         got = runner.invoke(main, ["--help"], terminal_width=width, prog_name="tracelens")
         assert got.exit_code == want.exit_code == 0
         assert got.output == want.output
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("4", "4")])
+def test_blas_threads_stay_off_unless_the_user_asks(given: str | None, seen: str) -> None:
+    # NumPy's OpenBLAS would start a thread per core at import: ~0.1 CPU-s of a small
+    # analysis, for no matrix work worth threads. A user's own setting wins.
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    probe = "import os, tracelens.cli; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == seen

@@ -8,6 +8,7 @@ out of memory, in any command, is one line and exit 2 (:mod:`tracelens.cli.out_o
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -43,6 +44,12 @@ SUMMARIES = {
     "upload": "Upload TRACE (PyTorch .json/.json.gz or nsys .sqlite) to a tracelens service.",
     "series": "Show series NAME (its runs, trends, change points, alerts), or list every series.",
 }
+
+
+# NumPy's OpenBLAS starts a thread per core when it is imported, ~0.1 CPU-s of a tiny
+# trace's analysis; nothing here multiplies matrices large enough to use them (one small
+# least-squares fit). A value the user set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 class _Group(LazyGroup):
