@@ -4,6 +4,7 @@ and what an expert says about the real traces."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from corpus_cache import corpus_db
@@ -222,6 +223,10 @@ def test_corpus_alexnet_inference_gets_no_training_advice(corpus: Path) -> None:
         ("nsys/rtx3060_vecadd_nsys2025.5.sqlite", "first_launch"),
         # a tiny model on an MI300X: each kernel issued as the GPU ran dry, ~20 µs later
         ("engines/mi300_bert_small.json.gz", "launch_latency"),
+        # Qwen on an MI300X, eager: one stream, one device, no collective, no stream-wait
+        # call. 28 queued kernels started a median 18 µs late (the HIP runtime's and GPU's
+        # dispatch); "another stream, event or collective" cannot apply to that trace
+        ("engines/mi300_qwen_inference.json.gz", "one_stream"),
     ],
 )
 def test_gpu_side_waits_say_what_they_were(corpus: Path, rel: str, kind: str) -> None:
@@ -383,3 +388,45 @@ def test_activities_starting_and_ending_together_name_the_first_launched(order) 
     assert con.execute("SELECT start_ns, end_ns, detail, launch_start_ns FROM gaps").fetchall() == [
         (10, 1000, "zz_launched_first", 100)
     ]
+
+
+def _queued_late(second_stream: bool):
+    """Twenty kernels on one stream, each launched well before the previous ends, each
+    starting 20 µs after it (no launch arrives during a gap); with ``second_stream`` a
+    kernel on another stream of the device runs meanwhile."""
+    from tracelens.testing.scenario import Scenario
+
+    sc = Scenario(name=f"planted_queued_late_{int(second_stream)}")
+    for i in range(20):
+        start = 1_000 * US + i * 120 * US
+        sc.launch(None, SMALL_KERNEL, 10 * US + i * 40 * US, start, 100 * US, api_dur_ns=5 * US)
+    if second_stream:
+        sc.launch(None, SMALL_KERNEL, 5 * US, 1_000 * US, 2_000 * US, stream_id=9)
+    return sc
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_queued_kernels_late_on_the_only_stream_wait_on_nothing_recorded(load, fmt: str) -> None:
+    """A queued kernel that starts late on the device's only stream, in a trace with no
+    other device, collective or stream-wait call, had nothing recorded to wait on: the
+    finding says so and advises fewer kernels, not cross-stream ordering. With a second
+    stream on the device, a dependency between them stays possible and is what it says."""
+
+    def gpu_side(sc) -> Any:
+        db = load(sc, fmt)
+        (f,) = [
+            f
+            for f in idle_gpu.analyze(db, Thresholds())
+            if f.evidence.get("cause") == "gpu_dependency"
+        ]
+        return f
+
+    alone = gpu_side(_queued_late(second_stream=False))
+    assert alone.evidence["gpu_side_kinds"][0]["kind"] == "one_stream"
+    assert "only stream" in alone.title
+    assert "StreamWaitEvent" not in alone.advice
+    assert "fewer, larger kernels" in alone.advice.lower()
+
+    shared = gpu_side(_queued_late(second_stream=True))
+    assert shared.evidence["gpu_side_kinds"][0]["kind"] == "dependency"
+    assert "StreamWaitEvent" in shared.advice

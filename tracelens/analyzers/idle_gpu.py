@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.derive_gaps import CAUSE_RULES, LAUNCH_ISSUE_SLACK_NS, SYNC_CALLS, WRAPPER_PATTERN
+from ingest.derive_gaps import (
+    CAUSE_RULES,
+    LAUNCH_ISSUE_SLACK_NS,
+    STREAM_WAIT_CALLS,
+    SYNC_CALLS,
+    WRAPPER_PATTERN,
+)
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -96,6 +102,9 @@ cls AS (
                 -- GPU ran dry waiting for the launch to arrive
                 WHEN g.launch_start_ns > g.start_ns AND g.end_ns - g.launch_start_ns <= ?
                     THEN 'launch_latency'
+                -- the device's only stream, no other device, no collective: no recorded
+                -- work for the queued kernel to have waited on
+                WHEN ? THEN 'one_stream'
                 ELSE 'dependency' END AS kind
     FROM g LEFT JOIN firsts f ON f.name = g.detail LEFT JOIN blocked b USING (start_ns)
     LEFT JOIN busy_elsewhere e USING (start_ns)
@@ -113,6 +122,8 @@ _GPU_SIDE_TITLES = {
     "ran on any GPU meanwhile)",
     "launch_latency": "each next kernel was issued as the GPU went idle and arrived one "
     "launch latency later",
+    "one_stream": "the next kernel was already queued on the device's only stream and "
+    "started late (nothing recorded for it to wait on)",
     "dependency": CAUSE_TITLES["gpu_dependency"],
 }
 
@@ -139,7 +150,31 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dic
             whole_job_recorded(db),
             t.idle_blocked_min_gap_ns,
             t.idle_launch_latency_ns,
+            _one_stream(db, device_id),
         ],
+    )
+
+
+def _one_stream(db: TraceDB, device_id: int) -> bool:
+    """Whether all of the trace's GPU work ran on one stream of this device, with no
+    collective and no stream-wait call: a queued kernel then had no other stream, event,
+    device or peer to wait on."""
+    return bool(
+        db.scalar(
+            """
+            WITH work AS (SELECT device_id, stream_id FROM kernels
+                          UNION ALL SELECT device_id, stream_id FROM memcpys
+                          UNION ALL SELECT device_id, stream_id FROM memsets)
+            SELECT (SELECT count(DISTINCT stream_id) FROM work WHERE device_id = ?) = 1
+               AND (SELECT count(DISTINCT device_id) FROM work) = 1
+               AND NOT EXISTS (SELECT 1 FROM comm_ops)
+               AND NOT EXISTS (SELECT 1 FROM kernels
+                               WHERE name ILIKE '%nccl%' OR name ILIKE '%rccl%')
+               AND NOT EXISTS (SELECT 1 FROM api_calls
+                               WHERE name IN (SELECT unnest(?::VARCHAR[])))
+            """,
+            [device_id, list(STREAM_WAIT_CALLS)],
+        )
     )
 
 
@@ -280,6 +315,22 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 "kernel just as the GPU went idle and the kernel started one launch latency "
                 "later: the GPU outruns the launcher. Launch fewer, larger kernels: "
                 f"{graphs}{compile_hint}fuse small kernels, or batch more work per kernel."
+            )
+        if main == "one_stream":
+            k = kinds[0]
+            fuse = (
+                "fuse small ops (`torch.compile`, fused kernels)"
+                if torch and not w.torch_compile
+                else "fuse small kernels"
+            )
+            runtime = "the HIP runtime's and the GPU's" if w.amd else "the runtime's and the GPU's"
+            return (
+                f"{k['n']:,} gaps (median {fmt_ns(k['p50_ns'])}) where the next kernel was already "
+                "queued on the device's only stream, yet started late. With one stream, one "
+                "device and no collective in the trace, there is no other stream, event or "
+                "peer for it to have waited on: the delay is in "
+                f"{runtime} dispatch of that kernel. Fewer, larger kernels remove it: {fuse}, "
+                "or batch more work per kernel."
             )
         if main == "unrecorded_producer":
             k = kinds[0]

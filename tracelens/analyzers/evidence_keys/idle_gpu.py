@@ -177,13 +177,16 @@ EVIDENCE = AnalyzerEvidence(
                             "the whole job, `host_blocked` the host sat in a blocking call for "
                             "half the wait or more, `launch_latency` the kernel was issued as "
                             "the GPU went idle and started one launch latency later, "
-                            "`dependency` the rest",
+                            "`one_stream` the kernel was queued on the device's only stream "
+                            "in a trace with no other device or collective (nothing recorded "
+                            "to wait on), `dependency` the rest",
                             choices=(
                                 "kernel_switch",
                                 "first_launch",
                                 "unrecorded_producer",
                                 "host_blocked",
                                 "launch_latency",
+                                "one_stream",
                                 "dependency",
                             ),
                         ),
