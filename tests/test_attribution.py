@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from corpus_cache import corpus_db
+
 from ingest import load_trace
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
@@ -31,6 +34,25 @@ def test_external_ids_name_the_innermost_operator(tmp_path: Path) -> None:
     sc.launch(inner, "gemm_a", 20 * US, 30 * US, 10 * US)
     sc.launch(outer, "bias_b", 80 * US, 90 * US, 5 * US)
     assert _attributed(sc, tmp_path) == {"gemm_a": "aten::addmm", "bias_b": "aten::linear"}
+
+
+def test_an_external_id_of_an_operator_not_running_at_the_call_is_not_trusted(
+    tmp_path: Path,
+) -> None:
+    # The profiler numbers operators per session, so a launch call can carry the id of an
+    # operator recorded seconds away (an A100 AlexNet capture: a weight-init kernel given to
+    # an activation 12.7 s later). The call goes to the operator running when it was made.
+    sc = Scenario(name="ext-apart")
+    init = sc.op("aten::uniform_", 0, 100 * US)
+    later = sc.op("aten::clamp_min_", 12_000_000 * US, 12_000_100 * US)
+    sc.launch(later, "distribution_kernel", 20 * US, 30 * US, 10 * US, api_dur_ns=2 * US)
+    sc.launch(later, "relu_kernel", 12_000_010 * US, 12_000_020 * US, 10 * US)
+    sc.launch(init, "fill_kernel", 60 * US, 70 * US, 10 * US, api_dur_ns=2 * US)
+    assert _attributed(sc, tmp_path) == {
+        "distribution_kernel": "aten::uniform_",
+        "relu_kernel": "aten::clamp_min_",
+        "fill_kernel": "aten::uniform_",
+    }
 
 
 def test_ranges_stand_in_for_operators_without_external_ids(tmp_path: Path) -> None:
@@ -80,3 +102,16 @@ def test_hundreds_of_operators_stacked_on_the_same_instants(tmp_path: Path) -> N
     sc.launch(None, "k_in_late", 25 * US, 50 * US, 5 * US, api_dur_ns=2 * US)
     sc.launch(None, "k_after_late", 60 * US, 70 * US, 5 * US, api_dur_ns=2 * US)
     assert _attributed(sc, tmp_path) == {"k_in_late": "late", "k_after_late": "r299"}
+
+
+@pytest.mark.corpus
+def test_corpus_alexnet_weight_init_kernel_is_its_uniform_(corpus: Path) -> None:
+    """A100 AlexNet inference: the one `distribution_elementwise` kernel (71 µs, weight
+    initialisation) was launched inside `aten::uniform_`, by a call carrying the external
+    id of an `aten::clamp_min_` recorded 12.7 s later. An expert reads it as the init's."""
+    db = corpus_db(corpus, "a100_alexnet_inference.json.gz")
+    require(db, KERNEL_OPS)
+    rows = db.rows(
+        "SELECT op_name FROM kernel_ops WHERE kernel_name LIKE '%distribution_elementwise%'"
+    )
+    assert rows == [("aten::uniform_",)]

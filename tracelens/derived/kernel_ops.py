@@ -31,15 +31,24 @@ _RANGES_AS_OPS = f"""(
       AND NOT {ENGINE_STEP_SQL}
 )"""
 
+# The operator an external id names, with its time: a launch call is taken to be that
+# operator's only while the operator was running (the profiler numbers operators per
+# session, so a call can carry the id of an operator recorded seconds apart: an A100
+# AlexNet capture gave a weight-init kernel to an activation 12.7 s later). A call that
+# falls outside goes to the operator enclosing it, as a call without an id does.
 _EXT_BY_OP = """
-    SELECT external_id, any_value(op_id) AS op_id, any_value(name) AS op_name
+    SELECT external_id, arg_min(op_id, op_id) AS op_id, arg_min(name, op_id) AS op_name,
+           arg_min(start_ns, op_id) AS op_start, arg_min(end_ns, op_id) AS op_end
     FROM cpu_ops WHERE external_id IS NOT NULL GROUP BY external_id
 """
 # Ranges carry no external id: nothing to look up, every kernel goes through ``enclosing``.
 _EXT_NONE = (
-    "SELECT NULL::BIGINT AS external_id, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name "
-    "WHERE false"
+    "SELECT NULL::BIGINT AS external_id, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name, "
+    "NULL::BIGINT AS op_start, NULL::BIGINT AS op_end WHERE false"
 )
+# Times are often written in whole microseconds: a call may appear to start that much
+# before its operator.
+_EXT_SLACK_NS = 1_000
 
 
 # Operator ids of replayed kernels matched to a capture: one per (replay, captured operator
@@ -151,6 +160,8 @@ def _select(db: TraceDB) -> str:
                         ELSE e.op_name END AS op_name
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
+                           AND a.start_ns BETWEEN e.op_start - {_EXT_SLACK_NS}
+                                              AND e.op_end + {_EXT_SLACK_NS}
             LEFT JOIN replay_ops ro USING (krow)
         ),
         -- The lookups below are ASOF joins within a thread (th), and within a thread and a
