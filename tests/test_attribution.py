@@ -44,7 +44,7 @@ def test_an_external_id_of_an_operator_not_running_at_the_call_is_not_trusted(
     # an activation 12.7 s later). The call goes to the operator running when it was made.
     sc = Scenario(name="ext-apart")
     init = sc.op("aten::uniform_", 0, 100 * US)
-    later = sc.op("aten::clamp_min_", 12_000_000 * US, 12_000_100 * US)
+    later = sc.op("aten::clamp_min_", 12_000_000 * US, 100 * US)
     sc.launch(later, "distribution_kernel", 20 * US, 30 * US, 10 * US, api_dur_ns=2 * US)
     sc.launch(later, "relu_kernel", 12_000_010 * US, 12_000_020 * US, 10 * US)
     sc.launch(init, "fill_kernel", 60 * US, 70 * US, 10 * US, api_dur_ns=2 * US)

@@ -94,7 +94,9 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     """ResNet-50 training on a V100 with `num_workers=0` (the old TensorBoard plugin's
     sample): the GPU waits about 285 ms (29 % of the window) while the training process
     itself loads and augments batches; that is the first thing to fix (DataLoader workers,
-    pinned memory). Then FP32 convolutions on Volta: FP16 AMP, not TF32."""
+    pinned memory). Then FP32 convolutions on Volta: FP16 AMP, not TF32. The host-busy gaps
+    are mostly `aten::zero_`: `optimizer.zero_grad()` filling each of 161 gradients every
+    step (PyTorch 1.x's default), so the advice names `zero_grad(set_to_none=True)`."""
     r = report_of(corpus, "torch/v100_resnet50_legacy2021.pt.trace.json.gz")
     first = top(r)[0]
     assert first["analyzer"] == "data_loading" and "num_workers=0" in first["title"]
@@ -102,6 +104,9 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     assert "num_workers" in first["advice"]
     convs = [f for f in r["findings"] if f["analyzer"] in ("hot_ops", "occupancy")]
     assert convs and any("float16" in f["advice"] for f in convs)
+    (host,) = [f for f in r["findings"] if "`aten::zero_`" in f["title"]]
+    assert "zero_grad(set_to_none=True)" in host["advice"]
+    assert "966 `aten::zero_` calls" in host["advice"]
     assert_fits_workload(r)
 
 

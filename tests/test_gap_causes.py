@@ -430,3 +430,41 @@ def test_queued_kernels_late_on_the_only_stream_wait_on_nothing_recorded(load, f
     shared = gpu_side(_queued_late(second_stream=True))
     assert shared.evidence["gpu_side_kinds"][0]["kind"] == "dependency"
     assert "StreamWaitEvent" in shared.advice
+
+
+def _zero_grad_between_steps(in_zero_grad: bool):
+    """Two kernels 1 ms apart; between them the host runs 40 ``aten::zero_`` calls inside
+    ``Optimizer.zero_grad`` (a user annotation, as PyTorch 2 records it), or one long
+    ``aten::zero_`` outside it."""
+    from tracelens.testing.scenario import Scenario
+
+    sc = Scenario(name=f"planted_zero_grad_{int(in_zero_grad)}")
+    sc.launch(None, SMALL_KERNEL, 0, 10 * US, 100 * US, api_dur_ns=5 * US)
+    if in_zero_grad:
+        sc.range("Optimizer.zero_grad#SGD.zero_grad", 100 * US, 820 * US)
+        for i in range(40):
+            sc.op("aten::zero_", 110 * US + i * 20 * US, 18 * US)
+    else:  # one long fill of the model's own buffer
+        sc.op("aten::zero_", 100 * US, 820 * US)
+    step = sc.op("aten::add_", 930 * US, 20 * US)
+    sc.launch(step, SMALL_KERNEL, 935 * US, 945 * US, 100 * US, api_dur_ns=5 * US)
+    return sc
+
+
+def test_zero_grad_fills_are_told_to_set_to_none(load) -> None:
+    """Host time in `optimizer.zero_grad()` filling gradients (`aten::zero_`) is one fill
+    per parameter: the advice says `zero_grad(set_to_none=True)`. The same fills outside it
+    (a model's own buffers) are not the optimizer's and get no such advice."""
+
+    def host(sc) -> Any:
+        db = load(sc, "chrome")
+        (f,) = [
+            f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"
+        ]
+        return f
+
+    told = host(_zero_grad_between_steps(in_zero_grad=True))
+    assert "`Optimizer.zero_grad#SGD.zero_grad`" in told.title  # the range names the gap
+    assert "zero_grad(set_to_none=True)" in told.advice and "40 `aten::zero_`" in told.advice
+    plain = host(_zero_grad_between_steps(in_zero_grad=False))
+    assert "`aten::zero_`" in plain.title and "zero_grad" not in plain.advice

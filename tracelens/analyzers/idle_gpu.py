@@ -205,6 +205,26 @@ def _title(
     return CAUSE_TITLES.get(cause, cause)
 
 
+def _zero_grad_fills(db: TraceDB) -> int:
+    """How many ``aten::zero_`` calls ran inside ``Optimizer.zero_grad`` (the profiler's
+    record of ``optimizer.zero_grad()``, one fill per parameter per step): an operator
+    record in 2021 traces, a user annotation (a range) in later ones."""
+    return int(
+        db.scalar(
+            """SELECT count(*) FROM cpu_ops o
+               WHERE o.name = 'aten::zero_'
+                 AND (EXISTS (SELECT 1 FROM cpu_ops p
+                              WHERE p.op_id = o.parent_id
+                                AND p.name LIKE 'Optimizer.zero_grad%')
+                      OR EXISTS (SELECT 1 FROM ranges r
+                                 WHERE r.name LIKE 'Optimizer.zero_grad%'
+                                   AND r.pid = o.pid AND r.tid = o.tid
+                                   AND r.start_ns <= o.start_ns AND r.end_ns >= o.end_ns))"""
+        )
+        or 0
+    )
+
+
 def _short(name: str, limit: int = 80) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
@@ -403,6 +423,13 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                     if torch
                     else "allocate buffers once, outside the loop. "
                 )
+            )
+        if torch and ev.get("zero_grad_fills"):
+            text += (
+                "`optimizer.zero_grad()` fills every gradient with zeros here "
+                f"({ev['zero_grad_fills']:,} `aten::zero_` calls in the trace, one per "
+                "parameter per step): `zero_grad(set_to_none=True)` (the default from "
+                "PyTorch 2.0) drops the gradients instead, with no call per parameter. "
             )
         if torch:
             extra = (
@@ -649,6 +676,11 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 ev_for_advice["gap_count"] = n
             if kinds:
                 ev_for_advice["kinds"] = kinds
+            if cause == "host_compute" and any(
+                d["detail"] == "aten::zero_" or d["detail"].startswith("Optimizer.zero_grad")
+                for d in details
+            ):
+                ev_for_advice["zero_grad_fills"] = _zero_grad_fills(db)
             title = _title(cause, details, ns, kinds, alloc)
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
