@@ -184,7 +184,8 @@ def test_unified_memory_program_stalls_on_faults_its_prefetch_should_prevent(cor
     later, faults the 128 MiB in again: it runs 35.6 ms for 256 MiB that would take under
     1 ms resident. Then the host reads the results (768 migrations back). An earlier reading
     ranked 940 ms "idle between migrations" first, but 579 ms of it comes before any GPU
-    work was queued and 361 ms after the kernel: host phases, not GPU time to give back. The
+    work was queued and 361 ms after the kernel: host phases, not GPU time to give back
+    (nor all of it migration traffic: stretches of hundreds of ms hold none). The
     top finding is the kernel's fault stall, and the advice says the prefetch exists but the
     host's writes undo it; the host phases are reported as information. The kernel's grid
     (32 blocks on 40 SMs) is not a second claim on the same 35.6 ms: SMs waiting on faults
@@ -201,6 +202,9 @@ def test_unified_memory_program_stalls_on_faults_its_prefetch_should_prevent(cor
     assert phases["severity"] == "info" and phases["impact_ns"] == 0
     assert 570e6 < phases["evidence"]["idle_before_first_launch_ns"] < 590e6
     assert 350e6 < phases["evidence"]["idle_after_last_work_ns"] < 390e6
+    # host time in a unified-memory program, not all of it migrations
+    assert "host's time with unified memory" in phases["title"]
+    assert "traffic" not in phases["title"]
     on_kernel = [f["impact_ns"] for f in r["findings"] if "softmax_fused_1sc" in f["title"]]
     assert sum(on_kernel) <= 35_629_661, on_kernel  # no more than the kernel's own time
     assert r["metrics"]["h2d_bytes"] == 0 and r["metrics"]["uvm_migration_count"] == 2370

@@ -891,8 +891,10 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
         0,
         db,
         t,
-        title=f"GPU {dev.device_id}: {fmt_ns(total)} of its window is host-side unified-memory "
-        f"traffic {where} (not GPU time to give back)",
+        # "host time", not "traffic": migrations open and close these phases but need not
+        # fill them (a T4 capture's 940 ms held stretches of 300 ms with none)
+        title=f"GPU {dev.device_id}: {fmt_ns(total)} of its window is the host's time with "
+        f"unified memory {where}, nothing queued on the GPU (not GPU time to give back)",
         impact_basis="Informational: only unified-memory migrations, which the host's own page "
         "faults and prefetches cause, open and close the window; nothing was queued on the GPU "
         "then, so its idle time is the host's (writing managed memory, reading results). "
