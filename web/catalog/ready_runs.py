@@ -20,8 +20,9 @@ from sqlalchemy import Engine, bindparam, select
 
 from web.catalog.models import Run, RunStatus
 
-# Enough for every run a busy dashboard polls; each is one row's worth of memory.
-_KEPT = 512
+# Enough for the runs dashboards and tickets poll at once. Each is one row, a job's with
+# its ranks' list (tens of kB for a thousand ranks), so the bound is kept small.
+_KEPT = 128
 
 _STAMP_BY_ID = select(Run.status, Run.generation, Run.updated_at).where(
     Run.id == bindparam("run_id")
