@@ -21,6 +21,7 @@ from ingest.derive_gaps import (
     SYNC_CALLS,
     WRAPPER_PATTERN,
 )
+from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -155,26 +156,25 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dic
     )
 
 
+_ONE_STREAM = f"""
+WITH work AS (SELECT device_id, stream_id FROM kernels
+              UNION ALL SELECT device_id, stream_id FROM memcpys
+              UNION ALL SELECT device_id, stream_id FROM memsets)
+SELECT (SELECT count(DISTINCT stream_id) FROM work WHERE device_id = ?) = 1
+   AND (SELECT count(DISTINCT device_id) FROM work) = 1
+   AND NOT EXISTS (SELECT 1 FROM comm_ops)
+   AND NOT EXISTS (SELECT 1 FROM kernels WHERE {comm_kernel_sql()})
+   AND NOT EXISTS (SELECT 1 FROM api_calls WHERE name IN (SELECT unnest(?::VARCHAR[])))
+"""
+
+
 def _one_stream(db: TraceDB, device_id: int) -> bool:
     """Whether all of the trace's GPU work ran on one stream of this device, with no
     collective and no stream-wait call: a queued kernel then had no other stream, event,
-    device or peer to wait on."""
-    return bool(
-        db.scalar(
-            """
-            WITH work AS (SELECT device_id, stream_id FROM kernels
-                          UNION ALL SELECT device_id, stream_id FROM memcpys
-                          UNION ALL SELECT device_id, stream_id FROM memsets)
-            SELECT (SELECT count(DISTINCT stream_id) FROM work WHERE device_id = ?) = 1
-               AND (SELECT count(DISTINCT device_id) FROM work) = 1
-               AND NOT EXISTS (SELECT 1 FROM comm_ops)
-               AND NOT EXISTS (SELECT 1 FROM kernels
-                               WHERE name ILIKE '%nccl%' OR name ILIKE '%rccl%')
-               AND NOT EXISTS (SELECT 1 FROM api_calls
-                               WHERE name IN (SELECT unnest(?::VARCHAR[])))
-            """,
-            [device_id, list(STREAM_WAIT_CALLS)],
-        )
+    device or peer to wait on. Once per device: the warm-up split judges the gaps again."""
+    return db.memo(
+        ("one_stream", device_id),
+        lambda: bool(db.scalar(_ONE_STREAM, [device_id, list(STREAM_WAIT_CALLS)])),
     )
 
 
@@ -208,7 +208,11 @@ def _title(
 def _zero_grad_fills(db: TraceDB) -> int:
     """How many ``aten::zero_`` calls ran inside ``Optimizer.zero_grad`` (the profiler's
     record of ``optimizer.zero_grad()``, one fill per parameter per step): an operator
-    record in 2021 traces, a user annotation (a range) in later ones."""
+    record in 2021 traces, a user annotation (a range) in later ones. Once per trace."""
+    return db.memo("zero_grad_fills", lambda: _count_zero_grad_fills(db))
+
+
+def _count_zero_grad_fills(db: TraceDB) -> int:
     return int(
         db.scalar(
             """SELECT count(*) FROM cpu_ops o
