@@ -49,6 +49,14 @@ def test_a_finding_that_gives_back_nothing_is_informational(scenario_db) -> None
     assert risk.severity == Severity.MEDIUM and risk.impact_pct == 0.0
 
 
+def test_the_subject_is_the_impact_unless_said_and_never_less(scenario_db) -> None:
+    db = scenario_db(uneven_steps())
+    t = Thresholds()
+    assert _built(db, t, 5_000).subject_ns == 5_000
+    assert _built(db, t, 0, subject_ns=9_000).subject_ns == 9_000
+    assert _built(db, t, 5_000, subject_ns=1_000).subject_ns == 5_000
+
+
 def test_every_registered_analyzer_names_itself_once() -> None:
     names = [m.ANALYZER for m in ANALYZERS]
     assert len(set(names)) == len(names)

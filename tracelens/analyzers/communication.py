@@ -261,6 +261,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 transfer_exposed,
                 db,
                 t,
+                subject_ns=int(exposed),
                 title=f"GPU {dev}: {fmt_ns(exposed)} of {'RCCL' if wl.amd else 'NCCL'} "
                 "communication not hidden by compute "
                 f"({share:.1f}% of its window)",

@@ -42,6 +42,7 @@ def finding(
     time_ranges: list[TimeRange] | None = None,
     supersedes: list[str] | None = None,
     severity: Severity | None = None,
+    subject_ns: int | None = None,
 ) -> Finding:
     """A finding of ``analyzer`` about ``subject`` that would give back ``impact_ns``.
 
@@ -66,4 +67,5 @@ def finding(
         advice=advice,
         time_ranges=time_ranges or [],
         supersedes=supersedes or [],
+        subject_ns=max(impact_ns, subject_ns or 0),
     )

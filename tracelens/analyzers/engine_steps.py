@@ -456,6 +456,8 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         0,
         db,
         t,
+        # what it is about: every decode step, each reading all the weights for few tokens
+        subject_ns=d.total_ns,
         title=f"Decode batches are small for the {gpu}: {median_tokens:.0f} tokens per step "
         f"keep the weight GEMMs memory-bound (compute-bound from about {compute_from:.0f})",
         impact_basis="Capacity, not time: below the ridge point each decode step reads all "

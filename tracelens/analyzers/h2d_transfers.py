@@ -195,6 +195,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 impact,
                 db,
                 t,
+                subject_ns=int(pns),
                 title=f"{n:,} {words if n != 1 else words.replace('copies', 'copy', 1)} "
                 f"({fmt_bytes(pb)} in {fmt_ns(pns)}, {fmt_gbps(pb, pns)}; "
                 f"{link} ≈ {link_gbps:g} GB/s pinned)",
@@ -238,6 +239,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 impact,
                 db,
                 t,
+                subject_ns=int(small["ns"]),
                 title=f"{int(small['n']):,} small host-to-device copies (< "
                 f"{fmt_bytes(t.h2d_small_copy_bytes)}) cost {fmt_ns(small['ns'])}",
                 impact_basis=f"Time of the small copies minus their bytes moved in one batch at "
@@ -496,6 +498,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         0,
         db,
         t,
+        subject_ns=int(ns),
         title=f"{n:,} unified-memory migrations ({fmt_bytes(nbytes)}), counted apart from copies",
         impact_basis="Informational: no migration ran while a kernel did, so none stalled a "
         "kernel; they are driver prefetches or host faults, not explicit copies.",

@@ -102,6 +102,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 impact,
                 db,
                 t,
+                subject_ns=int(op["ns"]),
                 title=f"`{name}` launches {share:.1f}% of GPU kernel time ({fmt_ns(op['ns'])}), "
                 f"mostly {kind.label}{achieved}",
                 impact_basis=basis,
@@ -220,6 +221,7 @@ def _explicit_attention(
         impact,
         db,
         t,
+        subject_ns=gpu_ns,
         title=f"Explicit attention (matmul, softmax, matmul) takes {share:.1f}% of GPU kernel "
         f"time ({fmt_ns(gpu_ns)})"
         + (f"; a fused attention kernel would take about {fmt_ns(int(fused))}" if known else ""),

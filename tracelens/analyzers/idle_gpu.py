@@ -705,6 +705,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     ns - one_off,
                     db,
                     t,
+                    subject_ns=ns,
                     title=f"GPU {dev.device_id} {amount}: {title}"
                     + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
@@ -816,6 +817,7 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
             0,
             db,
             t,
+            subject_ns=ns,
             title=f"GPU {dev.device_id}: the capture starts with a {fmt_ns(ns)} wait on work "
             "issued before recording began (not GPU time to give back)",
             impact_basis="Informational: queued work waited on an event whose producer is not "
@@ -895,6 +897,7 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
         0,
         db,
         t,
+        subject_ns=total,
         # "host time", not "traffic": migrations open and close these phases but need not
         # fill them (a T4 capture's 940 ms held stretches of 300 ms with none)
         title=f"GPU {dev.device_id}: {fmt_ns(total)} of its window is the host's time with "

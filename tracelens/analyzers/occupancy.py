@@ -167,6 +167,7 @@ def _underfilled(
         impact,
         db,
         t,
+        subject_ns=int(r["ns"]),
         title=f"`{_short(r['name'])}` launches {blocks} {noun} "
         f"on {sms} {w.units}, "
         f"leaving {idle_pct:.0f}% of GPU {dev}'s {w.units} idle for {fmt_ns(r['ns'])}",
@@ -275,6 +276,7 @@ def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) ->
         0,
         db,
         t,
+        subject_ns=int(r["ns"]),
         title=f"`{_short(r['name'])}` runs at {r['occupancy_pct']:.0f}% estimated occupancy "
         f"({share:.1f}% of kernel time)",
         impact_basis="Informational: low occupancy slows a kernel only when it cannot hide "
@@ -359,6 +361,7 @@ def _fp32_math(
         impact,
         db,
         t,
+        subject_ns=int(fp32_ns),
         title=f"{share:.0f}% of GPU {dev}'s kernel time is FP32 GEMM/convolution on a GPU with "
         + (
             f"Matrix Cores ({_gfx(db, cc_text)})"

@@ -3,6 +3,8 @@
 - Each millisecond counts once: a finding that explains part of a broader one
   (``supersedes``) keeps its impact, and the broader one is dropped or keeps only the
   unexplained rest.
+- Findings that give back the same time (the informational ones, which give back none)
+  are ordered by the time they are about (``subject_ns``), biggest first.
 - Severity follows the impact's share of the analysed window and nothing else, so it is
   never above ``info`` under ``severity_low_pct`` and never rises down the ranked list.
 - Subjects read well in titles: NVTX payload dicts, C++ signatures and Python object
@@ -155,7 +157,10 @@ def rank(findings: list[Finding], t: Thresholds, timing_valid: bool = True) -> l
     if not timing_valid:
         for f in findings:
             f.severity = Severity.INFO
-    findings.sort(key=lambda f: (-f.impact_ns, f.analyzer, f.id))
+    # Equal impact (above all the informational findings, which give back nothing): the
+    # bigger subject first, so a 463 ms wait or the hottest operator is not listed after a
+    # 5 % one because of its analyzer's name.
+    findings.sort(key=lambda f: (-f.impact_ns, -f.subject_ns, f.analyzer, f.id))
     readable_titles(findings)
     unique_titles(findings)
     return findings

@@ -114,6 +114,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             excess if is_slow else 0,
             db,
             t,
+            subject_ns=excess,
             title=title + (f"; {what}" if what else ""),
             impact_basis="Time above the median step, summed over the steps slower than it: "
             "what the run gives back if every step took the typical time."

@@ -118,6 +118,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 impact,
                 db,
                 t,
+                subject_ns=blocked_ns,
                 title=f"{_title_text(pattern, w)} in {site_text}: "
                 f"host blocked {fmt_ns(blocked_ns)}"
                 + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else ""),

@@ -62,6 +62,10 @@ class Finding:
     # Ids of broader findings whose time this one explains in more depth (e.g. a sync-stall
     # site explains idle_gpu's 'synchronization' gaps). The ranking counts that time once.
     supersedes: list[str] = field(default_factory=list)
+    # The time the finding is about (an operator's GPU time, the idle or blocked time, the
+    # copies' time), never less than what it would give back: it orders findings that
+    # give back the same time, the informational ones above all, biggest subject first.
+    subject_ns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -97,6 +97,7 @@ def _grow(f: dict[str, Any], ns: int) -> dict[str, Any]:
         **f,
         "impact_ns": int(f["impact_ns"]) + add,
         "impact_pct": round(float(f["impact_pct"]) * scale, 3),
+        "subject_ns": max(int(f["subject_ns"]), int(f["impact_ns"]) + add),
         "impact_basis": f["impact_basis"] + f" In this job, {fmt_ns(add)} this rank alone "
         "read as waiting for peers is counted here: the aligned clocks show the peers were "
         "there.",

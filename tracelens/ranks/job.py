@@ -170,7 +170,14 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     notes = dropped_waiting_notes(dropped)
     findings = [{**f, "ranks": f.get("ranks") or [f["rank"]]} for f in findings]
     findings += group_shared(own, len(extracts))
-    findings.sort(key=lambda f: (-int(f["impact_ns"]), f.get("rank") is not None, f["id"]))
+    findings.sort(
+        key=lambda f: (
+            -int(f["impact_ns"]),
+            -int(f.get("subject_ns") or 0),
+            f.get("rank") is not None,
+            f["id"],
+        )
+    )
     notes += [
         f"rank {r}: {a.matched} collectives shared with rank {ref.rank}, none agree on a "
         "clock offset; its recorded clock is used"

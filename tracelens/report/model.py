@@ -157,6 +157,9 @@ class Finding(Struct, forbid_unknown_fields=True):
     time_ranges: list[TimeRange]
     # ids of broader findings whose time this one explains in more depth
     supersedes: list[str]
+    # the time it is about (an operator's GPU time, the idle, blocked or copy time), at
+    # least impact_ns: findings of equal impact are ordered by it
+    subject_ns: int
 
 
 class KernelStats(Struct, forbid_unknown_fields=True):
