@@ -105,6 +105,8 @@ LAUNCH_CALLS = (
     "hipLaunchCooperativeKernel",
     "hipGraphLaunch",
 )
+# The launch calls that replay a whole CUDA/HIP graph.
+GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 DATA_LOADER_PATTERN = (
     r"(?i)(dataloader|data_loader|dataloaderiter|_next_data|data loading|load_batch)"
 )

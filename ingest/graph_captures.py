@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.derive_gaps import LAUNCH_CALLS
+from ingest.derive_gaps import GRAPH_LAUNCH_CALLS, LAUNCH_CALLS
 from ingest.errors import TraceInputError
 from ingest.limits import IngestLimits
 
@@ -31,7 +31,6 @@ DETAILS_FILE = "execution_details.json"
 
 _BEGIN = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture")
 _END = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
-_GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -96,6 +95,9 @@ def _quoted(names: tuple[str, ...]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
 
+# The calls that launch one kernel: what a capture records for each graph node.
+_KERNEL_LAUNCHES = tuple(n for n in LAUNCH_CALLS if n not in GRAPH_LAUNCH_CALLS)
+
 # Launches inside the capture window (the whole trace where no begin/end call is recorded),
 # in launch order, each with the innermost operator whose external id the call carries.
 _LAUNCHES_SQL = f"""
@@ -108,7 +110,7 @@ _LAUNCHES_SQL = f"""
         SELECT a.start_ns, a.correlation_id, a.external_id, a.kernel_name
         FROM api_calls a, win
         WHERE (a.kernel_name IS NOT NULL
-               OR a.name IN ({_quoted(tuple(n for n in LAUNCH_CALLS if n not in _GRAPH_LAUNCHES))}))
+               OR a.name IN ({_quoted(_KERNEL_LAUNCHES)}))
           AND (win.b IS NULL OR a.start_ns >= win.b)
           AND (win.e IS NULL OR a.start_ns <= win.e)
     ),

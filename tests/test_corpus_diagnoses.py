@@ -336,6 +336,27 @@ def test_sglang_decode_waits_on_the_gpu_side(corpus: Path) -> None:
     assert_fits_workload(r)
 
 
+def test_sglang_gap_inside_its_graph_launch_is_the_launch_itself(corpus: Path) -> None:
+    """After the wait, one `hipGraphLaunch` runs 1.57 ms on the host for the step's 544
+    kernels, and 580 µs into it the GPU idles 274 µs between two of the graph's own kernels
+    (same correlation id): the HIP runtime was still dispatching the graph. The expert
+    reading is "the graph's launch is slow", not "capture more of the step in each graph"
+    (the whole step is one graph already; capturing more lengthens that launch)."""
+    r = report_of(corpus, "engines/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    (f,) = [
+        f
+        for f in r["findings"]
+        if f["analyzer"] == "idle_gpu" and f["evidence"].get("cause") == "launch_overhead"
+    ]
+    ev = f["evidence"]
+    assert ev["graph_launch_call"] == "hipGraphLaunch" and ev["graph_launches"] == 1
+    assert ev["graph_launch_kernels"] == 544 and ev["graph_launch_call_ns"] == 1_572_609
+    assert ev["in_graph_launch_longest_ns"] == 273_690
+    assert 2 * ev["in_graph_launch_ns"] >= ev["gap_ns"]
+    assert "graph launch still running (`hipGraphLaunch`)" in f["title"]
+    assert "capture more of the step" not in f["advice"] and "ROCm" in f["advice"]
+
+
 def test_vllm_decode_step_is_its_graph_replay(corpus: Path) -> None:
     """The vLLM capture holds one engine step, `execute_32_context_0(…)_generation_32(sq32
     sk55086…)`: 32 requests decoding one token each over 55,086 tokens of context (about

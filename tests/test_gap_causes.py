@@ -24,9 +24,11 @@ from tracelens.testing.planted_gaps import (
     cuda_c_program,
     host_naming,
     queued_short_gaps,
+    slow_graph_dispatch,
     stream_wait_event,
 )
 from tracelens.testing.planted_host import launch_bound
+from tracelens.testing.scenario import ApiCall, Kernel
 
 FORMATS = ["chrome", "nsys"]
 
@@ -81,6 +83,61 @@ def test_host_launching_back_to_back_is_launch_overhead(load, fmt: str) -> None:
     (idle,) = idle_gpu.analyze(db, Thresholds())
     assert idle.evidence["launch_after_gap_start"] == 99
     assert idle.evidence["host_activity"][0]["detail"] == "aten::add"
+
+
+@pytest.mark.parametrize(("fmt", "amd"), [("chrome", False), ("nsys", False), ("chrome", True)])
+def test_gap_inside_a_graph_launch_is_the_launch_not_work_outside_graphs(
+    load, fmt: str, amd: bool
+) -> None:
+    """Graphs already replay and the GPU ran dry mid-graph, while the graph launch call was
+    still running: an expert names the graph's own launch (and on AMD the runtime
+    dispatching its nodes), never "capture more of the step in each graph", which would
+    only lengthen that launch."""
+    sc = slow_graph_dispatch(amd=amd)
+    exp = sc.expected
+    db = load(sc, fmt)
+    (f,) = [
+        f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "launch_overhead"
+    ]
+    ev = f.evidence
+    assert (ev["in_graph_launch_gaps"], ev["in_graph_launch_ns"]) == (
+        exp["in_graph_gaps"],
+        exp["in_graph_ns"],
+    )
+    assert ev["in_graph_launch_ns"] == ev["gap_ns"]
+    assert (ev["graph_launch_call"], ev["graph_launch_call_ns"]) == (exp["call"], exp["call_ns"])
+    assert ev["graph_launch_kernels"] == exp["kernels_per_launch"]
+    assert ev["graph_launches"] == exp["in_graph_gaps"]
+    assert f"graph launch still running (`{exp['call']}`)" in f.title
+    assert "capture more of the step" not in f.advice
+    if amd:
+        assert "HIP runtime dispatches" in f.advice and "cudaGraphUpload" not in f.advice
+    else:
+        assert "cudaGraphUpload" in f.advice and "ROCm" not in f.advice
+
+
+def test_launch_gaps_between_graphs_keep_the_capture_advice(tmp_path: Path) -> None:
+    """The opposite case: graphs replay, and the GPU ran dry while the host launched single
+    kernels between them. That is launch overhead outside the graphs, and capturing more of
+    the step is the advice; no graph-launch evidence is claimed."""
+    sc = launch_bound(kernels=60)
+    corr = sc.next_id()
+    end = max(k.start_ns + k.dur_ns for k in sc.kernels)
+    sc.api_calls.append(ApiCall("cudaGraphLaunch", end + 50 * US, 10 * US, sc.pid, sc.tid, corr))
+    sc.kernels.append(Kernel(SMALL_KERNEL, end + 70 * US, 20 * US, corr))
+    path = write_chrome_trace(sc, tmp_path / "mixed.pt.trace.json.gz")
+    loaded = load_trace(path)
+    try:
+        db = TraceDB(loaded.con)
+        (f,) = [
+            f
+            for f in idle_gpu.analyze(db, Thresholds())
+            if f.evidence["cause"] == "launch_overhead"
+        ]
+        assert "in_graph_launch_gaps" not in f.evidence
+        assert "capture more of the step in each graph" in f.advice
+    finally:
+        loaded.close()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

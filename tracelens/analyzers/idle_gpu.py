@@ -16,6 +16,7 @@ from typing import Any
 
 from ingest.derive_gaps import (
     CAUSE_RULES,
+    GRAPH_LAUNCH_CALLS,
     LAUNCH_ISSUE_SLACK_NS,
     STREAM_WAIT_CALLS,
     SYNC_CALLS,
@@ -188,7 +189,10 @@ def _title(
     ns: int,
     kinds: list[dict] | None = None,
     alloc: dict[str, Any] | None = None,
+    in_graph: dict[str, Any] | None = None,
 ) -> str:
+    if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
+        return f"the GPU waited on a graph launch still running (`{in_graph['graph_launch_call']}`)"
     if cause == "gpu_dependency" and kinds:
         return _GPU_SIDE_TITLES[kinds[0]["kind"]]
     named = sum(int(d["ns"]) for d in details if d["detail"])
@@ -227,6 +231,11 @@ def _count_zero_grad_fills(db: TraceDB) -> int:
         )
         or 0
     )
+
+
+def _mostly_in_graph_launch(ev: dict[str, Any], gap_ns: int) -> bool:
+    """Whether at least half of the launch-overhead idle time opened inside a graph launch."""
+    return 2 * int(ev.get("in_graph_launch_ns") or 0) >= gap_ns > 0
 
 
 def _short(name: str, limit: int = 80) -> str:
@@ -280,6 +289,8 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             f"{fmt_ns(ev['launch_issue_slack_ns'])} after: the GPU finishes each kernel before "
             "the host has issued the next. "
         )
+        if w.cuda_graphs and _mostly_in_graph_launch(ev, ev["gap_ns"]):
+            return _in_graph_launch_advice(ev, w)
         if w.cuda_graphs:
             return text + (
                 f"{graph}s are already replayed here: capture more of the step in each graph, "
@@ -485,6 +496,35 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
     return unlaunched
 
 
+def _in_graph_launch_advice(ev: dict[str, Any], w: Workload) -> str:
+    call = ev["graph_launch_call"]
+    gaps = int(ev["in_graph_launch_gaps"])
+    launches = int(ev["graph_launches"])
+    text = (
+        f"{fmt_ns(ev['in_graph_launch_ns'])} of this idle time opened while a `{call}` was "
+        f"still running ({gaps:,} gap{'s' if gaps != 1 else ''}, the longest "
+        f"{fmt_ns(ev['in_graph_launch_longest_ns'])}, in {launches:,} graph launch"
+        f"{'es' if launches != 1 else ''}; the call with the most of it ran "
+        f"{fmt_ns(ev['graph_launch_call_ns'])} for {int(ev['graph_launch_kernels']):,} "
+        "kernels): the GPU caught up with the graph's own launch, not with kernels launched "
+        "outside graphs, so capturing more of the step into the graph would lengthen the "
+        "launch rather than remove the wait. "
+    )
+    if w.amd:
+        return text + (
+            "The HIP runtime dispatches a graph's kernels from inside `hipGraphLaunch`, so a "
+            "graph of many small kernels can run faster than it is dispatched. Fewer, larger "
+            "nodes (fused kernels) shorten the dispatch; the dispatch cost itself is the "
+            "runtime's, so compare a newer ROCm release."
+        )
+    return text + (
+        "A graph's first launch uploads it to the device: upload it ahead "
+        "(`cudaGraphUpload`) or replay it once before the measured steps. A launch that "
+        "is slow on every replay points at the graph's size: fewer, larger nodes (fused "
+        "kernels) launch faster."
+    )
+
+
 _CAUSE_EVIDENCE = """
 SELECT count(*) FILTER (WHERE launch_end_ns <= start_ns) AS queued_before_gap,
        count(*) FILTER (WHERE launch_end_ns > start_ns) AS queued_during_gap,
@@ -498,6 +538,34 @@ SELECT count(*) FILTER (WHERE launch_end_ns <= start_ns) AS queued_before_gap,
            AS launch_delay_p50_ns,
        count(*) FILTER (WHERE launch_start_ns IS NULL) AS no_launch_record
 FROM {gaps} WHERE cause = ?
+"""
+
+# Launch-overhead gaps that open while a graph launch call is still running: the GPU
+# caught up with the replay of one graph, not with the kernels launched around graphs. A
+# HIP runtime dispatches a graph's kernels from inside hipGraphLaunch, so a long graph
+# shows this on AMD; the launch with the most such idle time is named, with its kernels.
+_GRAPH_LAUNCH_EVIDENCE = """
+WITH g AS (
+    SELECT gaps.end_ns - gaps.start_ns AS ns, a.name, a.correlation_id AS correlation,
+           a.end_ns - a.start_ns AS call_ns
+    FROM {gaps} JOIN api_calls a
+      ON a.start_ns = gaps.launch_start_ns AND a.end_ns = gaps.launch_end_ns
+    WHERE gaps.cause = ? AND gaps.launch_start_ns <= gaps.start_ns
+      AND a.name IN (SELECT unnest(?::VARCHAR[]))
+),
+per_launch AS (
+    SELECT correlation, any_value(name) AS name, any_value(call_ns) AS call_ns, sum(ns) AS ns
+    FROM g GROUP BY correlation
+),
+top AS (SELECT * FROM per_launch ORDER BY ns DESC, correlation LIMIT 1)
+SELECT (SELECT count(*) FROM g) AS in_graph_launch_gaps,
+       (SELECT coalesce(sum(ns), 0) FROM g) AS in_graph_launch_ns,
+       (SELECT coalesce(max(ns), 0) FROM g) AS in_graph_launch_longest_ns,
+       (SELECT count(*) FROM per_launch) AS graph_launches,
+       top.name AS graph_launch_call, top.call_ns AS graph_launch_call_ns,
+       (SELECT count(*) FROM kernels k WHERE k.correlation_id = top.correlation)
+           AS graph_launch_kernels
+FROM (SELECT 1) LEFT JOIN top ON true
 """
 
 # The evidence that decided each cause (see ingest.derive_gaps), shown in its finding.
@@ -680,12 +748,20 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 ev_for_advice["gap_count"] = n
             if kinds:
                 ev_for_advice["kinds"] = kinds
+            in_graph: dict[str, Any] = {}
+            if cause == "launch_overhead" and w.cuda_graphs:
+                in_graph = db.dicts(
+                    _GRAPH_LAUNCH_EVIDENCE.format(gaps=gaps), [cause, list(GRAPH_LAUNCH_CALLS)]
+                )[0]
+                if not in_graph["in_graph_launch_gaps"]:
+                    in_graph = {}
+                ev_for_advice |= in_graph
             if cause == "host_compute" and any(
                 d["detail"] == "aten::zero_" or d["detail"].startswith("Optimizer.zero_grad")
                 for d in details
             ):
                 ev_for_advice["zero_grad_fills"] = _zero_grad_fills(db)
-            title = _title(cause, details, ns, kinds, alloc)
+            title = _title(cause, details, ns, kinds, alloc, in_graph)
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
             amount = (
@@ -740,6 +816,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         "judged_from_offset_ns": int(lo - t0),
                         "judged_to_offset_ns": int(hi - t0),
                         **deciding,
+                        **in_graph,
                         **({k: v for k, v in alloc.items() if v} if alloc.get("alloc_ns") else {}),
                         **(
                             {

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.derive_gaps import GRAPH_LAUNCH_CALLS
 from ingest.profiler_steps import is_step
 from tracelens.core.gpu_specs import GpuSpec, lookup
 from tracelens.core.tracedb import TraceDB
@@ -246,7 +247,7 @@ def _detect(db: TraceDB) -> Workload:
         kind, basis = INFERENCE, "a TensorRT engine"
 
     compiled_kernels = sum(1 for k in kernel_names if k.startswith(("triton_", "triton__")))
-    graphs = bool(api_names & {"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"})
+    graphs = bool(api_names & set(GRAPH_LAUNCH_CALLS))
     filtered = _filtered(db, api_names, len(kernel_names))
     return Workload(
         kind=kind,

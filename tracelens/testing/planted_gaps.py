@@ -7,7 +7,7 @@ constants below.
 
 from __future__ import annotations
 
-from tracelens.testing.scenario import Scenario
+from tracelens.testing.scenario import ApiCall, DeviceSpec, Kernel, Scenario
 
 US = 1_000
 SMALL_KERNEL = "void scale_kernel<float>(float*, float, int)"
@@ -131,5 +131,36 @@ def host_naming() -> Scenario:
             (100 * US, 610 * US, "host_compute", "model.py(40): postprocess"),
             (700 * US, 1_210 * US, "untraced", "untraced host code"),
         ]
+    }
+    return sc
+
+
+def slow_graph_dispatch(replays: int = 3, amd: bool = False) -> Scenario:
+    """A graph whose launch call is still dispatching when the GPU catches up with it.
+
+    Replay ``i`` is one graph launch call (``cudaGraphLaunch``, ``hipGraphLaunch`` with
+    ``amd``) from ``1000 * i`` us lasting 600 us, with 40 kernels of 10 us: the first 20 run
+    back to back from 20 us into the call, then the GPU idles 100 us, mid-graph, before
+    the other 20 (the call was running all along: launch overhead, inside the graph
+    launch). Between replays the GPU idles 500 us and the next call starts 480 us into that
+    gap (not a launch-overhead gap). So ``replays`` in-graph gaps of 100 us are the whole of
+    the launch-overhead time.
+    """
+    device = DeviceSpec(name="AMD Instinct MI300X", sm_count=304) if amd else DeviceSpec()
+    sc = Scenario(name="planted_slow_graph_dispatch", devices=[device])
+    call = "hipGraphLaunch" if amd else "cudaGraphLaunch"
+    for i in range(replays):
+        t = i * 1_000 * US
+        corr = sc.next_id()
+        sc.api_calls.append(ApiCall(call, t, 600 * US, sc.pid, sc.tid, corr))
+        for j in range(40):
+            start = t + 20 * US + j * 10 * US + (100 * US if j >= 20 else 0)
+            sc.kernels.append(Kernel(SMALL_KERNEL, start, 10 * US, corr))
+    sc.expected = {
+        "call": call,
+        "in_graph_gaps": replays,
+        "in_graph_ns": replays * 100 * US,
+        "kernels_per_launch": 40,
+        "call_ns": 600 * US,
     }
     return sc

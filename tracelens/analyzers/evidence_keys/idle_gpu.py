@@ -19,6 +19,7 @@ from tracelens.analyzers.evidence_keys.model import (
 # The causes whose gaps are explained by what the host did (all but a GPU-side wait).
 _HOST_SIDE = tuple(c for c in GAP_CAUSES if c != "gpu_dependency")
 _CAUSES = tuple(GAP_CAUSES)
+_IN_GRAPH_LAUNCH = "graphs replay and a gap opened while a graph launch call was running"
 
 
 def _detail_rows(detail: str) -> tuple[Key, ...]:
@@ -245,6 +246,41 @@ EVIDENCE = AnalyzerEvidence(
                     NS,
                     "Median time from the gap start to that launch call's start, over the "
                     "gaps in `launch_after_gap_start`; 0 when there are none",
+                ),
+                Key(
+                    "in_graph_launch_gaps",
+                    COUNT,
+                    "Gaps that opened while the graph launch call (cudaGraphLaunch, "
+                    "hipGraphLaunch) that launched the next work was still running",
+                    when=_IN_GRAPH_LAUNCH,
+                ),
+                Key(
+                    "in_graph_launch_ns",
+                    NS,
+                    "Their summed duration; from half of the cause's idle time up the title "
+                    "names the graph launch and the advice is about it",
+                    when=_IN_GRAPH_LAUNCH,
+                ),
+                Key("in_graph_launch_longest_ns", NS, "The longest of them", when=_IN_GRAPH_LAUNCH),
+                Key(
+                    "graph_launches",
+                    COUNT,
+                    "The graph launch calls they opened in",
+                    when=_IN_GRAPH_LAUNCH,
+                ),
+                Key(
+                    "graph_launch_call",
+                    TEXT,
+                    "The call with the most of that idle time",
+                    when=_IN_GRAPH_LAUNCH,
+                    choices=("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"),
+                ),
+                Key("graph_launch_call_ns", NS, "That call's duration", when=_IN_GRAPH_LAUNCH),
+                Key(
+                    "graph_launch_kernels",
+                    COUNT,
+                    "Kernels that call launched (same correlation id)",
+                    when=_IN_GRAPH_LAUNCH,
                 ),
             ),
         ),
