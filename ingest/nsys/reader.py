@@ -30,6 +30,7 @@ from urllib.parse import quote
 import duckdb
 import numpy as np
 
+from ingest.derive_gaps import LAUNCH_CALLS
 from ingest.errors import TraceInputError
 from ingest.nesting import assign_nesting
 from ingest.nsys.enums import (
@@ -315,12 +316,22 @@ def _diagnostic_notes(src: sqlite3.Connection, tables: dict[str, set[str]]) -> l
 
 def _no_kernels_note(con: duckdb.DuckDBPyConnection, has_table: bool) -> str:
     where = "this export has no kernel table" if not has_table else "the kernel table is empty"
-    copies, memsets = con.execute(
-        "SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets)"
+    copies, memsets, launches = con.execute(
+        f"""SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets),
+                   (SELECT count(*) FROM api_calls
+                    WHERE name IN ({", ".join(f"'{n}'" for n in LAUNCH_CALLS)}))"""
     ).fetchone()  # type: ignore[misc]
     note = f"no kernels recorded ({where})"
     if copies or memsets:
         note += f"; the GPU ran only {copies:,} memory copies and {memsets:,} memsets"
+    if launches:
+        # The host launched kernels the export does not hold: the recording lost them, so
+        # nothing here can say how the GPU spent its time.
+        note += (
+            f"; yet the host made {launches:,} kernel launch calls, so kernel activity was "
+            "not traced and the GPU's time is unknown: record again with CUDA tracing on "
+            "(`nsys profile --trace=cuda`)"
+        )
     return note
 
 

@@ -121,13 +121,19 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 subject_ns=blocked_ns,
                 title=f"{_title_text(pattern, w)} in {site_text}: "
                 f"host blocked {fmt_ns(blocked_ns)}"
-                + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else ""),
-                impact_basis=f"For each of the {int(g['gaps']):,} gaps judged 'synchronization' "
-                "where these calls blocked longest (blocking calls on the launching thread took "
-                f"at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work was "
-                "issued; the same gaps idle_gpu sums under that cause): the time the thread was "
-                "blocked inside the gap. Without the blocking call the next work would have "
-                "been issued that much earlier.",
+                + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else "")
+                + ("" if db.devices else " on GPU work the trace does not record"),
+                impact_basis=(
+                    f"For each of the {int(g['gaps']):,} gaps judged 'synchronization' "
+                    "where these calls blocked longest (blocking calls on the launching thread "
+                    f"took at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work "
+                    "was issued; the same gaps idle_gpu sums under that cause): the time the "
+                    "thread was blocked inside the gap. Without the blocking call the next work "
+                    "would have been issued that much earlier."
+                    if db.devices
+                    else "The trace records no GPU work, so no idle gap can be judged and none "
+                    "of the blocked time is counted as GPU time to give back."
+                ),
                 summary=f"{n:,} blocking calls ({', '.join(g['api_names'])}) from {where} "
                 f"blocked the host {fmt_ns(blocked_ns)} ({blocked_pct:.1f}% of the window)"
                 + (
@@ -159,7 +165,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         for c in calls
                     ],
                 },
-                advice=_advice(pattern, where, w),
+                advice=(
+                    ""
+                    if db.devices
+                    else f"The host waited {fmt_ns(blocked_ns)} on the GPU in these calls, but "
+                    "the trace records none of the GPU's work: the waits are most likely the "
+                    "kernels' own run time (a GPU-bound program), not idle time a change here "
+                    "gives back. Record again with kernel tracing on before acting on them. "
+                )
+                + _advice(pattern, where, w),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
@@ -197,12 +211,14 @@ def _advice(pattern: str, where: str, w: Workload) -> str:
             )
         if pattern in ("stream_synchronize", "event_synchronize"):
             return (
-                f"{where} blocks the host on the GPU. Order dependent GPU work with "
+                f"{where[:1].upper() + where[1:]} blocks the host on the GPU. Order dependent "
+                "GPU work with "
                 f"`{api}StreamWaitEvent` instead, and wait on the host only where it reads "
                 "the results, after queuing the next work."
             )
         return (
-            f"{where} uses a synchronous copy (`{api}Memcpy`), which from pageable memory "
+            f"{where[:1].upper() + where[1:]} uses a synchronous copy (`{api}Memcpy`), which "
+            "from pageable memory "
             f"also stages the data through the CPU while the GPU waits. Use `{api}MemcpyAsync` "
             f"on a stream from pinned buffers (`{api}HostAlloc`/`{api}HostRegister`), and "
             "synchronize on an event only when the data is needed."
