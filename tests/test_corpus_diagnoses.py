@@ -394,6 +394,8 @@ def test_vllm_decode_step_is_its_graph_replay(corpus: Path) -> None:
     # gpt-oss is a mixture of experts: the figure holds for its dense projections only
     (small,) = engine.values()
     assert small["evidence"]["mixture_of_experts"] and "expert GEMMs" in small["summary"]
+    # rank 0 of 1, experts already MXFP4: neither fewer GPUs nor quantizing applies
+    assert "tensor parallelism" not in small["advice"] and "FP8" not in small["advice"]
     assert all(f["severity"] == "info" for f in r["findings"])
     assert_fits_workload(r)
 
@@ -436,6 +438,8 @@ def test_sglang_decode_step_is_labelled_twice_and_waits_on_the_gpu(corpus: Path)
         f for f in r["findings"] if f["id"] == finding_id("engine_steps", "small_decode_batch")
     ]
     assert not small["evidence"]["mixture_of_experts"]  # Qwen3-8B is dense
+    # rank 0 of 1 with BF16 weights: no tensor parallelism to cut, FP8 weights would help
+    assert "tensor parallelism" not in small["advice"] and "FP8 weights" in small["advice"]
     assert_fits_workload(r)
 
 

@@ -142,6 +142,11 @@ def test_vllm_findings_count_each_millisecond_once(vllm) -> None:
     assert small["evidence"]["compute_bound_from_tokens"] == pytest.approx(312e3 / 2039, 0.01)
     assert small["evidence"]["weight_dtype_assumed"] is True
     assert "--max-num-seqs" in small["advice"]
+    # 16-bit weights: FP8 would shorten the steps; fewer GPUs only where the trace is one
+    # of several ranks or does not say (the Chrome writer records rank 0 of 1)
+    assert "FP8 weights" in small["advice"]
+    single = r["trace"].get("world_size") == 1
+    assert ("less tensor parallelism" in small["advice"]) is not single
 
 
 @pytest.fixture(scope="module", params=sorted(WRITERS))

@@ -392,6 +392,23 @@ def _named_weight_dtype(db: TraceDB, experts: bool) -> str | None:
     return None if top == "16-bit or wider" else top
 
 
+def _light_load_text(db: TraceDB, dtype: str, expert_dtype: str | None) -> str:
+    """What serves a small batch for less: fewer GPUs where the trace is one of several
+    ranks (or does not say), narrower weights where they are not narrow already."""
+    text = ""
+    if int(db.info.get("world_size") or 0) != 1:
+        text += (
+            " If the load is this light, fewer GPUs (less tensor parallelism) serve it at "
+            "about the same latency."
+        )
+    if dtype not in _NAMED_WEIGHT_BYTES and expert_dtype is None:
+        text += (
+            " FP8 weights (a quantized checkpoint) halve the bytes each memory-bound step "
+            "reads, so steps get shorter at this batch size."
+        )
+    return text
+
+
 def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | None:
     d = s.by_phase.decode
     spec = workload_of(db).gpu.spec
@@ -491,7 +508,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         advice=f"If requests wait for a slot, raise the batch limit ({knobs}): decode "
         "throughput grows almost with the batch until the GEMMs become compute-bound, and "
         "each step gets only a little longer (attention reads each request's KV cache, "
-        "so long contexts cost more). If the load is this light, fewer GPUs (less tensor "
-        "parallelism) or a quantized model serve it at the same latency. Check the ITL "
-        "target before raising the batch.",
+        "so long contexts cost more)."
+        + _light_load_text(db, dtype, expert_dtype)
+        + " Check the ITL target before raising the batch.",
     )
