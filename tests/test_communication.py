@@ -55,6 +55,15 @@ def test_corpus_sampled_ranks_expose_most_communication(
     assert 0 < f.impact_ns < ev["comm_ns"]
     names = {c["collective"] for c in ev["collectives"]}
     assert {"all_to_all", "all_reduce"} <= names
+    if rank == 0:
+        # rank 0's four all-to-alls are a 3 KiB split exchange, two 400 MiB payloads and
+        # one of 10.9 MiB: no typical call, so the summary gives the range and the largest
+        # call's bandwidth (the interpolated median was 205 MiB, a size no call had)
+        a2a = next(c for c in ev["collectives"] if c["collective"] == "all_to_all")
+        assert a2a["max_bytes"] == 400 * 2**20 and a2a["min_bytes"] < 4096
+        assert a2a["median_bytes"] != 215_408_640  # a real call's size
+        assert "`all_to_all` ×4, " in f.summary and "the largest at" in f.summary
+        assert "400 MiB" in f.summary and "205" not in f.summary
 
 
 def test_corpus_single_rank_ddp_has_no_nccl_kernels(corpus: Path) -> None:

@@ -163,6 +163,8 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
     first = top(r)[0]
     assert first["analyzer"] == "idle_gpu" and first["evidence"]["cause"] == "gpu_dependency"
     assert "cause uncertain" in first["title"]  # the filter removed what decides causes
+    # and the advice says first to analyze the whole trace, before any cross-stream change
+    assert first["advice"].startswith("This trace keeps only launch and copy runtime calls")
     comm = [f for f in r["findings"] if f["analyzer"] == "communication"]
     assert {"peer_waiting"} & {f["evidence"].get("kind") for f in comm} or any(
         "waiting for peer ranks" in f["title"] for f in comm

@@ -96,11 +96,29 @@ m AS (
 SELECT coalesce(collective, regexp_extract(name, 'ncclKernel_([A-Za-z]+)|nccl([A-Za-z]+)', 1),
                 'nccl') AS collective,
        count(*) AS count, sum(end_ns - start_ns) AS kernel_ns,
-       CAST(median(bytes) AS BIGINT) AS median_bytes, sum(bytes) AS total_bytes,
+       -- a real call's size: an interpolated median of 3 KiB and 400 MiB calls is neither
+       quantile_disc(bytes, 0.5) AS median_bytes, sum(bytes) AS total_bytes,
+       min(bytes) AS min_bytes, max(bytes) AS max_bytes,
        max(group_size) AS group_size,
-       median(bytes / nullif(end_ns - start_ns, 0)) AS median_algbw_gbps
+       quantile_disc(bytes / nullif(end_ns - start_ns, 0), 0.5) AS median_algbw_gbps,
+       arg_max(bytes / nullif(end_ns - start_ns, 0), bytes) AS largest_algbw_gbps
 FROM m GROUP BY 1 ORDER BY kernel_ns DESC, 1
 """
+
+
+def _size_text(c: dict) -> str:
+    """The largest collective's sizes and bandwidth for the summary: one size with its
+    median bandwidth, or the range with the largest call's (mixed sizes have no typical
+    call: a few-KiB split exchange beside 400 MiB payloads)."""
+    if not c["median_bytes"] or c["median_algbw_gbps"] is None:
+        return ""
+    head = f"; `{c['collective']}` ×{c['count']:,}"
+    if c["min_bytes"] == c["max_bytes"]:
+        return f"{head}, {fmt_bytes(c['max_bytes'])} each at {c['median_algbw_gbps']} GB/s"
+    return (
+        f"{head}, {fmt_bytes(c['min_bytes'])} to {fmt_bytes(c['max_bytes'])}, the largest at "
+        f"{c['largest_algbw_gbps']} GB/s"
+    )
 
 
 # One row per NCCL kernel on a device: its collective and bytes (as _PER_COLLECTIVE matches
@@ -235,7 +253,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "median_bytes": p["median_bytes"],
                     "total_bytes": int(p["total_bytes"]) if p["total_bytes"] is not None else None,
                     "group_size": p["group_size"],
+                    "min_bytes": p["min_bytes"],
+                    "max_bytes": p["max_bytes"],
                     "median_algbw_gbps": round(algbw, 3) if algbw is not None else None,
+                    "largest_algbw_gbps": round(p["largest_algbw_gbps"], 3)
+                    if p["largest_algbw_gbps"] is not None
+                    else None,
                     "median_busbw_gbps": round(algbw * factor, 3)
                     if algbw is not None and factor is not None
                     else None,
@@ -248,12 +271,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         )
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
         top = collectives[0] if collectives else None
-        size_text = (
-            f"; `{top['collective']}` ×{top['count']:,}, median "
-            f"{fmt_bytes(top['median_bytes'])} at {top['median_algbw_gbps']} GB/s"
-            if top and top["median_bytes"] and top["median_algbw_gbps"] is not None
-            else ""
-        )
+        size_text = _size_text(top) if top else ""
         findings.append(
             finding(
                 ANALYZER,

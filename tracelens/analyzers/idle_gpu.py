@@ -233,6 +233,14 @@ def _count_zero_grad_fills(db: TraceDB) -> int:
     )
 
 
+# A filtered trace lacks the calls that decide a cause: what to do first is record it whole.
+_FILTERED_ADVICE = (
+    "This trace keeps only launch and copy runtime calls (filtered or sampled after "
+    "recording), so the syncs, event records and stream waits that decide this cause are "
+    "missing: analyze the unfiltered trace before acting on the cause. What this one shows: "
+)
+
+
 def _mostly_in_graph_launch(ev: dict[str, Any], gap_ns: int) -> bool:
     """Whether at least half of the launch-overhead idle time opened inside a graph launch."""
     return 2 * int(ev.get("in_graph_launch_ns") or 0) >= gap_ns > 0
@@ -848,7 +856,8 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                             for g in longest
                         ],
                     },
-                    advice=_advice(cause, details, w, ev_for_advice),
+                    advice=(_FILTERED_ADVICE if w.filtered else "")
+                    + _advice(cause, details, w, ev_for_advice),
                     time_ranges=[
                         TimeRange(
                             int(g["start_ns"]), int(g["end_ns"]), dev.device_id, f"idle: {cause}"

@@ -57,7 +57,20 @@ EVIDENCE = AnalyzerEvidence(
                         Key(
                             "median_bytes",
                             BYTES,
-                            "Median message size",
+                            "Median message size (a real call's: the lower middle of an even "
+                            "count)",
+                            null="no launching call records sizes",
+                        ),
+                        Key(
+                            "min_bytes",
+                            BYTES,
+                            "Smallest message",
+                            null="no launching call records sizes",
+                        ),
+                        Key(
+                            "max_bytes",
+                            BYTES,
+                            "Largest message",
                             null="no launching call records sizes",
                         ),
                         Key(
@@ -76,7 +89,14 @@ EVIDENCE = AnalyzerEvidence(
                             "median_algbw_gbps",
                             GBPS,
                             "Median algorithm bandwidth, bytes / kernel time (a lower bound: "
-                            "kernel time includes waiting for peers)",
+                            "kernel time includes waiting for peers; a real call's, as for "
+                            "the size)",
+                            null="sizes are unknown",
+                        ),
+                        Key(
+                            "largest_algbw_gbps",
+                            GBPS,
+                            "Algorithm bandwidth of the largest message's call",
                             null="sizes are unknown",
                         ),
                         Key(
