@@ -93,6 +93,15 @@ def test_corpus_rtx3060_vecadd_pageable_copies_on_pcie4(corpus: Path) -> None:
     assert found[PAGEABLE_DTOH].evidence["pageable_bytes"] == 4_194_304
     assert up.impact_ns + found[EXPOSED].impact_ns <= 2_458_272
     assert "cudaMallocHost" in up.advice and "pin_memory" not in up.advice
+    # Three copies in all, each once: pinning pays only for buffers copied again and again
+    assert "copies its data once" in up.advice
+    # The one kernel runs 38.9 us: overlapping the uploads with compute can hide that much
+    # and no more, however the 340 us left after pinning are scheduled
+    exposed = found[EXPOSED]
+    kernel_ns = db.scalar("SELECT sum(end_ns - start_ns) FROM kernels")
+    assert exposed.impact_ns == exposed.evidence["hideable_ns"] == kernel_ns == 38_912
+    assert exposed.evidence["exposed_after_pinning_and_batching_ns"] == 339_544
+    assert exposed.subject_ns == 339_544 and "kernels to hide it behind: 38.9 µs" in exposed.title
     assert_copies_counted_once(db, findings)
 
 

@@ -150,7 +150,13 @@ EVIDENCE = AnalyzerEvidence(
                     "exposed_after_pinning_and_batching_ns",
                     NS,
                     "HtoD copy time with no kernel running, less what pinning and batching "
-                    "already save: the impact",
+                    "already save (the finding's subject)",
+                ),
+                Key(
+                    "hideable_ns",
+                    NS,
+                    "The part of it overlap can hide: at most the copy devices' kernel time "
+                    "(merged) that HtoD copies do not overlap already; the impact",
                 ),
             ),
         ),
