@@ -142,7 +142,9 @@ def test_alexnet_is_almost_all_idle_and_says_why(reports: dict[str, dict]) -> No
         for f in r["findings"]
         if f["analyzer"] == "idle_gpu" and f["evidence"]["cause"] == "host_compute"
     ]
-    assert all(f["impact_pct"] < 1 for f in host)
+    # after the warm-up, that host time is nearly all of the 80 ms left: critical there
+    (after,) = host
+    assert after["impact_pct"] > 90 and after["severity"] == "critical"
     # The 233 MiB of pageable uploads are the model's weights, copied during the warm-up:
     # the metrics count them, but a steady-state finding about them would mislead.
     assert r["metrics"]["h2d_pageable_bytes"] == 244_403_360

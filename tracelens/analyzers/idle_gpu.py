@@ -204,7 +204,8 @@ def _title(
         top = _short(details[0]["detail"])
         allocating = ""
         if alloc and alloc.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * ns:
-            allocating = f"; {fmt_ns(alloc['alloc_ns'])} of it in `{alloc['alloc_call']}`"
+            # summed over the gaps, wherever each call ran: not inside the code named first
+            allocating = f"; {fmt_ns(alloc['alloc_ns'])} of the gaps in `{alloc['alloc_call']}`"
         return f"the host was busy ({share} in `{top}`{allocating}) before the next launch"
     return CAUSE_TITLES.get(cause, cause)
 
@@ -775,7 +776,8 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             amount = (
                 f"idle {fmt_ns(ns)} ({share:.1f}% of its window)"
                 if after_ns is None
-                else f"idle {fmt_ns(ns)} after the warm-up"
+                else f"idle {fmt_ns(ns)} after the warm-up ({100.0 * ns / (hi - lo):.0f}% of "
+                f"the {fmt_ns(hi - lo)} after it)"
             )
             scope = _scope_note(db, claim, lo, hi, after_ns)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
@@ -809,7 +811,14 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     ),
                     summary=f"{label} was busy {dev.busy_pct:.2f}% of its "
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
-                    f"({share:.1f}%){scope} have this cause: {title}.",
+                    + (
+                        f"({share:.1f}% of its window){scope}"
+                        if after_ns is None
+                        else f"({100.0 * ns / (hi - lo):.0f}% of the {fmt_ns(hi - lo)} after "
+                        f"the warm-up, {share:.1f}% of its whole window)"
+                        + _scope_note(db, claim, lo, hi, None)
+                    )
+                    + f" have this cause: {title}.",
                     evidence={
                         "device_id": dev.device_id,
                         "device_name": dev.name,
