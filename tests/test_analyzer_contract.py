@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest import load_trace
-from tracelens.analyzers import ANALYZERS, idle_gpu
+from tracelens.analyzers import ANALYZERS, fusion, hot_ops, idle_gpu
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id, idle_subject
 from tracelens.core.findings import Finding, Severity, finding_id
@@ -77,7 +77,12 @@ def test_superseded_ids_are_idle_gpus_own(planted_trace) -> None:
     for f in idle.values():
         subject = idle_subject(f)
         assert subject is not None and idle_finding_id(*subject) == f.id
-    superseded = {s for f in findings for s in f.supersedes}
+    superseded = {s for f in findings if f.analyzer != fusion.ANALYZER for s in f.supersedes}
     # the planted loader stall: data_loading explains idle_gpu's data_loading gaps
     assert superseded and superseded <= set(idle)
+    # fusion explains the time of its runs' operators: their hot-operator findings
+    for f in findings:
+        if f.analyzer == fusion.ANALYZER:
+            ops = [o["operator"] for o in f.evidence["operators"]]
+            assert set(f.supersedes) >= {hot_ops.operator_finding_id(o) for o in ops}
     assert all(idle_subject(f) is None for f in findings if f.id not in idle)

@@ -279,9 +279,11 @@ def test_exports_without_kernels_say_so_and_claim_nothing(corpus: Path, rel: str
 
 
 def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Path) -> None:
-    """Qwen1.5-0.5B inference on an MI300X (ROCm): the GPU is 91 % busy; what remains is a
-    few ms of host time between launches and the efficiency of hipBLASLt GEMMs and the
-    already-fused flash attention. The GPU is named although the trace's device name is
+    """Qwen1.5-0.5B inference on an MI300X (ROCm): the GPU is 91 % busy. The largest lever
+    is the eager model's unfused elementwise runs (RMSNorm in FP32, rotary embedding,
+    SiLU·mul: 10.3 ms fused away, 22 %; tests/test_fusion.py); what remains is a few ms of
+    host time between launches and the efficiency of hipBLASLt GEMMs and the already-fused
+    flash attention, each under 10 %. The GPU is named although the trace's device name is
     empty; advice speaks ROCm (TunableOp, hipBLASLt), and never asks for FlashAttention.
     463 kernels (13.3 ms, 31 % of kernel time) carry correlation ids below every recorded
     runtime call: they were launched before the host side of the trace begins, so their
@@ -292,7 +294,8 @@ def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Pat
     w = r["workload"]
     assert w["gpu"]["model"] == "MI300X" and w["gpu"]["vendor"] == "amd"
     assert w["attention"] == "flash"
-    assert all(f["impact_pct"] < 10 for f in r["findings"])
+    assert r["findings"][0]["analyzer"] == "fusion" and r["findings"][0]["impact_pct"] > 20
+    assert all(f["impact_pct"] < 10 for f in r["findings"][1:])
     gemm = [f for f in r["findings"] if f["analyzer"] == "hot_ops" and "GEMM" in f["title"]]
     assert gemm and "PYTORCH_TUNABLEOP_ENABLED" in gemm[0]["advice"]
     assert_fits_workload(r)
@@ -583,7 +586,20 @@ def test_in_place_operators_are_not_told_to_go_in_place(corpus: Path) -> None:
         ("torch/v100_train_single_rank_ns.pt.trace.json.gz", "aten::add_"),
         ("torch/a100_alexnet_inference.json.gz", "aten::clamp_min_"),
     ):
-        f = _finding(report_of(corpus, rel), "hot_ops", operator=op)
+        r = report_of(corpus, rel)
+        own = [
+            f
+            for f in r["findings"]
+            if f["analyzer"] == "hot_ops" and f["evidence"].get("operator") == op
+        ]
+        # its kernels run back to back with other memory-bound ones: the fusion finding
+        # counts its time instead of its own
+        (f,) = own or [
+            f
+            for f in r["findings"]
+            if f["analyzer"] == "fusion"
+            and op in {o["operator"] for o in f["evidence"]["operators"]}
+        ]
         assert "in-place" not in f["advice"], rel
         assert "fuse" in f["advice"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
 from tracelens.analyzers.warmup import warmup_span
-from tracelens.core.findings import Finding
+from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify
 from tracelens.core.thresholds import Thresholds
@@ -29,6 +29,12 @@ from tracelens.derived import require
 from tracelens.derived.kernel_ops import BEFORE_HOST_TRACE, KERNEL_OPS, UNATTRIBUTED
 
 ANALYZER = "hot_ops"
+
+
+def operator_finding_id(operator: str) -> str:
+    """The id of the hot-operator finding of ``operator`` (for the analyzers that explain
+    its time and supersede it)."""
+    return finding_id(ANALYZER, operator)
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:

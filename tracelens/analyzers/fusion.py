@@ -1,0 +1,180 @@
+"""Unfused memory-bound kernels: runs of elementwise and normalization kernels, one per
+operator, that eager PyTorch launches back to back between the matrix multiplies.
+
+Each such kernel reads its inputs from memory and writes its result back, and the next
+one reads that result again: an eager RMSNorm, rotary embedding or activation is half a
+dozen passes over the same tensor. Fused (``torch.compile``, or a fused kernel for the
+block), a run is one pass. Per operator, the hot-operator model cannot see that: each
+kernel may run near the memory bandwidth and still be a pass fusion removes.
+
+A run is a maximal sequence of memory-bound kernels (:mod:`tracelens.core.kernel_kinds`:
+elementwise/copy, reduction/normalization) on one device, in start order, launched by at
+least two operator calls. Its fused cost is estimated as its longest kernel (a fused
+kernel still streams the largest tensor once), so the impact is each run's time beyond
+its longest kernel: an estimate, high where a run joins unrelated tensors.
+
+Only eager PyTorch is judged: compiled models (Triton kernels) and graph replays have
+fused or fixed their kernels, and a CUDA C program names no operators to fuse.
+"""
+
+from __future__ import annotations
+
+from tracelens.analyzers.contract import finding
+from tracelens.analyzers.hot_ops import operator_finding_id
+from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.kernel_kinds import classify
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
+from tracelens.core.workload import Workload, workload_of
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
+
+ANALYZER = "fusion"
+
+# The kernel kinds whose time is memory traffic a fused kernel would not repeat.
+_MEMORY_BOUND = ("elementwise", "reduction")
+_TOP = 5
+# Operators that cast: in a run, an eager upcast for a normalization or a softmax.
+_CASTS = ("aten::copy_", "aten::_to_copy", "aten::to")
+
+# Runs of memory-bound kernels: a run ends at any other kernel on the device. Kernels no
+# operator launched (before the host trace, graph replays) break runs and count in none.
+_RUNS = """
+WITH k AS (
+    SELECT device_id, krow, start_ns, dur_ns, op_id, op_name,
+           op_id IS NOT NULL AND op_id >= 0
+               AND kernel_name IN (SELECT unnest(?::VARCHAR[])) AS mem
+    FROM kernel_ops
+),
+r AS (
+    SELECT *, sum(CASE WHEN mem THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY device_id ORDER BY start_ns, krow
+                        ROWS UNBOUNDED PRECEDING) AS run
+    FROM k
+)
+SELECT device_id, run, count(*) AS kernels, count(DISTINCT op_id) AS op_calls,
+       sum(dur_ns) AS ns, max(dur_ns) AS longest_ns, min(start_ns) AS start_ns,
+       max(start_ns + dur_ns) AS end_ns,
+       list(DISTINCT op_name ORDER BY op_name) AS operators
+FROM r WHERE mem GROUP BY device_id, run HAVING count(DISTINCT op_id) >= 2
+"""
+
+
+def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
+    wl = workload_of(db)
+    if not wl.is_pytorch or wl.torch_compile or wl.cuda_graphs or wl.graph_capture:
+        return []
+    total = int(db.scalar("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels") or 0)
+    if not total:
+        return []
+    require(db, KERNEL_OPS)
+    names = [
+        n
+        for (n,) in db.rows("SELECT DISTINCT kernel_name FROM kernel_ops")
+        if classify(n).key in _MEMORY_BOUND
+    ]
+    if not names:
+        return []
+    runs_sql = f"({_RUNS})"
+    summary = db.rows(
+        f"""SELECT count(*), coalesce(sum(kernels), 0), coalesce(sum(ns), 0),
+                   coalesce(sum(ns - longest_ns), 0)
+            FROM {runs_sql}""",
+        [names],
+    )[0]
+    runs, kernels, run_ns, saving = (int(v) for v in summary)
+    if not runs or db.pct_of_window(saving) < t.severity_low_pct:
+        return []
+    ops = db.dicts(
+        f"""WITH runs AS {runs_sql},
+                 k AS (SELECT kernel_ops.* FROM kernel_ops JOIN runs
+                       ON kernel_ops.device_id = runs.device_id
+                      AND kernel_ops.start_ns >= runs.start_ns
+                      AND kernel_ops.start_ns < runs.end_ns
+                       WHERE kernel_ops.kernel_name IN (SELECT unnest(?::VARCHAR[])))
+            SELECT op_name AS operator, count(*) AS kernels, sum(dur_ns) AS ns
+            FROM k GROUP BY op_name ORDER BY ns DESC, op_name""",
+        [names, names],
+    )
+    longest = db.dicts(
+        f"""SELECT device_id, start_ns, end_ns, kernels, ns, longest_ns, operators
+            FROM {runs_sql} ORDER BY ns DESC, start_ns LIMIT {_TOP}""",
+        [names],
+    )
+    t0 = db.t0_ns
+    share = 100.0 * run_ns / total
+    top_ops = ", ".join(f"`{o['operator']}`" for o in ops[:_TOP])
+    return [
+        finding(
+            ANALYZER,
+            ("memory_bound_runs",),
+            saving,
+            db,
+            t,
+            subject_ns=run_ns,
+            title=f"{fmt_ns(run_ns)} of kernel time ({share:.0f}%) is {runs:,} unfused runs of "
+            "memory-bound kernels, one per operator: fused, about "
+            f"{fmt_ns(saving)} less",
+            impact_basis=f"Each run's time beyond its longest kernel, summed over the {runs:,} "
+            "runs: a fused kernel still streams the largest tensor once, and the other "
+            "passes over memory go. An estimate; high where a run joins unrelated tensors.",
+            summary=f"{kernels:,} elementwise and normalization kernels ({share:.1f}% of "
+            f"kernel time) run in {runs:,} back-to-back runs between the compute kernels, "
+            f"each launched by its own operator call (most time: {top_ops}). Each reads its "
+            "inputs from memory and writes its result back for the next one to read again.",
+            evidence={
+                "runs": runs,
+                "run_kernels": kernels,
+                "run_ns": run_ns,
+                "run_share_pct": round(share, 3),
+                "fused_estimate_ns": run_ns - saving,
+                "operators": [
+                    {"operator": o["operator"], "kernels": int(o["kernels"]), "ns": int(o["ns"])}
+                    for o in ops[:_TOP]
+                ],
+                "longest_runs": [
+                    {
+                        "start_offset_ns": int(r["start_ns"] - t0),
+                        "end_offset_ns": int(r["end_ns"] - t0),
+                        "kernels": int(r["kernels"]),
+                        "ns": int(r["ns"]),
+                        "longest_kernel_ns": int(r["longest_ns"]),
+                        "operators": list(r["operators"]),
+                    }
+                    for r in longest
+                ],
+            },
+            advice=_advice(wl, [o["operator"] for o in ops]),
+            # the operators' own hot-operator findings count part of the same time
+            supersedes=[operator_finding_id(o["operator"]) for o in ops],
+            time_ranges=[
+                TimeRange(int(r["start_ns"]), int(r["end_ns"]), r["device_id"], "unfused run")
+                for r in longest
+            ],
+        )
+    ]
+
+
+def _advice(wl: Workload, operators: list[str]) -> str:
+    """Compile first; else the fused kernels for what the runs hold: the model's blocks,
+    the optimizer's per-tensor steps, casts."""
+    blocks = (
+        "fused normalization and activation kernels"
+        if wl.is_training
+        else "fused RMSNorm/LayerNorm, rotary-embedding and SwiGLU/GELU-and-multiply kernels"
+    )
+    if any(o.startswith("aten::_foreach_") for o in operators):
+        blocks += ", and a fused optimizer step (`fused=True` on Adam, AdamW or SGD)"
+    casts = any(o in _CASTS for o in operators)
+    return (
+        "Compile the model (`torch.compile(model)`): it fuses each such run of pointwise and "
+        f"normalization operators into one kernel. Where compiling is not an option, use "
+        f"{blocks}"
+        + (
+            "; and keep the computation in the model's dtype (each eager cast to FP32 and "
+            "back is one more pass)."
+            if casts
+            else "."
+        )
+    )
