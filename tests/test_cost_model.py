@@ -312,3 +312,16 @@ def test_flops_above_the_gpus_peak_are_flagged_not_reported(scenario_db) -> None
     assert mm.evidence["cost"]["flops_uncertain"] is True
     (row,) = [r for r in top_ops(db, 5) if r["name"] == "aten::mm"]
     assert row["achieved_tflops"] is None and row["bound"] is None
+
+
+def test_attention_lengths_read_both_layouts() -> None:
+    """SDPA takes [B, H, L, d]; the flash and efficient forwards take [B, L, H, d]: a
+    decoding step attends 1 query to the whole history, an encoder pass L to L."""
+    from tracelens.core.op_cost import attention_lengths
+
+    sdpa = [[16, 16, 1, 64], [16, 16, 2048, 64], [16, 16, 2048, 64]]
+    assert attention_lengths("aten::scaled_dot_product_attention", sdpa) == (1, 2048)
+    flash = [[1, 141, 8, 64], [1, 141, 8, 64], [1, 141, 8, 64]]
+    assert attention_lengths("aten::_flash_attention_forward", flash) == (141, 141)
+    assert attention_lengths("aten::mm", [[4, 4], [4, 4]]) is None
+    assert attention_lengths("aten::scaled_dot_product_attention", [[1, 2], [3]]) is None

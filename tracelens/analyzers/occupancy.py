@@ -31,6 +31,7 @@ from tracelens.core.findings import Finding
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice, is_fp32_math
 from tracelens.core.kernel_libraries import CUBLAS, TENSILE, TRITON, gemm_library
+from tracelens.core.op_cost import attention_lengths, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -211,6 +212,31 @@ def _underfilled(
     )
 
 
+# Queries per sequence up to which an attention call is a decoding step (one new token,
+# or a few speculative ones): there the key/value length is what can be split.
+_DECODE_QUERY_MAX = 16
+
+
+def _attention_lengths(db: TraceDB, kernel: str) -> tuple[int, int] | None:
+    """The query and key lengths of the calls launching ``kernel`` most often (from the
+    launching operator's recorded shapes, or the operator enclosing it); None if unknown."""
+    require(db, KERNEL_OPS)
+    rows = db.rows(
+        """WITH k AS (SELECT op_id FROM kernel_ops WHERE kernel_name = ?),
+                ids AS (SELECT op_id FROM k
+                        UNION ALL SELECT p.parent_id FROM cpu_ops p JOIN k USING (op_id))
+           SELECT c.name, c.input_shapes, count(*) AS n FROM ids JOIN cpu_ops c USING (op_id)
+           WHERE c.input_shapes IS NOT NULL
+           GROUP BY 1, 2 ORDER BY n DESC, 1, 2""",
+        [kernel],
+    )
+    for name, shapes, _ in rows:
+        lengths = attention_lengths(name, parse_list(shapes))
+        if lengths is not None:
+            return lengths
+    return None
+
+
 def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTerms) -> str:
     head = (
         f"A grid of {blocks} {w.block if blocks == 1 else w.blocks} keeps at most {blocks} of "
@@ -245,6 +271,15 @@ def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTer
             f"variants or smaller tiles for skinny matrices{where}."
         )
     if kind == "attention" and not re.search(r"(?i)softmax", name):
+        lengths = _attention_lengths(db, name)
+        if lengths is not None and lengths[0] > _DECODE_QUERY_MAX:
+            lq, lk = lengths
+            return head + (
+                f"these calls attend {lq:,} queries to {lk:,} keys, a short sequence cut "
+                f"into few query tiles per head: more sequences per launch (batch the "
+                f"requests), or a kernel with smaller query tiles so each sequence gives more "
+                f"{w.blocks}."
+            )
         return head + (
             "more sequences per batch, or a kernel that splits the key/value length across "
             f"{w.blocks} (split-KV / flash-decoding) when batch x heads is small, as in "

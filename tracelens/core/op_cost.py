@@ -152,6 +152,17 @@ def _mm_dims(a: list[int], b: list[int]) -> tuple[int, int, int, int] | None:
     return batch, m, k, n
 
 
+def attention_lengths(name: str, shapes: list) -> tuple[int, int] | None:
+    """The query and key/value lengths (L, S) of an attention call from its shapes; None
+    for other operators or shapes that do not say."""
+    if not (_SDPA_BHLD.match(name) or name in _SDPA_BLHD) or len(shapes) < 2:
+        return None
+    q, k = shapes[0], shapes[1]
+    if not (isinstance(q, list) and isinstance(k, list) and len(q) == 4 and len(k) == 4):
+        return None
+    return (q[1], k[1]) if name in _SDPA_BLHD else (q[2], k[2])
+
+
 def op_cost(
     name: str,
     shapes: list,
