@@ -169,9 +169,15 @@ def _impact(
         cover = 100.0 * est.costed_ns / ns
         parts = []
         if est.kind != "memory" and est.peak_tflops:
+            # the sheet's figure, except where the matrix cores sustain only part of it
+            sustained = costs.spec.arch.sustained_matrix
             parts.append(
-                f"{est.flops / 1e12:.3g} TFLOP at {est.math} sustained peak "
-                f"{est.peak_tflops:.4g} TFLOP/s"
+                f"{est.flops / 1e12:.3g} TFLOP at {est.math} peak {est.peak_tflops:.4g} TFLOP/s"
+                + (
+                    f" ({sustained:g} of the sheet's, what its matrix cores sustain)"
+                    if sustained < 1 and "tensor" in est.math
+                    else ""
+                )
             )
         parts.append(f"{est.bytes / 1e9:.3g} GB at {est.mem_gbps:g} GB/s")
         return impact, (
