@@ -115,19 +115,23 @@ _LAUNCHES_SQL = f"""
           AND (win.e IS NULL OR a.start_ns <= win.e)
     ),
     ops AS (
-        SELECT external_id, any_value(op_id) AS op_id, any_value(name) AS op_name
+        -- one operator per external id (the first, should two share it), all from one row
+        SELECT external_id, min(op_id) AS op_id,
+               arg_min_null(name, op_id) AS op_name,
+               arg_min_null(input_shapes, op_id) AS input_shapes,
+               arg_min_null(input_types, op_id) AS input_types
         FROM cpu_ops
         WHERE external_id IS NOT NULL AND category <> 'python_function'
         GROUP BY external_id
     ),
     numbered AS (
         SELECT row_number() OVER (ORDER BY l.start_ns, l.correlation_id) AS seq,
-               l.kernel_name, o.op_id, o.op_name
+               l.kernel_name, o.op_id, o.op_name, o.input_shapes, o.input_types
         FROM launches l LEFT JOIN ops o USING (external_id)
     )
     SELECT seq, kernel_name,
            CASE WHEN op_id IS NOT NULL THEN dense_rank() OVER (ORDER BY op_id) END AS op_seq,
-           op_name
+           op_name, input_shapes, input_types
     FROM numbered ORDER BY seq
 """
 
@@ -147,7 +151,7 @@ def load_captures(
         finally:
             cap.con.close()
         con.executemany(
-            "INSERT INTO captured_launches VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO captured_launches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(capture_id, entry.file.name, entry.batch_size, entry.mode, *row) for row in rows],
         )
         what = ", ".join(

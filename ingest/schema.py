@@ -362,6 +362,17 @@ CANONICAL_TABLES: tuple[Table, ...] = (
                 "Which operator call launched it (1-based in the capture); NULL if none",
             ),
             Column("op_name", "VARCHAR", "That operator's name; NULL if none"),
+            Column(
+                "input_shapes",
+                "VARCHAR",
+                "That operator's recorded input shapes (cpu_ops.input_shapes of the capture "
+                "trace): the shapes every replay of the graph runs; NULL if not recorded",
+            ),
+            Column(
+                "input_types",
+                "VARCHAR",
+                "That operator's recorded input dtypes; NULL if not recorded",
+            ),
         ),
     ),
 )

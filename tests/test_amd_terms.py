@@ -138,9 +138,9 @@ def test_corpus_bert_on_mi300x_speaks_rocm(corpus: Path) -> None:
     Expert reading: a tiny, host-bound capture (the GPU idles three quarters of its window
     while Python runs); its kernels are also too small for 304 compute units: `attn_fwd`
     runs 16 workgroups (2 query tiles x 8 heads of one 141-token sequence), so 95 % of the
-    CUs idle during 29 % of the kernel time, and the Tensile GEMMs run 192-288 workgroups. The grids as recorded say
-    73728 for those GEMMs: work-items, 288 workgroups of 256. Batching sequences is the
-    lever; the idle-host finding stays first.
+    CUs idle during 29 % of the kernel time, and the Tensile GEMMs run 192-288 workgroups.
+    The grids as recorded say 73728 for those GEMMs: work-items, 288 workgroups of 256.
+    Batching sequences is the lever; the idle-host finding stays first.
     """
     path = corpus / "engines/mi300_bert_small.json.gz"
     raw = _raw_grids(path)

@@ -325,12 +325,13 @@ def _no_kernels_note(con: duckdb.DuckDBPyConnection, has_table: bool) -> str:
     if copies or memsets:
         note += f"; the GPU ran only {copies:,} memory copies and {memsets:,} memsets"
     if launches:
-        # The host launched kernels the export does not hold: the recording lost them, so
-        # nothing here can say how the GPU spent its time.
+        # The host launched kernels the export does not hold. The calls are CUDA tracing's
+        # own records, so it was on: the GPU side was what failed, and re-recording with
+        # the same options gives the same file.
         note += (
-            f"; yet the host made {launches:,} kernel launch calls, so kernel activity was "
-            "not traced and the GPU's time is unknown: record again with CUDA tracing on "
-            "(`nsys profile --trace=cuda`)"
+            f"; yet CUDA tracing recorded {launches:,} kernel launch calls, so GPU activity "
+            "was not collected and the GPU's time is unknown: this recording's Nsight "
+            "Systems diagnostics say why; record again where GPU activity tracing works"
         )
     return note
 

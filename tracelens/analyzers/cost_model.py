@@ -45,7 +45,7 @@ from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
 from tracelens.derived import require
-from tracelens.derived.kernel_ops import KERNEL_OPS
+from tracelens.derived.kernel_ops import KERNEL_OPS, REPLAY_OP_SPAN
 
 _MATH_KINDS = (MATMUL, CONV, ATTENTION)
 
@@ -203,13 +203,25 @@ def _r(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
 
-_CALLS = """
+_CALLS = f"""
 WITH calls AS (
-    SELECT op_id, sum(dur_ns) AS ns, count(*) AS kernels FROM kernel_ops
-    WHERE op_id IS NOT NULL GROUP BY op_id
+    SELECT op_id, any_value(capture_id) AS capture_id, sum(dur_ns) AS ns,
+           count(*) AS kernels
+    FROM kernel_ops WHERE op_id IS NOT NULL GROUP BY op_id
+),
+captured AS (
+    SELECT DISTINCT capture_id, op_seq, op_name, input_shapes, input_types
+    FROM captured_launches WHERE op_seq IS NOT NULL
 )
 SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
+UNION ALL
+-- a graph replay's operator call: the shapes recorded when the graph was captured, which
+-- every replay runs (replay op ids are minus (replay * 2^20 + position in the capture))
+SELECT cl.op_name, cl.input_shapes, cl.input_types, c.op_id, c.ns, c.kernels
+FROM calls c JOIN captured cl ON cl.capture_id = c.capture_id
+ AND cl.op_seq = (-c.op_id) % {REPLAY_OP_SPAN}
+WHERE c.op_id < 0
 """
 
 # Calls whose longest kernel's grid fills at most the given share of the device's SMs
@@ -319,7 +331,11 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         return CostTables(spec, {}, [], set())
     require(db, KERNEL_OPS)
     has_shapes = bool(
-        db.scalar("SELECT count(*) FROM cpu_ops WHERE input_shapes IS NOT NULL LIMIT 1")
+        db.scalar(
+            """SELECT (SELECT count(*) FROM cpu_ops WHERE input_shapes IS NOT NULL LIMIT 1)
+                    + (SELECT count(*) FROM captured_launches
+                       WHERE input_shapes IS NOT NULL LIMIT 1)"""
+        )
     )
     ops: dict[str, OpEstimate] = {}
     for name, ns in db.rows("SELECT op_name, sum(dur_ns) FROM kernel_ops GROUP BY op_name"):

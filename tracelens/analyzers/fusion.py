@@ -35,8 +35,6 @@ ANALYZER = "fusion"
 # The kernel kinds whose time is memory traffic a fused kernel would not repeat.
 _MEMORY_BOUND = ("elementwise", "reduction")
 _TOP = 5
-# Operators that cast: in a run, an eager upcast for a normalization or a softmax.
-_CASTS = ("aten::copy_", "aten::_to_copy", "aten::to")
 
 # Runs of memory-bound kernels: a run ends at any other kernel on the device. Kernels no
 # operator launched (before the host trace, graph replays) break runs and count in none.
@@ -58,6 +56,22 @@ SELECT device_id, run, count(*) AS kernels, count(DISTINCT op_id) AS op_calls,
        max(start_ns + dur_ns) AS end_ns,
        list(DISTINCT op_name ORDER BY op_name) AS operators
 FROM r WHERE mem GROUP BY device_id, run HAVING count(DISTINCT op_id) >= 2
+"""
+
+
+# Whether an optimizer step launched kernels of the runs: a run kernel's operator inside an
+# `Optimizer.step` range of its thread (PyTorch records one per step).
+_OPTIMIZER_IN_RUNS = """
+WITH runs AS {runs},
+     steps AS (SELECT pid, tid, start_ns, end_ns FROM cpu_ops
+               WHERE name LIKE 'Optimizer.step%')
+SELECT count(*) > 0 FROM kernel_ops k
+JOIN runs ON k.device_id = runs.device_id AND k.start_ns >= runs.start_ns
+         AND k.start_ns < runs.end_ns
+JOIN cpu_ops o ON o.op_id = k.op_id
+JOIN steps s ON s.pid IS NOT DISTINCT FROM o.pid AND s.tid = o.tid
+            AND o.start_ns >= s.start_ns AND o.end_ns <= s.end_ns
+WHERE k.kernel_name IN (SELECT unnest(?::VARCHAR[]))
 """
 
 
@@ -102,6 +116,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             FROM {runs_sql} ORDER BY ns DESC, start_ns LIMIT {_TOP}""",
         [names],
     )
+    optimizer_in_runs = wl.is_training and bool(
+        db.scalar(_OPTIMIZER_IN_RUNS.format(runs=runs_sql), [names, names])
+    )
+    foreach = bool(
+        db.scalar("SELECT count(*) > 0 FROM cpu_ops WHERE starts_with(name, 'aten::_foreach_')")
+    )
     t0 = db.t0_ns
     share = 100.0 * run_ns / total
     top_ops = ", ".join(f"`{o['operator']}`" for o in ops[:_TOP])
@@ -120,7 +140,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             "runs: a fused kernel still streams the largest tensor once, and the other "
             "passes over memory go. An estimate; high where a run joins unrelated tensors.",
             summary=f"{kernels:,} elementwise and normalization kernels ({share:.1f}% of "
-            f"kernel time) run in {runs:,} back-to-back runs between the compute kernels, "
+            f"kernel time) run in {runs:,} runs of consecutive ones between the compute kernels, "
             f"each launched by its own operator call (most time: {top_ops}). Each reads its "
             "inputs from memory and writes its result back for the next one to read again.",
             evidence={
@@ -145,7 +165,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     for r in longest
                 ],
             },
-            advice=_advice(wl, [o["operator"] for o in ops]),
+            advice=_advice(wl, optimizer_in_runs, foreach),
             # the operators' own hot-operator findings count part of the same time
             supersedes=[operator_finding_id(o["operator"]) for o in ops],
             time_ranges=[
@@ -156,25 +176,27 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ]
 
 
-def _advice(wl: Workload, operators: list[str]) -> str:
+def _advice(wl: Workload, optimizer_in_runs: bool, foreach: bool) -> str:
     """Compile first; else the fused kernels for what the runs hold: the model's blocks,
-    the optimizer's per-tensor steps, casts."""
+    and the optimizer's steps where they are in the runs."""
     blocks = (
         "fused normalization and activation kernels"
         if wl.is_training
-        else "fused RMSNorm/LayerNorm, rotary-embedding and SwiGLU/GELU-and-multiply kernels"
+        else "fused kernels for the model's normalization and activation blocks (fused "
+        "LayerNorm/RMSNorm with the residual add, bias with activation, and in LLMs the "
+        "rotary embedding and SwiGLU)"
     )
-    if any(o.startswith("aten::_foreach_") for o in operators):
-        blocks += ", and a fused optimizer step (`fused=True` on Adam, AdamW or SGD)"
-    casts = any(o in _CASTS for o in operators)
+    if optimizer_in_runs:
+        # a per-parameter loop first needs the multi-tensor form; foreach already batches
+        # tensors per op, and fused=True makes the whole step one kernel
+        blocks += (
+            ", and a fused optimizer step (`fused=True` on Adam, AdamW or SGD)"
+            if foreach
+            else ", and an optimizer that updates all parameters at once (`foreach=True`, or "
+            "`fused=True` on Adam, AdamW or SGD) instead of one parameter at a time"
+        )
     return (
         "Compile the model (`torch.compile(model)`): it fuses each such run of pointwise and "
         f"normalization operators into one kernel. Where compiling is not an option, use "
-        f"{blocks}"
-        + (
-            "; and keep the computation in the model's dtype (each eager cast to FP32 and "
-            "back is one more pass)."
-            if casts
-            else "."
-        )
+        f"{blocks}."
     )

@@ -97,10 +97,16 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             evidence["claimed_by_explicit_attention_ns"] = est.claimed_ns
         achieved = ""
         tflops, gbps = est.achieved_tflops, est.achieved_gbps
-        if est.costed_ns and tflops is not None and tflops >= 0.1 and est.kind != "memory":
+        # the rate of the resource that bounds it: a decode GEMM's TFLOP/s says nothing
+        memory_bound = est.kind == "memory" or est.bound == "memory"
+        if est.costed_ns and tflops is not None and tflops >= 0.1 and not memory_bound:
             achieved = f", {tflops:.1f} TFLOP/s"
         elif est.costed_ns and gbps is not None and gbps >= 1:
-            achieved = f", {gbps:.0f} GB/s"
+            achieved = f", {gbps:.0f} GB/s" + (
+                f" (memory-bound, {tflops:.1f} TFLOP/s)"
+                if est.kind != "memory" and tflops is not None and tflops >= 0.1
+                else ""
+            )
         findings.append(
             finding(
                 ANALYZER,
@@ -124,6 +130,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     autotuning_seen=tuning,
                     grid_bound=_mostly_grid_bound(est),
                     below_roofline=bool(est.costed_ns and impact),
+                    memory_bound=est.kind != "memory" and est.bound == "memory",
                 ),
             )
         )
@@ -175,7 +182,7 @@ def _impact(
                 f"{est.flops / 1e12:.3g} TFLOP at {est.math} peak {est.peak_tflops:.4g} TFLOP/s"
                 + (
                     f" ({sustained:g} of the sheet's, what its matrix cores sustain)"
-                    if sustained < 1 and "tensor" in est.math
+                    if sustained < 1 and "tensor" in (est.math or "")
                     else ""
                 )
             )

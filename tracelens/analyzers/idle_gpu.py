@@ -775,6 +775,9 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 title = _UVM_TITLE
             amount = (
                 f"idle {fmt_ns(ns)} ({share:.1f}% of its window)"
+                if after_ns is None and claim.capture_start is None
+                else f"idle {fmt_ns(ns)} ({100.0 * ns / (hi - lo):.1f}% of the "
+                f"{fmt_ns(hi - lo)} after the capture-start wait)"
                 if after_ns is None
                 else f"idle {fmt_ns(ns)} after the warm-up ({100.0 * ns / (hi - lo):.0f}% of "
                 f"the {fmt_ns(hi - lo)} after it)"

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import DeviceStats, TraceDB
 from tracelens.core.workload import workload_of
@@ -159,3 +160,27 @@ def claim_of(db: TraceDB, device_id: int, t: Thresholds) -> Claim:
         return _claim(db, dev, t)
 
     return db.memo(key, compute)
+
+
+def share_after_capture_start(findings: list[Finding], db: TraceDB, t: Thresholds) -> None:
+    """Make each finding's share of the window (and so its severity) one of the window after
+    a capture-start wait, where a device's claim begins after one.
+
+    The wait is how the capture was started, not the program's time (like a warm-up span,
+    whose findings ``warmup.leave_out_warmup`` rescales the same way): SGLang's 10.5 ms
+    decode step after a 463 ms wait on unrecorded work is what the findings describe, and a
+    GEMM's 1.7 ms beyond its roofline is a sixth of it, not 0.3 % of the capture.
+    """
+    starts = [
+        claim.lo_ns
+        for dev in db.devices
+        if (claim := claim_of(db, dev.device_id, t)).capture_start is not None
+    ]
+    if not starts:
+        return
+    after = db.window[1] - min(starts)
+    if after <= 0:
+        return
+    for f in findings:
+        if f.impact_ns > 0:
+            f.impact_pct = 100.0 * f.impact_ns / after

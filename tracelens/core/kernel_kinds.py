@@ -250,6 +250,30 @@ def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:
     )
 
 
+def _memory_bound_gemm_advice(wl: Workload, kernel_name: str) -> str:
+    """GEMMs that read their weights for few rows: bandwidth, not FLOPs, is the lever."""
+    lib = gemm_library(kernel_name)
+    if lib == TRITON:
+        tune = "check that the Triton configs (the engine's, for this GPU) cover this batch size"
+    elif wl.amd and lib == TENSILE:
+        tune = (
+            "let PyTorch tune them for these shapes (`PYTORCH_TUNABLEOP_ENABLED=1`, kept in "
+            "its results file) or use GEMMs tuned for small M (hipBLASLt offline tuning, "
+            "aiter's tuned GEMMs)"
+        )
+    else:
+        tune = (
+            "tune them for these shapes (cuBLASLt heuristics, `torch.compile(mode='max-autotune')`)"
+        )
+    return (
+        "These GEMMs are memory-bound: each call reads its whole weight matrix for few rows "
+        "(the tokens in the batch), so their time should be the weights' bytes over the "
+        "memory bandwidth, and the gap to it is the kernels'. For a kernel that streams the "
+        f"weights faster, {tune}. More tokens per call (larger batches) share each weight "
+        "read, and narrower weights (FP8) halve the bytes."
+    )
+
+
 def advice_for(
     kind: KernelKind,
     wl: Workload | None,
@@ -258,6 +282,7 @@ def advice_for(
     autotuning_seen: bool = False,
     grid_bound: bool = False,
     below_roofline: bool = False,
+    memory_bound: bool = False,
 ) -> str:
     """The advice for ``kind``, worded for the workload (framework, GPU, what is done).
 
@@ -265,6 +290,8 @@ def advice_for(
     turning its autotuner on is no advice. ``grid_bound``: most of the time is in grids
     too small for the GPU (bound by latency, not by FLOPs or bytes). ``below_roofline``:
     the cost model finds the kernels well below what their FLOPs and bytes need.
+    ``memory_bound``: the cost model finds them bound by memory (a GEMM of few rows, as in
+    decoding, reads its whole weight matrix for them).
     """
     if wl is None:
         return kind.advice
@@ -276,6 +303,8 @@ def advice_for(
         return fp32_math_advice(
             wl, what="These matrix multiplies run in plain FP32", gemms=True, convs=False
         )
+    if kind.key == "gemm" and memory_bound and torch:
+        return _memory_bound_gemm_advice(wl, kernel_name)
     if kind.key == "gemm":
         if not torch:
             return (

@@ -54,7 +54,8 @@ _EXT_SLACK_NS = 1_000
 # Operator ids of replayed kernels matched to a capture: one per (replay, captured operator
 # call), apart from real operator ids (positive) and unmatched replays (minus the
 # correlation id).
-_REPLAY_OP_ID = "-(r.corr * 1048576 + cl.op_seq)"
+REPLAY_OP_SPAN = 1_048_576
+_REPLAY_OP_ID = f"-(r.corr * {REPLAY_OP_SPAN} + cl.op_seq)"
 
 # Kernels of each graph replay, numbered in the order they ran, matched by position to the
 # launches recorded while a graph was captured (ingest/graph_captures.py). A replay is
@@ -86,7 +87,7 @@ _REPLAY_MATCH = f"""
             FROM fit GROUP BY corr
         ),
         replay_ops AS (
-            SELECT r.krow, {_REPLAY_OP_ID} AS op_id, cl.op_name
+            SELECT r.krow, {_REPLAY_OP_ID} AS op_id, cl.op_name, b.capture_id
             FROM replay r JOIN best b USING (corr)
             JOIN captured_launches cl ON cl.capture_id = b.capture_id AND cl.seq = r.pos
             WHERE (cl.kernel_name IS NULL OR cl.kernel_name = r.kernel_name)
@@ -94,7 +95,8 @@ _REPLAY_MATCH = f"""
         ),"""
 _REPLAY_NONE = """
         replay_ops AS (
-            SELECT NULL::BIGINT AS krow, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name
+            SELECT NULL::BIGINT AS krow, NULL::BIGINT AS op_id, NULL::VARCHAR AS op_name,
+                   NULL::INTEGER AS capture_id
             WHERE false
         ),"""
 
@@ -157,7 +159,8 @@ def _select(db: TraceDB) -> str:
                    CASE WHEN ro.op_name IS NOT NULL THEN ro.op_name
                         WHEN a.graph = 1 THEN '{CUDA_GRAPH}'
                         WHEN a.graph = 2 THEN '{HIP_GRAPH}'
-                        ELSE e.op_name END AS op_name
+                        ELSE e.op_name END AS op_name,
+                   ro.capture_id
             FROM k LEFT JOIN api a USING (correlation_id)
             LEFT JOIN ext e ON e.external_id = a.external_id
                            AND a.start_ns BETWEEN e.op_start - {_EXT_SLACK_NS}
@@ -231,7 +234,8 @@ def _select(db: TraceDB) -> str:
                coalesce(ka.op_name, en.op_name,
                         CASE WHEN ka.pid IS NULL AND ka.correlation_id < (
                                   SELECT min(correlation_id) FROM api_calls)
-                             THEN '{BEFORE_HOST_TRACE}' ELSE '{UNATTRIBUTED}' END) AS op_name
+                             THEN '{BEFORE_HOST_TRACE}' ELSE '{UNATTRIBUTED}' END) AS op_name,
+               ka.capture_id
         FROM ka LEFT JOIN enclosing en USING (krow) LEFT JOIN kn USING (name_rank)
         """
 
@@ -258,6 +262,13 @@ KERNEL_OPS = DerivedTable(
             f"Its name; '{CUDA_GRAPH}' / '{HIP_GRAPH}' for graph launches, "
             f"'{BEFORE_HOST_TRACE}' if its launch precedes every recorded runtime call, "
             f"'{UNATTRIBUTED}' if none otherwise",
+        ),
+        Column(
+            "capture_id",
+            "INTEGER",
+            "For a graph replay matched to a capture: which (captured_launches.capture_id; "
+            "with the operator's position, minus op_id mod 2^20, it names the captured "
+            "call and its shapes); NULL otherwise",
         ),
     ),
     _select,
