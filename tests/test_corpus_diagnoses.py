@@ -207,10 +207,13 @@ def test_unified_memory_program_stalls_on_faults_its_prefetch_should_prevent(cor
     top finding is the kernel's fault stall, and the advice says the prefetch exists but the
     host's writes undo it; the host phases are reported as information. The kernel's grid
     (32 blocks on 40 SMs) is not a second claim on the same 35.6 ms: SMs waiting on faults
-    would wait as long with more blocks, so the grid finding leaves the stalled time out."""
+    would wait as long with more blocks, so the grid finding leaves the stalled time out.
+    The stall is nearly all of the GPU's work (the host phases are the host's time, left
+    out of the shares), so it is critical: it was medium at 3.4 % of the whole second."""
     r = report_of(corpus, "nsys/t4_uvm_nsys2025.1.sqlite")
     first = top(r)[0]
     assert first["title"].startswith("GPU page faults")
+    assert first["severity"] == "critical" and first["impact_pct"] > 90
     assert 30_000_000 < first["impact_ns"] <= 35_629_661  # at most the kernel's time
     assert "already prefetches" in first["advice"] and "cudaMemPrefetchAsync" in first["advice"]
     assert first["evidence"]["undone_prefetch"]["migrations"] == 768

@@ -27,7 +27,7 @@ from tracelens.analyzers import (
     warmup,
 )
 from tracelens.analyzers.contract import Analyzer
-from tracelens.analyzers.idle_scope import share_after_capture_start
+from tracelens.analyzers.idle_scope import share_of_claimed_window
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
@@ -74,6 +74,6 @@ def run_all(
             on_progress(done, len(ANALYZERS))
     findings = warmup.leave_out_warmup(findings, db, thresholds)
     if not any(f.analyzer == warmup.ANALYZER for f in findings):
-        share_after_capture_start(findings, db, thresholds)
+        share_of_claimed_window(findings, db, thresholds)
     findings = [*findings, *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)
