@@ -38,7 +38,7 @@ _TOP = 5
 
 # Runs of memory-bound kernels: a run ends at any other kernel on the device. Kernels no
 # operator launched (before the host trace, graph replays) break runs and count in none.
-_RUNS = """
+_RUN_KERNELS = """
 WITH k AS (
     SELECT device_id, krow, start_ns, dur_ns, op_id, op_name,
            op_id IS NOT NULL AND op_id >= 0
@@ -50,28 +50,29 @@ r AS (
                   OVER (PARTITION BY device_id ORDER BY start_ns, krow
                         ROWS UNBOUNDED PRECEDING) AS run
     FROM k
-)
-SELECT device_id, run, count(*) AS kernels, count(DISTINCT op_id) AS op_calls,
-       sum(dur_ns) AS ns, max(dur_ns) AS longest_ns, min(start_ns) AS start_ns,
-       max(start_ns + dur_ns) AS end_ns,
+),
+m AS (SELECT * FROM r WHERE mem),
+q AS (SELECT device_id, run FROM m GROUP BY device_id, run HAVING count(DISTINCT op_id) >= 2)
+SELECT m.* FROM m JOIN q USING (device_id, run)
+"""
+# One row per run.
+_RUNS = f"""
+SELECT device_id, run, count(*) AS kernels, sum(dur_ns) AS ns, max(dur_ns) AS longest_ns,
+       min(start_ns) AS start_ns, max(start_ns + dur_ns) AS end_ns,
        list(DISTINCT op_name ORDER BY op_name) AS operators
-FROM r WHERE mem GROUP BY device_id, run HAVING count(DISTINCT op_id) >= 2
+FROM ({_RUN_KERNELS}) GROUP BY device_id, run
 """
 
 
 # Whether an optimizer step launched kernels of the runs: a run kernel's operator inside an
 # `Optimizer.step` range of its thread (PyTorch records one per step).
-_OPTIMIZER_IN_RUNS = """
-WITH runs AS {runs},
-     steps AS (SELECT pid, tid, start_ns, end_ns FROM cpu_ops
+_OPTIMIZER_IN_RUNS = f"""
+WITH steps AS (SELECT pid, tid, start_ns, end_ns FROM cpu_ops
                WHERE name LIKE 'Optimizer.step%')
-SELECT count(*) > 0 FROM kernel_ops k
-JOIN runs ON k.device_id = runs.device_id AND k.start_ns >= runs.start_ns
-         AND k.start_ns < runs.end_ns
+SELECT count(*) > 0 FROM ({_RUN_KERNELS}) k
 JOIN cpu_ops o ON o.op_id = k.op_id
 JOIN steps s ON s.pid IS NOT DISTINCT FROM o.pid AND s.tid = o.tid
             AND o.start_ns >= s.start_ns AND o.end_ns <= s.end_ns
-WHERE k.kernel_name IN (SELECT unnest(?::VARCHAR[]))
 """
 
 
@@ -90,35 +91,27 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ]
     if not names:
         return []
-    runs_sql = f"({_RUNS})"
-    summary = db.rows(
-        f"""SELECT count(*), coalesce(sum(kernels), 0), coalesce(sum(ns), 0),
-                   coalesce(sum(ns - longest_ns), 0)
-            FROM {runs_sql}""",
+    # the longest runs, each row with the totals over all runs (one pass over the kernels)
+    longest = db.dicts(
+        f"""SELECT device_id, start_ns, end_ns, kernels, ns, longest_ns, operators,
+                   count(*) OVER () AS all_runs, sum(kernels) OVER () AS all_kernels,
+                   sum(ns) OVER () AS all_ns, sum(ns - longest_ns) OVER () AS all_saving
+            FROM ({_RUNS}) ORDER BY ns DESC, start_ns LIMIT {_TOP}""",
         [names],
-    )[0]
-    runs, kernels, run_ns, saving = (int(v) for v in summary)
-    if not runs or db.pct_of_window(saving) < t.severity_low_pct:
+    )
+    if not longest:
+        return []
+    runs, kernels, run_ns, saving = (
+        int(longest[0][k]) for k in ("all_runs", "all_kernels", "all_ns", "all_saving")
+    )
+    if db.pct_of_window(saving) < t.severity_low_pct:
         return []
     ops = db.dicts(
-        f"""WITH runs AS {runs_sql},
-                 k AS (SELECT kernel_ops.* FROM kernel_ops JOIN runs
-                       ON kernel_ops.device_id = runs.device_id
-                      AND kernel_ops.start_ns >= runs.start_ns
-                      AND kernel_ops.start_ns < runs.end_ns
-                       WHERE kernel_ops.kernel_name IN (SELECT unnest(?::VARCHAR[])))
-            SELECT op_name AS operator, count(*) AS kernels, sum(dur_ns) AS ns
-            FROM k GROUP BY op_name ORDER BY ns DESC, op_name""",
-        [names, names],
-    )
-    longest = db.dicts(
-        f"""SELECT device_id, start_ns, end_ns, kernels, ns, longest_ns, operators
-            FROM {runs_sql} ORDER BY ns DESC, start_ns LIMIT {_TOP}""",
+        f"""SELECT op_name AS operator, count(*) AS kernels, sum(dur_ns) AS ns
+            FROM ({_RUN_KERNELS}) GROUP BY op_name ORDER BY ns DESC, op_name""",
         [names],
     )
-    optimizer_in_runs = wl.is_training and bool(
-        db.scalar(_OPTIMIZER_IN_RUNS.format(runs=runs_sql), [names, names])
-    )
+    optimizer_in_runs = wl.is_training and bool(db.scalar(_OPTIMIZER_IN_RUNS, [names]))
     foreach = bool(
         db.scalar("SELECT count(*) > 0 FROM cpu_ops WHERE starts_with(name, 'aten::_foreach_')")
     )
