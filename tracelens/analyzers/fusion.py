@@ -13,8 +13,10 @@ least two operator calls. Its fused cost is estimated as its longest kernel (a f
 kernel still streams the largest tensor once), so the impact is each run's time beyond
 its longest kernel: an estimate, high where a run joins unrelated tensors.
 
-Only eager PyTorch is judged: compiled models (Triton kernels) and graph replays have
-fused or fixed their kernels, and a CUDA C program names no operators to fuse.
+Only eager PyTorch is judged (its operators recorded by the PyTorch profiler, or as the
+NVTX ranges ``emit_nvtx`` writes for Nsight Systems): compiled models (Triton kernels) and
+graph replays have fused or fixed their kernels, and a CUDA C program names no operators
+to fuse.
 """
 
 from __future__ import annotations
@@ -78,12 +80,18 @@ JOIN steps s ON s.pid IS NOT DISTINCT FROM o.pid AND s.tid = o.tid
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     wl = workload_of(db)
-    if not wl.is_pytorch or wl.torch_compile or wl.cuda_graphs or wl.graph_capture:
+    if wl.torch_compile or wl.cuda_graphs or wl.graph_capture:
         return []
     total = int(db.scalar("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels") or 0)
     if not total:
         return []
     require(db, KERNEL_OPS)
+    # PyTorch operators, recorded as such or as the NVTX ranges `emit_nvtx` writes into an
+    # Nsight export; a CUDA C program has no operators to fuse
+    if not wl.is_pytorch and not db.scalar(
+        "SELECT count(*) > 0 FROM kernel_ops WHERE starts_with(op_name, 'aten::')"
+    ):
+        return []
     names = [
         n
         for (n,) in db.rows("SELECT DISTINCT kernel_name FROM kernel_ops")
