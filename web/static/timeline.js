@@ -734,8 +734,10 @@
 
   function zoomTo(s, e) {
     const v = padded(s, e, 0.1);
-    view.start = v.start;
-    view.end = v.end;
+    // whole nanoseconds, as the address carries them: the view a shared link opens is
+    // this one, not one a rounding away
+    view.start = Math.floor(v.start);
+    view.end = Math.ceil(v.end);
     schedule();
   }
 
