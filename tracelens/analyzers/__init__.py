@@ -27,7 +27,7 @@ from tracelens.analyzers import (
     warmup,
 )
 from tracelens.analyzers.contract import Analyzer
-from tracelens.analyzers.idle_scope import share_of_claimed_window
+from tracelens.analyzers.described_window import share_of_described_window
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
@@ -73,7 +73,6 @@ def run_all(
         if on_progress is not None:
             on_progress(done, len(ANALYZERS))
     findings = warmup.leave_out_warmup(findings, db, thresholds)
-    if not any(f.analyzer == warmup.ANALYZER for f in findings):
-        share_of_claimed_window(findings, db, thresholds)
+    share_of_described_window(findings, db, thresholds)
     findings = [*findings, *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

@@ -773,15 +773,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             title = _title(cause, details, ns, kinds, alloc, in_graph)
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
-            amount = (
-                f"idle {fmt_ns(ns)} ({share:.1f}% of its window)"
-                if after_ns is None and claim.capture_start is None
-                else f"idle {fmt_ns(ns)} ({100.0 * ns / (hi - lo):.1f}% of the "
-                f"{fmt_ns(hi - lo)} after the capture-start wait)"
-                if after_ns is None
-                else f"idle {fmt_ns(ns)} after the warm-up ({100.0 * ns / (hi - lo):.0f}% of "
-                f"the {fmt_ns(hi - lo)} after it)"
-            )
+            amount = _title_amount(claim, ns, share, lo, hi, after_ns)
             scope = _scope_note(db, claim, lo, hi, after_ns)
             activity_key = "next_work" if cause == "gpu_dependency" else "host_activity"
             # A kernel's first launch waits for its module once per process: time the
@@ -814,13 +806,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     ),
                     summary=f"{label} was busy {dev.busy_pct:.2f}% of its "
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
-                    + (
-                        f"({share:.1f}% of its window){scope}"
-                        if after_ns is None
-                        else f"({100.0 * ns / (hi - lo):.0f}% of the {fmt_ns(hi - lo)} after "
-                        f"the warm-up, {share:.1f}% of its whole window)"
-                        + _scope_note(db, claim, lo, hi, None)
-                    )
+                    + _summary_share(db, claim, ns, share, lo, hi, after_ns)
                     + f" have this cause: {title}.",
                     evidence={
                         "device_id": dev.device_id,
@@ -879,6 +865,36 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 )
             )
     return findings
+
+
+def _title_amount(
+    claim: Claim, ns: int, share: float, lo: int, hi: int, after_ns: int | None
+) -> str:
+    """The title's idle amount, as a share of the range it was judged over: the device's
+    window, the part after a capture-start wait, or the part after the warm-up."""
+    if after_ns is not None:
+        return (
+            f"idle {fmt_ns(ns)} after the warm-up ({100.0 * ns / (hi - lo):.0f}% of "
+            f"the {fmt_ns(hi - lo)} after it)"
+        )
+    if claim.capture_start is not None:
+        return (
+            f"idle {fmt_ns(ns)} ({100.0 * ns / (hi - lo):.1f}% of the "
+            f"{fmt_ns(hi - lo)} after the capture-start wait)"
+        )
+    return f"idle {fmt_ns(ns)} ({share:.1f}% of its window)"
+
+
+def _summary_share(
+    db: TraceDB, claim: Claim, ns: int, share: float, lo: int, hi: int, after_ns: int | None
+) -> str:
+    """The summary's share of the idle time, with what the judged range leaves out."""
+    if after_ns is None:
+        return f"({share:.1f}% of its window){_scope_note(db, claim, lo, hi, None)}"
+    return (
+        f"({100.0 * ns / (hi - lo):.0f}% of the {fmt_ns(hi - lo)} after "
+        f"the warm-up, {share:.1f}% of its whole window)" + _scope_note(db, claim, lo, hi, None)
+    )
 
 
 def _scope_note(db: TraceDB, claim: Claim, lo: int, hi: int, after_ns: int | None) -> str:

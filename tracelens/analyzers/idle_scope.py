@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import DeviceStats, TraceDB
 from tracelens.core.workload import workload_of
@@ -160,26 +159,3 @@ def claim_of(db: TraceDB, device_id: int, t: Thresholds) -> Claim:
         return _claim(db, dev, t)
 
     return db.memo(key, compute)
-
-
-def share_of_claimed_window(findings: list[Finding], db: TraceDB, t: Thresholds) -> None:
-    """Make each finding's share of the window (and so its severity) one of the claimed
-    range, where a device's claim leaves part of its window out.
-
-    What the claims leave out (a capture-start wait on unrecorded work, the host's phases
-    with unified memory before the first launch and after the last work) is not the
-    program's GPU time, like a warm-up span (whose findings ``warmup.leave_out_warmup``
-    rescales the same way): SGLang's 10.5 ms decode step after a 463 ms wait is what the
-    findings describe, and a GEMM's 1.7 ms beyond its roofline is a sixth of it, not 0.3 %
-    of the capture; a T4 kernel stalled 35 ms on page faults is a third of the 100 ms of
-    GPU work, not 3 % of a second the host spent writing managed memory.
-    """
-    claims = [claim_of(db, dev.device_id, t) for dev in db.devices]
-    if not any(c.capture_start is not None or c.uvm_before_ns or c.uvm_after_ns for c in claims):
-        return
-    claimed = max(c.hi_ns for c in claims) - min(c.lo_ns for c in claims)
-    if claimed <= 0:
-        return
-    for f in findings:
-        if f.impact_ns > 0:
-            f.impact_pct = 100.0 * f.impact_ns / claimed

@@ -390,7 +390,11 @@ def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
 
 
 def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> list[Finding]:
-    """Make the other findings leave the warm-up span out, or say they include it."""
+    """Make the other findings leave the warm-up span out, or say they include it.
+
+    Their shares of the window become shares of the time after the span in
+    :mod:`tracelens.analyzers.described_window`, with the rest of the rescaling.
+    """
     if not any(f.analyzer == ANALYZER for f in findings):
         return findings
     span = warmup_span(db, t)
@@ -423,11 +427,4 @@ def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> lis
             )
             f.impact_ns = rest
         kept.append(f)
-    # What is left describes the window after the span: its share is of that part (74 ms
-    # idle in the 80 ms after a 12.8 s warm-up is most of the steady state, not 0.6 % of
-    # the capture), and severity follows it.
-    steady_ns = max(0, db.window[1] - span.end_ns)
-    for f in kept:
-        if f.analyzer != ANALYZER and f.impact_ns > 0 and steady_ns:
-            f.impact_pct = 100.0 * f.impact_ns / steady_ns
     return kept
