@@ -660,3 +660,44 @@ def test_latency_bound_attention_claims_no_roofline_gap(corpus: Path) -> None:
     qa = _finding(q, "hot_ops", operator="aten::_flash_attention_forward")
     assert qa["impact_ns"] > 0 and "faster attention kernel is the lever" in qa["advice"]
     assert "not a faster kernel" not in qa["advice"]
+
+
+def test_uncosted_hot_operators_are_listed_apart_not_as_minor(corpus: Path) -> None:
+    """`vllm::moe_forward` is two thirds of the decode step's GPU time, but its recorded
+    shapes are the activations ([32, 3072] hidden states, [32, 32] router logits): the MXFP4
+    expert weights it streams are module state, so no FLOP or byte count, and no saving,
+    can be claimed. An expert reads that as "the biggest cost, not yet judged", never as
+    "little or no time to give back": the finding says it is not costed, and every
+    renderer lists it apart from the minor findings, with the reason."""
+    import io
+
+    import msgspec
+    from rich.console import Console
+
+    from tracelens.report.model import Report
+    from tracelens.report.render.html import render_html
+    from tracelens.report.render.markdown import render_markdown
+    from tracelens.report.render.text import render_text
+
+    r = report_of(corpus, "engines/vllm_decode_full/graph_execution.json.gz")
+    moe = _finding(r, "hot_ops", operator="vllm::moe_forward")
+    assert moe["costed"] is False and moe["impact_ns"] == 0
+    assert "[[32,3072],[32,32]" in moe["impact_basis"]
+    assert "weights or a KV cache" in moe["impact_basis"]
+    costed = [f for f in r["findings"] if f["severity"] != "info"]
+    assert costed and all(f["costed"] for f in costed)
+    typed = msgspec.convert(r, Report)
+    buf = io.StringIO()
+    render_text(typed, Console(file=buf, width=200, color_system=None))
+    text = buf.getvalue()
+    uncosted_at = text.index("Not costed: where much of the GPU time goes")
+    assert text.index("vllm::moe_forward", uncosted_at) > uncosted_at
+    minor = text[text.index("minor finding") :]
+    assert "moe_forward" not in minor.split("\n")[0]
+    md = render_markdown(typed)
+    assert "**Not costed: where much of the GPU time goes" in md
+    assert "`vllm::moe_forward`" in md.split("**Not costed")[1].split("minor finding")[0]
+    page = render_html(r)
+    uncosted_html = page.split('id="uncosted-findings"')[1].split("</ol>")[0]
+    assert "moe_forward" in uncosted_html
+    assert "moe_forward" not in page.split('id="minor-findings"')[1].split("</details>")[0]

@@ -153,6 +153,7 @@ def test_markdown_output_escapes_names_from_the_trace() -> None:
         time_ranges=[],
         supersedes=[],
         subject_ns=1,
+        costed=True,
     )
     md = finding_markdown(f)
     assert "\n# pwned" not in md and "\n## heading" not in md

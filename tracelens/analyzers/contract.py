@@ -43,6 +43,7 @@ def finding(
     supersedes: list[str] | None = None,
     severity: Severity | None = None,
     subject_ns: int | None = None,
+    costed: bool = True,
 ) -> Finding:
     """A finding of ``analyzer`` about ``subject`` that would give back ``impact_ns``.
 
@@ -68,4 +69,5 @@ def finding(
         time_ranges=time_ranges or [],
         supersedes=supersedes or [],
         subject_ns=max(impact_ns, subject_ns or 0),
+        costed=costed,
     )

@@ -75,7 +75,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         top_kernel = kernels[0]["name"] if kernels else ""
         kind = classify(top_kernel)
         est = costs.ops.get(name) or OpEstimate(name, gpu_ns=int(op["ns"]))
-        impact, basis = _impact(est, kind.key, int(op["ns"]), cc, costs, t)
+        impact, basis, costed = _impact(est, kind.key, int(op["ns"]), cc, costs, t)
+        if not costed and costs.spec is not None and not est.costed_ns:
+            basis = _no_model_basis(db, name) or basis
         if not impact:
             # Without a savings estimate a hot operator is context, not a problem: only the
             # hottest few get a finding, the rest are in the report's top_ops table.
@@ -115,6 +117,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 db,
                 t,
                 subject_ns=int(op["ns"]),
+                costed=costed,
                 title=f"`{name}` launches {share:.1f}% of GPU kernel time ({fmt_ns(op['ns'])}), "
                 f"mostly {kind.label}{achieved}",
                 impact_basis=basis,
@@ -146,30 +149,64 @@ def claimed_operators(db: TraceDB, t: Thresholds) -> set[str]:
     }
 
 
+def _no_model_basis(db: TraceDB, name: str) -> str | None:
+    """Why an operator with recorded shapes has no estimate: no cost model reads them.
+
+    A custom operator (vLLM's ``moe_forward``, its attention wrapper) records its
+    activations' shapes, but its weights and KV cache are module state, not inputs: what
+    it computes and reads is not in the trace, so no saving is claimed.
+    """
+    shapes = db.scalar(
+        """SELECT any_value(input_shapes) FROM (
+               SELECT input_shapes FROM cpu_ops WHERE name = ?
+               UNION ALL SELECT input_shapes FROM captured_launches WHERE op_name = ?)
+           WHERE input_shapes IS NOT NULL AND input_shapes NOT IN ('', '[]')""",
+        [name, name],
+    )
+    if not shapes:
+        return None
+    return (
+        f"Not costed: no reliable estimate of the savings (its recorded input shapes, "
+        f"such as {shapes}, are its activations: no cost model gives this operator's "
+        "FLOPs and bytes from them, and what else it reads, weights or a KV cache, is not "
+        "recorded)."
+    )
+
+
 def _impact(
     est: OpEstimate, kind: str, ns: int, cc: str | None, costs: CostTables, t: Thresholds
-) -> tuple[int, str]:
+) -> tuple[int, str, bool]:
+    """(time it would give back, how that was estimated, whether it could be)."""
     unclaimed = max(0, ns - est.claimed_ns)
     if est.costed_ns and costs.spec is not None and est.flops_uncertain:
         # a rate no kernel reaches: the FLOPs are overcounted, and so would be the ideal
-        return 0, (
-            f"Informational: its recorded shapes give {est.flops / 1e12:.3g} TFLOP in "
-            f"{fmt_ns(est.costed_ns)} of kernels, {est.estimated_tflops or 0:.3g} TFLOP/s, above "
-            f"the {costs.spec.name}'s peak of {est.ceiling_tflops:g} TFLOP/s: the FLOPs are "
-            "uncertain (an output size the shapes do not pin down), so no estimate is made."
+        return (
+            0,
+            (
+                f"Not costed: its recorded shapes give {est.flops / 1e12:.3g} TFLOP in "
+                f"{fmt_ns(est.costed_ns)} of kernels, {est.estimated_tflops or 0:.3g} TFLOP/s, "
+                f"above the {costs.spec.name}'s peak of {est.ceiling_tflops:g} TFLOP/s: the "
+                "FLOPs are uncertain (an output size the shapes do not pin down), so no "
+                "estimate is made."
+            ),
+            False,
         )
     if est.costed_ns and costs.spec is not None and _mostly_grid_bound(est):
         # the roofline assumes the whole GPU; these grids keep most of it idle
         pct = 100.0 * est.grid_bound_ns / est.costed_ns
         rest = min(int(est.impact_ns), unclaimed)
-        return rest, (
-            f"{pct:.0f}% of its costed kernel time runs in grids that leave most of the "
-            f"{costs.spec.name}'s {terms_for(costs.spec.vendor).units} without a "
-            f"{terms_for(costs.spec.vendor).block}: bound by latency, not by its FLOPs and "
-            f"bytes (ideal {fmt_ns(int(est.ideal_ns))} at the roofline), so no roofline gap "
-            "is claimed for those calls; the occupancy finding counts their idle "
-            f"{terms_for(costs.spec.vendor).units}."
-            + (f" The rest gives back {fmt_ns(rest)} at the roofline." if rest else "")
+        return (
+            rest,
+            (
+                f"{pct:.0f}% of its costed kernel time runs in grids that leave most of the "
+                f"{costs.spec.name}'s {terms_for(costs.spec.vendor).units} without a "
+                f"{terms_for(costs.spec.vendor).block}: bound by latency, not by its FLOPs and "
+                f"bytes (ideal {fmt_ns(int(est.ideal_ns))} at the roofline), so no roofline gap "
+                "is claimed for those calls; the occupancy finding counts their idle "
+                f"{terms_for(costs.spec.vendor).units}."
+                + (f" The rest gives back {fmt_ns(rest)} at the roofline." if rest else "")
+            ),
+            True,
         )
     if est.costed_ns and costs.spec is not None:
         impact = min(int(est.impact_ns), unclaimed)
@@ -187,20 +224,28 @@ def _impact(
                 )
             )
         parts.append(f"{est.bytes / 1e9:.3g} GB at {est.mem_gbps:g} GB/s")
-        return impact, (
-            f"Time beyond what the {cover:.0f}% of its kernel time with recorded shapes would "
-            f"take at a realistic efficiency of its bound resource ({est.bound}-bound: "
-            f"{'; '.join(parts)} on the {costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, "
-            f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel); the efficiencies are the "
-            "cost_* thresholds."
+        return (
+            impact,
+            (
+                f"Time beyond what the {cover:.0f}% of its kernel time with recorded shapes would "
+                f"take at a realistic efficiency of its bound resource ({est.bound}-bound: "
+                f"{'; '.join(parts)} on the {costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, "
+                f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel); the efficiencies are the "
+                "cost_* thresholds."
+            ),
+            True,
         )
     if est.claimed_ns >= ns:
-        return 0, "Informational: its time is counted in the explicit-attention finding."
+        return 0, "Informational: its time is counted in the explicit-attention finding.", True
     if kind in ("gemm_fp32", "elementwise") and 2 * est.grid_bound_gpu_ns >= ns:
-        return 0, (
-            "Informational: most of its kernel time runs in grids that leave most of the "
-            "GPU idle, bound by launch latency rather than by its math or bytes; the "
-            "occupancy finding counts their idle SMs."
+        return (
+            0,
+            (
+                "Informational: most of its kernel time runs in grids that leave most of the "
+                "GPU idle, bound by launch latency rather than by its math or bytes; the "
+                "occupancy finding counts their idle SMs."
+            ),
+            True,
         )
     if kind in ("gemm_fp32", "elementwise"):
         fraction = KINDS[kind].saving_fraction
@@ -208,15 +253,17 @@ def _impact(
             fraction = 0.0  # no tensor cores before Volta
         impact = int(unclaimed * fraction)
         if impact:
-            return impact, KINDS[kind].saving_basis + (
-                " (No recorded shapes: no FLOP/byte estimate.)"
+            return (
+                impact,
+                KINDS[kind].saving_basis + (" (No recorded shapes: no FLOP/byte estimate.)"),
+                True,
             )
     why = (
         "the trace does not name a GPU with known peaks"
         if costs.spec is None
         else "no recorded shapes give its FLOPs and bytes"
     )
-    return 0, f"Informational: no reliable estimate of the savings ({why})."
+    return 0, f"Not costed: no reliable estimate of the savings ({why}).", False
 
 
 def _explicit_attention(

@@ -66,6 +66,10 @@ class Finding:
     # copies' time), never less than what it would give back: it orders findings that
     # give back the same time, the informational ones above all, biggest subject first.
     subject_ns: int = 0
+    # False where no estimate of what it would give back could be made (an operator with
+    # no recorded shapes, or no known GPU peaks): its impact_ns of 0 is unknown, not none,
+    # and the renderers list it apart from the findings that give back little.
+    costed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -105,6 +105,7 @@ def straggler_findings(
                 "impact_ns": s.held_back_ns,
                 "impact_pct": round(pct, 3),
                 "subject_ns": s.held_back_ns,
+                "costed": True,
                 "impact_basis": "Each collective it reaches last could start when the "
                 "second-to-last rank arrived: that lead on the aligned clock, summed over "
                 "those collectives.",
@@ -214,6 +215,7 @@ def imbalance_finding(
         "impact_ns": 0,
         "impact_pct": 0.0,
         "subject_ns": int(extra),
+        "costed": True,
         "impact_basis": "Informational: uneven work costs time only where the others wait "
         "for it in a collective"
         + ("; the straggler finding counts that time." if straggles else "."),

@@ -160,6 +160,10 @@ class Finding(Struct, forbid_unknown_fields=True):
     # the time it is about (an operator's GPU time, the idle, blocked or copy time), at
     # least impact_ns: findings of equal impact are ordered by it
     subject_ns: int
+    # false: no estimate of what it would give back could be made, so impact_ns (0) is
+    # unknown rather than nothing (an operator with no recorded shapes or known GPU peaks);
+    # required, so a stored report from before it is rebuilt rather than read as costed
+    costed: bool
 
 
 class KernelStats(Struct, forbid_unknown_fields=True):

@@ -28,7 +28,7 @@ from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.ranks.grouping import finding_scope
 from tracelens.report.build import optional_sections
 from tracelens.report.model import Workload
-from tracelens.report.render.minor import MINOR_SEVERITY
+from tracelens.report.render.minor import MINOR_SEVERITY, UNCOSTED_HEADING
 from tracelens.report.render.workload import workload_line
 
 HERE = Path(__file__).resolve().parent
@@ -70,11 +70,13 @@ def _workload_line(report: Mapping[str, Any]) -> str | None:
     return workload_line(msgspec.convert(workload, Workload)) if workload else None
 
 
-def _split_minor(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
-    """:func:`tracelens.report.render.minor.split_minor` of the findings' JSON form."""
+def _split_findings(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
+    """:func:`tracelens.report.render.minor.split_findings` of the findings' JSON form."""
+    info = [f for f in findings if f["severity"] == MINOR_SEVERITY]
     return (
         [f for f in findings if f["severity"] != MINOR_SEVERITY],
-        [f for f in findings if f["severity"] == MINOR_SEVERITY],
+        [f for f in info if not f.get("costed", True)],
+        [f for f in info if f.get("costed", True)],
     )
 
 
@@ -107,7 +109,8 @@ def html_environment(*template_dirs: Path) -> Environment:
     env.globals["dict"] = dict
     env.globals["workload_line"] = _workload_line
     env.globals["generic_sections"] = generic_sections
-    env.globals["split_minor"] = _split_minor
+    env.globals["split_findings"] = _split_findings
+    env.globals["uncosted_heading"] = UNCOSTED_HEADING
     return env
 
 

@@ -11,7 +11,7 @@ from msgspec import UNSET
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_markdown
-from tracelens.report.render.minor import minor_line, split_minor
+from tracelens.report.render.minor import UNCOSTED_HEADING, minor_line, split_findings
 from tracelens.report.render.workload import workload_line
 
 _CODE_SPAN = re.compile(r"(`[^`\n]*`)")
@@ -105,9 +105,9 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
     out += render_llm_markdown(report.llm)
     out += ["## Findings", ""]
     shown = report.findings[:max_findings] if max_findings else report.findings
-    findings, minor = split_minor(shown)
+    findings, uncosted, minor = split_findings(shown)
     if not findings:
-        out += ["No significant findings." if minor else "No findings.", ""]
+        out += ["No significant findings." if minor or uncosted else "No findings.", ""]
     else:
         out += ["| # | severity | impact | finding |", "|---|---|---|---|"]
         for i, f in enumerate(findings, 1):
@@ -118,6 +118,14 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
         out.append("")
     for f in findings:
         out.append(finding_markdown(f))
+    if uncosted:
+        out += [f"**{UNCOSTED_HEADING}:**", ""]
+        out += [
+            f"- {md_text(f.title)}: {fmt_ns(f.subject_ns)}. {md_text(f.impact_basis)} "
+            f"(`{f.analyzer}` · `{f.id}`)"
+            for f in uncosted
+        ]
+        out.append("")
     if minor:
         out += [_cell(minor_line(minor)), ""]
     out += _stats_table("Top kernels", "kernel", report.top_kernels, name_width=120)

@@ -13,7 +13,7 @@ from rich.text import Text
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.model import KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_text
-from tracelens.report.render.minor import minor_line, split_minor
+from tracelens.report.render.minor import UNCOSTED_HEADING, minor_line, split_findings
 from tracelens.report.render.workload import workload_line
 
 SEVERITY_STYLE = {
@@ -58,10 +58,12 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
     render_llm_text(report.llm, console)
 
     shown = report.findings[:max_findings] if max_findings else report.findings
-    findings, minor = split_minor(shown)
+    findings, uncosted, minor = split_findings(shown)
     if not findings:
         console.print(
-            "[green]No significant findings.[/green]" if minor else "[green]No findings.[/green]"
+            "[green]No significant findings.[/green]"
+            if minor or uncosted
+            else "[green]No findings.[/green]"
         )
     else:
         table = Table(title="Findings, ranked by the time they would give back", expand=True)
@@ -94,6 +96,16 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
                     border_style=SEVERITY_STYLE[f.severity].replace("bold ", ""),
                 )
             )
+    if uncosted:
+        table = Table(title=UNCOSTED_HEADING, expand=True)
+        table.add_column("GPU time", justify="right", no_wrap=True)
+        table.add_column("finding", ratio=1)
+        for f in uncosted:
+            table.add_row(
+                fmt_ns(f.subject_ns),
+                Text(f"{f.title}\n{f.impact_basis}\n{f.analyzer} · {f.id}"),
+            )
+        console.print(table)
     if minor:
         console.print(Text(minor_line(minor), style="dim"))
     tables: tuple[tuple[str, Sequence[KernelStats]], ...] = (
