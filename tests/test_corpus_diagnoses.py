@@ -129,11 +129,15 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     layer (an earlier reading compared conv1 with conv3-5 and called it autotuning). Say
     warm-up first, with how to record a steady state, initialization as its cause, each
     instant counted once; nothing about optimizers (inference). After the
-    warm-up the idle time is the harness's `[param|clear_cache]` (CPU only, 43 ms) and
-    `cudaMalloc` in the measured pass (the allocator was emptied between passes): 74 ms of
-    the 80 ms left, so it ranks second as critical (an earlier reading rated it low, 0.6 %
-    of the whole capture, though re-recording does not remove it: the harness does it on
-    every measured iteration)."""
+    warm-up the idle time is 74 ms of the 80 ms left: 43 ms of it in the harness's
+    `[param|clear_cache]` (a CPU buffer fill and a `cudaFree`) between passes, outside the
+    inner `measure|forward` range the harness times, and 31 ms in the measured 36 ms
+    forward, nearly all of it its five `cudaMalloc` calls (8.6 + 8.3 + 11.6 + 3.1 + 1.3 ms)
+    refilling the pool the flush's `cudaFree` emptied. The flush is the cold-cache
+    benchmark's own step, which the model never pays: it is named and left out of the
+    impact (an earlier reading counted all 74 ms). The 31 ms the measured pass pays is 39 %
+    of the steady window: critical, second (a still earlier reading rated it low, 0.6 % of
+    the whole capture)."""
     r = report_of(corpus, "torch/a100_alexnet_inference.json.gz")
     first = top(r)[0]
     assert first["analyzer"] == "warmup" and first["impact_pct"] > 95
@@ -149,8 +153,18 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     assert "cudnn.benchmark" not in first["advice"]
     second = r["findings"][1]
     assert second["analyzer"] == "idle_gpu" and second["severity"] == "critical"
-    assert 90 < second["impact_pct"] < 95 and "93% of the 79.6 ms after" in second["title"]
-    assert "empty_cache" in second["advice"]
+    assert "93% of the 79.6 ms after" in second["title"]  # the idle it is about
+    ev = second["evidence"]
+    assert ev["harness_flush_range"] == "[param|clear_cache]"
+    assert 43.0e6 < ev["harness_flush_ns"] < 43.2e6
+    assert second["impact_ns"] == ev["gap_ns"] - ev["harness_flush_ns"]
+    assert 38 < second["impact_pct"] < 40
+    assert ev["alloc_ns"] >= 0.95 * second["impact_ns"]  # what the measured pass pays
+    assert (
+        "harness's cache flush `[param|clear_cache]` between passes, not counted"
+        in (second["title"])
+    )
+    assert "emptying the caching allocator" in second["advice"]
     assert all(f["impact_pct"] < 2 for f in r["findings"][2:])
     idle = [f for f in r["findings"] if f["analyzer"] == "idle_gpu" and f["impact_ns"] > 0]
     assert idle and "[param|clear_cache]" in idle[0]["title"] and "cudaMalloc" in idle[0]["title"]

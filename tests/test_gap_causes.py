@@ -525,3 +525,44 @@ def test_zero_grad_fills_are_told_to_set_to_none(load) -> None:
     assert "zero_grad(set_to_none=True)" in told.advice and "40 `aten::zero_`" in told.advice
     plain = host(_zero_grad_between_steps(in_zero_grad=False))
     assert "`aten::zero_`" in plain.title and "zero_grad" not in plain.advice
+
+
+def _flush_between_passes(name: str):
+    """Two passes of one kernel; between them the host spends 600 µs in a range ``name``
+    (a harness's cache flush, or the model's own code) and then 300 µs in the next pass's
+    operator before it launches."""
+    from tracelens.testing.scenario import Scenario
+
+    sc = Scenario(name="planted_flush")
+    sc.launch(None, SMALL_KERNEL, 0, 10 * US, 100 * US, api_dur_ns=5 * US)
+    sc.range(name, 110 * US, 600 * US)
+    sc.op("aten::fill_", 120 * US, 580 * US)
+    step = sc.op("aten::conv2d", 710 * US, 300 * US)
+    sc.launch(step, SMALL_KERNEL, 1000 * US, 1005 * US, 100 * US, api_dur_ns=5 * US)
+    return sc
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_harness_cache_flush_between_passes_is_named_and_not_counted(load, fmt: str) -> None:
+    """A cold-cache benchmark flushes caches between its measured passes on purpose
+    (`[param|clear_cache]`): the GPU idles through it, but the program never pays it. The
+    idle finding names the flush, leaves its 600 µs out of the impact and counts the rest,
+    the next pass's own host time; a range of the model's own code keeps all of it."""
+
+    def host(name: str) -> Any:
+        db = load(_flush_between_passes(name), fmt)
+        (f,) = [
+            f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"
+        ]
+        return f
+
+    flushed = host("[param|clear_cache]")
+    ev = flushed.evidence
+    assert ev["harness_flush_range"] == "[param|clear_cache]"
+    assert ev["harness_flush_ns"] == 600 * US
+    assert flushed.impact_ns == ev["gap_ns"] - 600 * US > 0
+    assert "cache flush `[param|clear_cache]` between passes, not counted" in flushed.title
+    assert "not counted" in flushed.impact_basis and "not counted" in flushed.advice
+    own = host("model.encoder")
+    assert "harness_flush_ns" not in own.evidence and own.impact_ns == own.evidence["gap_ns"]
+    assert "flush" not in own.title

@@ -24,6 +24,7 @@ from ingest.derive_gaps import (
 )
 from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
@@ -190,6 +191,8 @@ def _title(
     kinds: list[dict] | None = None,
     alloc: dict[str, Any] | None = None,
     in_graph: dict[str, Any] | None = None,
+    flush_ns: int = 0,
+    flush_name: str | None = None,
 ) -> str:
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
         return f"the GPU waited on a graph launch still running (`{in_graph['graph_launch_call']}`)"
@@ -206,6 +209,13 @@ def _title(
         if alloc and alloc.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * ns:
             # summed over the gaps, wherever each call ran: not inside the code named first
             allocating = f"; {fmt_ns(alloc['alloc_ns'])} of the gaps in `{alloc['alloc_call']}`"
+        if 2 * flush_ns >= ns - flush_ns and flush_name:
+            # the harness's flush is most of it: name that, then what the passes paid
+            return (
+                f"the host was busy ({fmt_ns(flush_ns)} in the harness's cache flush "
+                f"`{_short(flush_name)}` between passes, not counted{allocating}) before the "
+                "next launch"
+            )
         return f"the host was busy ({share} in `{top}`{allocating}) before the next launch"
     return CAUSE_TITLES.get(cause, cause)
 
@@ -430,10 +440,22 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             + (f" (innermost code covering the gaps: {top})" if top else "")
             + " before issuing the next GPU work. "
         )
+        if ev.get("flush_ns"):
+            text += (
+                f"{fmt_ns(ev['flush_ns'])} of it is the benchmark harness's cache flush "
+                f"between passes (`{ev['flush_name']}`), a cold-cache benchmark's own step "
+                "that the measured work never pays: it is not counted. "
+            )
         if ev.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * max(1, ev.get("gap_ns", 0)):
             call = ev["alloc_call"]
             empty = (
-                "`torch.cuda.empty_cache()` or a harness step clearing caches between passes"
+                (
+                    "the harness's flush frees memory to the driver, emptying the caching "
+                    "allocator, so each measured pass allocates again"
+                    if ev.get("flush_frees")
+                    else "`torch.cuda.empty_cache()` or a harness step clearing caches "
+                    "between passes"
+                )
                 if torch
                 else "freeing and re-allocating buffers each pass"
             )
@@ -770,7 +792,14 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 for d in details
             ):
                 ev_for_advice["zero_grad_fills"] = _zero_grad_fills(db)
-            title = _title(cause, details, ns, kinds, alloc, in_graph)
+            flush = flush_in_gaps(db, gaps, cause)
+            if flush.ns:
+                ev_for_advice |= {
+                    "flush_ns": flush.ns,
+                    "flush_name": flush.name,
+                    "flush_frees": flush.frees,
+                }
+            title = _title(cause, details, ns, kinds, alloc, in_graph, flush.ns, flush.name)
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
             amount = _title_amount(claim, ns, share, lo, hi, after_ns)
@@ -783,7 +812,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    ns - one_off,
+                    ns - one_off - flush.ns,
                     db,
                     t,
                     subject_ns=ns,
@@ -796,6 +825,13 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         f" {fmt_ns(one_off)} of it is kernels' first launches waiting for "
                         "their modules to load, once per process: not counted."
                         if one_off
+                        else ""
+                    )
+                    + (
+                        f" {fmt_ns(flush.ns)} of it is the benchmark harness flushing caches "
+                        f"between passes (`{flush.name}`), which the measured work never "
+                        "pays: not counted."
+                        if flush.ns
                         else ""
                     )
                     + (
@@ -823,6 +859,11 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         "judged_to_offset_ns": int(hi - t0),
                         **deciding,
                         **in_graph,
+                        **(
+                            {"harness_flush_ns": flush.ns, "harness_flush_range": flush.name}
+                            if flush.ns
+                            else {}
+                        ),
                         **({k: v for k, v in alloc.items() if v} if alloc.get("alloc_ns") else {}),
                         **(
                             {

@@ -101,6 +101,21 @@ EVIDENCE = AnalyzerEvidence(
             only=("host_compute", "untraced"),
         ),
         Key(
+            "harness_flush_ns",
+            NS,
+            "Idle time inside a benchmark harness's cache-flush ranges between passes "
+            "(`[param|clear_cache]`, `flush_cache`): left out of the impact",
+            when="such a range covers part of the gaps",
+            only=_CAUSES,
+        ),
+        Key(
+            "harness_flush_range",
+            TEXT,
+            "The name of that flush range",
+            when="such a range covers part of the gaps",
+            only=_CAUSES,
+        ),
+        Key(
             "host_activity",
             ROWS,
             "What the host did in these gaps: the detail of each gap (the loader, blocking "
