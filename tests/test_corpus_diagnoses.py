@@ -165,6 +165,11 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
         in (second["title"])
     )
     assert "emptying the caching allocator" in second["advice"]
+    # Every kernel runs once in the warm-up and once in the measured pass: the FP32
+    # GEMM/convolution finding counts only the measured half, like hot_ops' operators.
+    fp32 = _finding(r, "occupancy", compute_capability="8.0")
+    assert "falls in the warm-up span" in fp32["impact_basis"]
+    assert fp32["impact_ns"] <= 0.55 * fp32["evidence"]["unclaimed_ns"] / 2
     assert all(f["impact_pct"] < 2 for f in r["findings"][2:])
     idle = [f for f in r["findings"] if f["analyzer"] == "idle_gpu" and f["impact_ns"] > 0]
     assert idle and "[param|clear_cache]" in idle[0]["title"] and "cudaMalloc" in idle[0]["title"]

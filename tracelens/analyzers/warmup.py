@@ -379,6 +379,15 @@ def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
                FROM kernels WHERE name = ?""",
             [hi, lo, f.evidence["kernel"]],
         )
+    elif _kernel_names(f):
+        # the kernels a finding lists (occupancy's FP32 GEMMs and convolutions): their
+        # time's share in the span stands for the finding's
+        row = db.rows(
+            """SELECT sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))),
+                      sum(end_ns - start_ns)
+               FROM kernels WHERE name IN (SELECT unnest(?::VARCHAR[]))""",
+            [hi, lo, _kernel_names(f)],
+        )
     elif f.time_ranges:
         inside = sum(max(0, min(r.end_ns, hi) - max(r.start_ns, lo)) for r in f.time_ranges)
         total = sum(max(0, r.end_ns - r.start_ns) for r in f.time_ranges)
@@ -387,6 +396,14 @@ def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
         return 0.0
     inside, total = row[0] if row else (0, 0)
     return float(inside or 0) / float(total) if total else 0.0
+
+
+def _kernel_names(f: Finding) -> list[str]:
+    """The kernel names in a finding's ``kernels`` rows (``{"kernel": name, ...}``)."""
+    rows = f.evidence.get("kernels")
+    if not isinstance(rows, list):
+        return []
+    return [r["kernel"] for r in rows if isinstance(r, dict) and isinstance(r.get("kernel"), str)]
 
 
 def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> list[Finding]:
