@@ -84,7 +84,11 @@ def _largest_root(answer: dict) -> tuple[dict, float, float]:
 
 
 def _click_frame(w: Watched, left: float, width: float, row: int) -> None:
-    box = w.page.locator("#fg-canvas").bounding_box()
+    # A mouse click lands only inside the viewport: bring the canvas there first (a click
+    # on a hot-operator row below it may have scrolled it out).
+    canvas = w.page.locator("#fg-canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
     w.page.mouse.click(box["x"] + (left + width / 2) * box["width"], box["y"] + row * ROW_H + 9)
 
 
