@@ -75,9 +75,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         top_kernel = kernels[0]["name"] if kernels else ""
         kind = classify(top_kernel)
         est = costs.ops.get(name) or OpEstimate(name, gpu_ns=int(op["ns"]))
-        impact, basis, costed = _impact(est, kind.key, int(op["ns"]), cc, costs, t)
-        if not costed and costs.spec is not None and not est.costed_ns:
-            basis = _no_model_basis(db, name) or basis
+        impact, basis, costed = _impact(db, est, kind.key, int(op["ns"]), cc, costs, t)
         if not impact:
             # Without a savings estimate a hot operator is context, not a problem: only the
             # hottest few get a finding, the rest are in the report's top_ops table.
@@ -149,13 +147,15 @@ def claimed_operators(db: TraceDB, t: Thresholds) -> set[str]:
     }
 
 
-def _no_model_basis(db: TraceDB, name: str) -> str | None:
-    """Why an operator with recorded shapes has no estimate: no cost model reads them.
+def _no_estimate_why(db: TraceDB, name: str, costs: CostTables) -> str:
+    """Why an operator has no savings estimate.
 
     A custom operator (vLLM's ``moe_forward``, its attention wrapper) records its
     activations' shapes, but its weights and KV cache are module state, not inputs: what
     it computes and reads is not in the trace, so no saving is claimed.
     """
+    if costs.spec is None:
+        return "the trace does not name a GPU with known peaks"
     shapes = db.scalar(
         """SELECT any_value(input_shapes) FROM (
                SELECT input_shapes FROM cpu_ops WHERE name = ?
@@ -164,17 +164,22 @@ def _no_model_basis(db: TraceDB, name: str) -> str | None:
         [name, name],
     )
     if not shapes:
-        return None
+        return "no recorded shapes give its FLOPs and bytes"
     return (
-        f"Not costed: no reliable estimate of the savings (its recorded input shapes, "
-        f"such as {shapes}, are its activations: no cost model gives this operator's "
-        "FLOPs and bytes from them, and what else it reads, weights or a KV cache, is not "
-        "recorded)."
+        f"its recorded input shapes, such as {shapes}, are its activations: no cost model "
+        "gives this operator's FLOPs and bytes from them, and what else it reads, weights "
+        "or a KV cache, is not recorded"
     )
 
 
 def _impact(
-    est: OpEstimate, kind: str, ns: int, cc: str | None, costs: CostTables, t: Thresholds
+    db: TraceDB,
+    est: OpEstimate,
+    kind: str,
+    ns: int,
+    cc: str | None,
+    costs: CostTables,
+    t: Thresholds,
 ) -> tuple[int, str, bool]:
     """(time it would give back, how that was estimated, whether it could be)."""
     unclaimed = max(0, ns - est.claimed_ns)
@@ -258,11 +263,7 @@ def _impact(
                 KINDS[kind].saving_basis + (" (No recorded shapes: no FLOP/byte estimate.)"),
                 True,
             )
-    why = (
-        "the trace does not name a GPU with known peaks"
-        if costs.spec is None
-        else "no recorded shapes give its FLOPs and bytes"
-    )
+    why = _no_estimate_why(db, est.op_name, costs)
     return 0, f"Not costed: no reliable estimate of the savings ({why}).", False
 
 
