@@ -35,7 +35,18 @@ _PAGEABLE = (
     Key("direction", TEXT, "The copies' direction", choices=("HtoD", "DtoH")),
     Key("pageable_copies", COUNT, "Copies of this direction with a pageable host side"),
     Key("pageable_bytes", BYTES, "Their bytes"),
-    Key("pageable_ns", NS, "Their summed duration"),
+    Key(
+        "pageable_ns",
+        NS,
+        "Their summed duration, less `module_load_ns`",
+    ),
+    Key(
+        "module_load_ns",
+        NS,
+        "Time of these copies' records during which the driver loaded a module "
+        "(`cuLibraryLoad*`, `cuModuleLoad*`, `hipModuleLoad*` calls): the copy waited on "
+        "the load, not the link; 0 where none overlapped",
+    ),
     Key(
         "pinned_estimate_ns",
         NS,
