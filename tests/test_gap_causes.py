@@ -116,6 +116,24 @@ def test_gap_inside_a_graph_launch_is_the_launch_not_work_outside_graphs(
         assert "cudaGraphUpload" in f.advice and "ROCm" not in f.advice
 
 
+def test_one_stall_inside_one_graph_launch_is_not_a_slow_dispatch(load) -> None:
+    """One replay whose only in-launch gap is one 100 us stall: the graph's kernels
+    otherwise ran back to back, so the advice places the stall (the kernel after it, its
+    neighbours) and asks for more replays instead of a smaller graph."""
+    sc = slow_graph_dispatch(replays=1, amd=True)
+    db = load(sc, "chrome")
+    (f,) = [
+        f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "launch_overhead"
+    ]
+    ev = f.evidence
+    assert ev["in_graph_launch_gaps"] == 1 and ev["in_graph_launch_longest_ns"] == 100 * US
+    assert ev["in_graph_launch_longest_node"] == 21  # 20 kernels ran before the stall
+    assert ev["in_graph_launch_longest_prev"] == ev["in_graph_launch_longest_next"] == SMALL_KERNEL
+    assert "one stall before graph kernel 21 of 40" in f.advice
+    assert "record several steps" in f.advice
+    assert "larger nodes" not in f.advice and "capture more of the step" not in f.advice
+
+
 def test_launch_gaps_between_graphs_keep_the_capture_advice(tmp_path: Path) -> None:
     """The opposite case: graphs replay, and the GPU ran dry while the host launched single
     kernels between them. That is launch overhead outside the graphs, and capturing more of

@@ -531,6 +531,9 @@ def _in_graph_launch_advice(ev: dict[str, Any], w: Workload) -> str:
     call = ev["graph_launch_call"]
     gaps = int(ev["in_graph_launch_gaps"])
     launches = int(ev["graph_launches"])
+    longest = int(ev["in_graph_launch_longest_ns"])
+    if launches == 1 and longest >= _ONE_STALL_SHARE * int(ev["in_graph_launch_ns"]):
+        return _one_stall_advice(ev, w)
     text = (
         f"{fmt_ns(ev['in_graph_launch_ns'])} of this idle time opened while a `{call}` was "
         f"still running ({gaps:,} gap{'s' if gaps != 1 else ''}, the longest "
@@ -556,6 +559,44 @@ def _in_graph_launch_advice(ev: dict[str, Any], w: Workload) -> str:
     )
 
 
+def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
+    """One graph launch whose in-launch idle time is nearly all one gap: the graph's
+    kernels otherwise ran back to back, so the dispatch kept up except once. One replay
+    cannot tell a fixed point in the graph from a one-off, so the advice is to find out,
+    not to shrink the graph."""
+    call = ev["graph_launch_call"]
+    longest = int(ev["in_graph_launch_longest_ns"])
+    rest = int(ev["in_graph_launch_ns"]) - longest
+    others = int(ev["in_graph_launch_gaps"]) - 1
+    node = int(ev["in_graph_launch_longest_node"])
+    prev, nxt = ev["in_graph_launch_longest_prev"], ev["in_graph_launch_longest_next"]
+    where = f"before graph kernel {node:,} of {int(ev['graph_launch_kernels']):,}"
+    if prev and nxt:
+        where += f" (`{_short(prev, 60)}`, then `{_short(nxt, 60)}`)"
+    runtime = (
+        "the HIP runtime dispatching the graph's nodes from inside the call"
+        if w.amd
+        else "the driver submitting the graph"
+    )
+    return (
+        f"{fmt_ns(longest)} of this idle time is one stall {where}, while the "
+        f"`{call}` that launched them was still running ({fmt_ns(ev['graph_launch_call_ns'])} "
+        f"on the host for {int(ev['graph_launch_kernels']):,} kernels)"
+        + (
+            f"; the graph's other kernels ran back to back ({others:,} gaps, {fmt_ns(rest)} in all)"
+            if others > 0
+            else ""
+        )
+        + f". So {runtime} kept up with the GPU except once: not a graph too large to "
+        "dispatch, and capturing more of the step would not remove it. The trace holds one "
+        "replay, which cannot tell a stall at a fixed point of the graph (it would recur at "
+        "the same kernel on every replay: look at what that node waits for) from a "
+        "one-off (the dispatching thread descheduled, or the runtime waiting for room in "
+        "its queue): record several steps and check whether it repeats before weighing "
+        "it."
+    )
+
+
 _CAUSE_EVIDENCE = """
 SELECT count(*) FILTER (WHERE launch_end_ns <= start_ns) AS queued_before_gap,
        count(*) FILTER (WHERE launch_end_ns > start_ns) AS queued_during_gap,
@@ -578,7 +619,8 @@ FROM {gaps} WHERE cause = ?
 _GRAPH_LAUNCH_EVIDENCE = """
 WITH g AS (
     SELECT gaps.end_ns - gaps.start_ns AS ns, a.name, a.correlation_id AS correlation,
-           a.end_ns - a.start_ns AS call_ns
+           a.end_ns - a.start_ns AS call_ns, gaps.device_id, gaps.start_ns AS gs,
+           gaps.end_ns AS ge
     FROM {gaps} JOIN api_calls a
       ON a.start_ns = gaps.launch_start_ns AND a.end_ns = gaps.launch_end_ns
     WHERE gaps.cause = ? AND gaps.launch_start_ns <= gaps.start_ns
@@ -588,16 +630,32 @@ per_launch AS (
     SELECT correlation, any_value(name) AS name, any_value(call_ns) AS call_ns, sum(ns) AS ns
     FROM g GROUP BY correlation
 ),
-top AS (SELECT * FROM per_launch ORDER BY ns DESC, correlation LIMIT 1)
+top AS (SELECT * FROM per_launch ORDER BY ns DESC, correlation LIMIT 1),
+-- the longest such gap, placed in its graph: the kernels either side of it, and the
+-- position of the one after among the kernels its launch call launched
+longest AS (SELECT * FROM g ORDER BY ns DESC, gs LIMIT 1)
 SELECT (SELECT count(*) FROM g) AS in_graph_launch_gaps,
        (SELECT coalesce(sum(ns), 0) FROM g) AS in_graph_launch_ns,
        (SELECT coalesce(max(ns), 0) FROM g) AS in_graph_launch_longest_ns,
+       (SELECT count(*) FROM kernels k, longest l
+        WHERE k.correlation_id = l.correlation AND k.start_ns <= l.ge)
+           AS in_graph_launch_longest_node,
+       (SELECT min(k.name) FROM kernels k, longest l
+        WHERE k.device_id = l.device_id AND k.end_ns = l.gs)
+           AS in_graph_launch_longest_prev,
+       (SELECT min(k.name) FROM kernels k, longest l
+        WHERE k.device_id = l.device_id AND k.start_ns = l.ge)
+           AS in_graph_launch_longest_next,
        (SELECT count(*) FROM per_launch) AS graph_launches,
        top.name AS graph_launch_call, top.call_ns AS graph_launch_call_ns,
        (SELECT count(*) FROM kernels k WHERE k.correlation_id = top.correlation)
            AS graph_launch_kernels
 FROM (SELECT 1) LEFT JOIN top ON true
 """
+
+# From this share of the in-graph-launch idle time, the longest gap is the story: one
+# stall inside the replay, not a dispatch that keeps falling behind the GPU.
+_ONE_STALL_SHARE = 0.8
 
 # The evidence that decided each cause (see ingest.derive_gaps), shown in its finding.
 _DECIDING = {

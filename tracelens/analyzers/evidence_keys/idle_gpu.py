@@ -278,6 +278,27 @@ EVIDENCE = AnalyzerEvidence(
                 ),
                 Key("in_graph_launch_longest_ns", NS, "The longest of them", when=_IN_GRAPH_LAUNCH),
                 Key(
+                    "in_graph_launch_longest_node",
+                    COUNT,
+                    "Position of the kernel after the longest of them among the kernels its "
+                    "graph launch call launched (1 is the first)",
+                    when=_IN_GRAPH_LAUNCH,
+                ),
+                Key(
+                    "in_graph_launch_longest_prev",
+                    TEXT,
+                    "The kernel that ended as the longest of them began",
+                    when=_IN_GRAPH_LAUNCH,
+                    null="no kernel on the device ends exactly there",
+                ),
+                Key(
+                    "in_graph_launch_longest_next",
+                    TEXT,
+                    "The kernel that began as the longest of them ended",
+                    when=_IN_GRAPH_LAUNCH,
+                    null="no kernel on the device starts exactly there",
+                ),
+                Key(
                     "graph_launches",
                     COUNT,
                     "The graph launch calls they opened in",
