@@ -28,6 +28,7 @@ from tracelens.analyzers import (
 )
 from tracelens.analyzers.contract import Analyzer
 from tracelens.analyzers.described_window import share_of_described_window
+from tracelens.analyzers.host_paced import leave_out_host_paced
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
@@ -73,6 +74,7 @@ def run_all(
         if on_progress is not None:
             on_progress(done, len(ANALYZERS))
     findings = warmup.leave_out_warmup(findings, db, thresholds)
+    leave_out_host_paced(findings, db, thresholds)
     share_of_described_window(findings, db, thresholds)
     findings = [*findings, *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

@@ -1,0 +1,127 @@
+"""Kernel time the host paces: what a faster kernel cannot give back.
+
+A kernel finding (an operator beyond its roofline, a grid that leaves compute units idle,
+unfused memory-bound runs) costs the kernels' time as if the run would end that much
+sooner with faster kernels. That holds where the GPU paces the run: the next work was
+queued when the kernel ended, so it starts earlier. Where the GPU then sat idle until the
+host issued the next launch, a shorter kernel only lengthens that wait: on an MI300X
+running BERT one kernel at a time (GPU busy 11 %), none of `attn_fwd`'s 114 µs is
+followed by queued work, so widening its grid gives back nothing until the host keeps
+the GPU fed.
+
+A kernel is *host-paced* when an idle gap of its device starts as it ends, the gap is at
+least ``idle_kernel_switch_ns`` long (shorter is the GPU's own kernel-to-kernel time), its
+cause is not the host waiting on the GPU (``synchronization``: there a shorter kernel
+returns the host sooner), and the next work's launch call ended after the gap began. A
+finding's impact is scaled by the share of its kernels' time that is not host-paced, where
+that share is below ``host_paced_min_pct`` short of all of it; on GPU-bound traces the
+shares are 98-100 % and nothing changes.
+
+This is one step of the critical path, not all of it: a kernel followed by queued work
+whose chain later ends in a host-paced gap is still counted, so the scaled impact is an
+upper bound, as before, only a tighter one.
+"""
+
+from __future__ import annotations
+
+from tracelens.core.findings import Finding
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
+from tracelens.derived import require
+from tracelens.derived.kernel_ops import KERNEL_OPS
+
+# The analyzers whose impact is kernel time a faster kernel would save.
+KERNEL_TIME_ANALYZERS = ("hot_ops", "occupancy", "fusion")
+
+# Each kernel with whether it is host-paced (see the module docstring); ``{sel}`` selects
+# the subject's kernels as (device_id, start_ns, end_ns).
+_PACED_SQL = """
+WITH k AS ({sel}),
+g AS (
+    SELECT device_id, start_ns FROM gaps
+    WHERE end_ns - start_ns >= ? AND cause IS DISTINCT FROM 'synchronization'
+      AND launch_end_ns > start_ns
+)
+SELECT coalesce(sum(k.end_ns - k.start_ns), 0) AS ns,
+       coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE g.start_ns IS NOT NULL), 0)
+           AS host_paced_ns
+FROM k LEFT JOIN g ON g.device_id = k.device_id AND g.start_ns = k.end_ns
+"""
+
+
+def _subject_kernels(db: TraceDB, f: Finding) -> tuple[str, list[object]] | None:
+    """SQL selecting the kernels a finding is about, with its parameters; None if it
+    names none."""
+    ev = f.evidence
+    if isinstance(ev.get("operator"), str):
+        require(db, KERNEL_OPS)
+        return (
+            "SELECT device_id, start_ns, start_ns + dur_ns AS end_ns FROM kernel_ops "
+            "WHERE op_name = ?",
+            [ev["operator"]],
+        )
+    if isinstance(ev.get("kernel"), str):
+        sel = "SELECT device_id, start_ns, end_ns FROM kernels WHERE name = ?"
+        if isinstance(ev.get("device_id"), int):
+            return sel + " AND device_id = ?", [ev["kernel"], ev["device_id"]]
+        return sel, [ev["kernel"]]
+    ops = ev.get("operators")
+    if isinstance(ops, list) and ops and all(isinstance(o, str) for o in ops):
+        require(db, KERNEL_OPS)
+        return (
+            "SELECT device_id, start_ns, start_ns + dur_ns AS end_ns FROM kernel_ops "
+            "WHERE op_name IN (SELECT unnest(?::VARCHAR[]))",
+            [ops],
+        )
+    rows = ev.get("kernels")
+    if isinstance(rows, list):
+        names = [
+            r["kernel"] for r in rows if isinstance(r, dict) and isinstance(r.get("kernel"), str)
+        ]
+        if names:
+            return (
+                "SELECT device_id, start_ns, end_ns FROM kernels "
+                "WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+                [names],
+            )
+    return None
+
+
+def host_paced_share(db: TraceDB, f: Finding, t: Thresholds) -> tuple[float, int] | None:
+    """The share of a finding's kernels' time that is host-paced, and that time (ns)."""
+    subject = _subject_kernels(db, f)
+    if subject is None:
+        return None
+    sel, params = subject
+    ns, paced = db.rows(_PACED_SQL.format(sel=sel), [*params, t.idle_kernel_switch_ns])[0]
+    if not ns:
+        return None
+    return float(paced) / float(ns), int(paced)
+
+
+def leave_out_host_paced(findings: list[Finding], db: TraceDB, t: Thresholds) -> None:
+    """Scale each kernel-time finding's impact to the share of its kernels' time the host
+    does not pace, and say so in its basis."""
+    if not db.scalar("SELECT count(*) FROM gaps WHERE launch_end_ns > start_ns"):
+        return
+    for f in findings:
+        if f.analyzer not in KERNEL_TIME_ANALYZERS or f.impact_ns <= 0:
+            continue
+        got = host_paced_share(db, f, t)
+        if got is None:
+            continue
+        share, paced_ns = got
+        if 100.0 * share < t.host_paced_min_pct:
+            continue
+        kept = int(f.impact_ns * (1.0 - share))
+        f.impact_basis += (
+            f" {100 * share:.0f}% of these kernels' time ({fmt_ns(paced_ns)}) is in launches "
+            "the GPU finished before the host had issued the next one, so it then sat idle: "
+            "a faster kernel there only lengthens that idle time and gives nothing back until "
+            "the host keeps the GPU fed (the idle-GPU findings). This is the rest "
+            f"({fmt_ns(kept)} of {fmt_ns(f.impact_ns)})."
+        )
+        if f.impact_ns:
+            f.impact_pct *= kept / f.impact_ns
+        f.impact_ns = kept
