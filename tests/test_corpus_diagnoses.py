@@ -335,6 +335,23 @@ def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Pat
     assert_fits_workload(r)
 
 
+def test_mi300_qwen_host_gap_after_the_harness_sync_names_the_sync(corpus: Path) -> None:
+    """The profiling harness calls `torch.cuda.synchronize()` as the step begins: the host
+    sits 13.1 ms in `hipDeviceSynchronize` while the 463 kernels issued before the capture
+    drain, and returns as the GPU runs dry (1.6 µs after, on the host's clock slightly
+    before). The model's forward then spends 624 µs of Python before its first launch, the
+    longest host gap of the trace. An earlier reading blamed `nn.Module: Qwen2Model_0` and
+    asked to profile the host; the expert reads the sync as why the queue was empty: with
+    the next work issued before the sync, that Python runs behind queued kernels. Two of
+    the 18 host gaps (797 µs, a quarter of the time) are of that kind."""
+    r = report_of(corpus, "engines/mi300_qwen_inference.json.gz")
+    (host,) = [f for f in r["findings"] if f["evidence"].get("cause") == "host_compute"]
+    after = host["evidence"]["after_blocking_call"]
+    assert after == {"gaps": 2, "ns": 797_275, "call": "hipDeviceSynchronize", "site": None}
+    assert "most of the time in `hipDeviceSynchronize`" in host["advice"]
+    assert "let the queue empty" in host["advice"]
+
+
 def test_mi300_bert_small_is_host_bound(corpus: Path) -> None:
     """BERT-small inference on an MI300X: a tiny model on a huge GPU. The GPU idles three
     quarters of its window while the host runs the next operators: host-bound, so the

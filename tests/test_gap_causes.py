@@ -28,7 +28,7 @@ from tracelens.testing.planted_gaps import (
     stream_wait_event,
 )
 from tracelens.testing.planted_host import launch_bound
-from tracelens.testing.scenario import ApiCall, Kernel
+from tracelens.testing.scenario import ApiCall, Kernel, Scenario
 
 FORMATS = ["chrome", "nsys"]
 
@@ -584,3 +584,38 @@ def test_a_harness_cache_flush_between_passes_is_named_and_not_counted(load, fmt
     own = host("model.encoder")
     assert "harness_flush_ns" not in own.evidence and own.impact_ns == own.evidence["gap_ns"]
     assert "flush" not in own.title
+
+
+def _sync_then_host_work(steps: int = 10) -> Scenario:
+    """Each 1 ms step launches one 390 us kernel and synchronizes: the call returns 2 us
+    after the kernel ends, then `aten::host_work` runs 395 us on the CPU and the next step
+    launches 200 us after that. Every gap (600 us) is host compute that opened while the
+    thread sat in `cudaDeviceSynchronize`: the sync let the queue empty."""
+    sc = Scenario(name="planted_sync_then_host_work")
+    for i in range(steps):
+        t = i * 1_000 * US
+        sc.launch(None, SMALL_KERNEL, t, t + 10 * US, 390 * US)
+        sc.api("cudaDeviceSynchronize", t + 10 * US, 392 * US)
+        sc.op("aten::host_work", t + 405 * US, 395 * US)
+    return sc
+
+
+def test_host_gaps_opened_by_a_sync_name_the_sync(load) -> None:
+    """The host's work after a sync runs on an idle GPU because the sync drained the
+    queue: the advice names the sync, not only the host work."""
+    db = load(_sync_then_host_work(), "chrome")
+    (f,) = [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"]
+    after = f.evidence["after_blocking_call"]
+    assert after["gaps"] == f.evidence["gap_count"] == 9  # the last step has no next launch
+    assert after["ns"] == f.evidence["gap_ns"] and after["call"] == "cudaDeviceSynchronize"
+    assert "All of these gaps" in f.advice and "in `cudaDeviceSynchronize`" in f.advice
+    assert "let the queue empty" in f.advice
+
+
+def test_host_gaps_without_a_sync_name_none(load) -> None:
+    """The same steps without the sync: the host work alone opens the gaps."""
+    sc = _sync_then_host_work()
+    sc.api_calls = [a for a in sc.api_calls if a.name != "cudaDeviceSynchronize"]
+    db = load(sc, "chrome")
+    (f,) = [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"]
+    assert "after_blocking_call" not in f.evidence and "let the queue empty" not in f.advice

@@ -24,6 +24,7 @@ from ingest.derive_gaps import (
 )
 from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.drained_by_sync import drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -439,6 +440,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             "The launching thread was busy on the CPU"
             + (f" (innermost code covering the gaps: {top})" if top else "")
             + " before issuing the next GPU work. "
+            + _drained_advice(ev)
         )
         if ev.get("flush_ns"):
             text += (
@@ -521,10 +523,34 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             )
         return (
             "The launching thread ran code no recorded operator, range or function covers "
-            f"(untraced host code) before issuing the next GPU work. {how} to see what it was."
-            + (f" {unlaunched}" if ev["no_launch_record"] else "")
+            f"(untraced host code) before issuing the next GPU work. {_drained_advice(ev)}"
+            f"{how} to see what it was." + (f" {unlaunched}" if ev["no_launch_record"] else "")
         )
     return unlaunched
+
+
+# From this share of a host cause's idle time in gaps a blocking call opened, the advice
+# names the call: below it the sync is a detail of the evidence, not the lever.
+_DRAINED_MENTION_SHARE = 0.2
+
+
+def _drained_advice(ev: dict[str, Any]) -> str:
+    """What to say where blocking calls let the queue empty before these gaps."""
+    n = int(ev.get("drained_gaps", 0))
+    if not n or int(ev["drained_ns"]) < _DRAINED_MENTION_SHARE * int(ev["gap_ns"]):
+        return ""
+    site = ev.get("drained_site")
+    share = 100.0 * int(ev["drained_ns"]) / max(1, int(ev["gap_ns"]))
+    return (
+        f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
+        f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) opened while the thread "
+        f"was blocked in a sync (most of the time in `{ev['drained_call']}`"
+        + (f", from `{site}`" if site else "")
+        + "), which returned as the GPU ran dry: the sync let the queue empty, so the host "
+        "work after it ran on an idle GPU. Removing the sync, or issuing the next work "
+        "before it, hides that host time behind the queued kernels; shortening the host "
+        "work helps only where it stays. "
+    )
 
 
 def _in_graph_launch_advice(ev: dict[str, Any], w: Workload) -> str:
@@ -850,6 +876,15 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 for d in details
             ):
                 ev_for_advice["zero_grad_fills"] = _zero_grad_fills(db)
+            drained = drained_by_sync(db, gaps, cause, t) if cause in _RENAMED_CAUSES else None
+            if drained is not None and drained.gaps:
+                ev_for_advice |= {
+                    "drained_gaps": drained.gaps,
+                    "drained_ns": drained.ns,
+                    "drained_call": drained.call,
+                    "drained_site": drained.site,
+                    "gap_count": n,
+                }
             flush = flush_in_gaps(db, gaps, cause)
             if flush.ns:
                 ev_for_advice |= {
@@ -917,6 +952,18 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         "judged_to_offset_ns": int(hi - t0),
                         **deciding,
                         **in_graph,
+                        **(
+                            {
+                                "after_blocking_call": {
+                                    "gaps": drained.gaps,
+                                    "ns": drained.ns,
+                                    "call": drained.call,
+                                    "site": drained.site,
+                                }
+                            }
+                            if drained is not None and drained.gaps
+                            else {}
+                        ),
                         **(
                             {"harness_flush_ns": flush.ns, "harness_flush_range": flush.name}
                             if flush.ns

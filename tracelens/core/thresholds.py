@@ -35,6 +35,9 @@ class Thresholds:
     # Idle GPU: a kernel issued during a GPU-side wait that starts within this long (ns)
     # of its launch call is launch latency (the GPU outran the launcher).
     idle_launch_latency_ns: int = 50_000
+    # Idle GPU: a host gap that opened while a blocking call on the launching thread ran,
+    # the call returning within this long (ns), was opened by that call draining the queue.
+    idle_after_sync_ns: int = 50_000
     # Idle GPU: GPU-side waits at least this long (ns) are checked for a blocked host.
     idle_blocked_min_gap_ns: int = 100_000
     # Idle GPU: a wait on unrecorded work preceded by GPU work of at most this share (%) of

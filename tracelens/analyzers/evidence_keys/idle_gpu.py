@@ -7,6 +7,7 @@ from tracelens.analyzers.evidence_keys.model import (
     BYTES,
     COUNT,
     NS,
+    OBJECT,
     PCT,
     ROWS,
     TEXT,
@@ -99,6 +100,29 @@ EVIDENCE = AnalyzerEvidence(
             "The allocation call that took most of that time",
             when="such calls ran in them",
             only=("host_compute", "untraced"),
+        ),
+        Key(
+            "after_blocking_call",
+            OBJECT,
+            "The gaps that opened while a blocking call (synchronize, synchronous copy) on "
+            "the thread that issued the next work was running, the call returning within "
+            "`idle_after_sync_ns` of the gap's start: the sync let the queue empty. From 20% "
+            "of the idle time the advice names the call",
+            when="such gaps exist",
+            only=("host_compute", "untraced"),
+            fields=(
+                Key("gaps", COUNT, "Those gaps"),
+                Key("ns", NS, "Their summed duration"),
+                Key("call", TEXT, "The blocking call with the most of their time"),
+                Key(
+                    "site",
+                    TEXT,
+                    "Where that call was made, in its longest such gap: the innermost Python "
+                    "function (not a built-in), else the outermost operator, else the "
+                    "annotation range",
+                    null="nothing recorded encloses it",
+                ),
+            ),
         ),
         Key(
             "harness_flush_ns",

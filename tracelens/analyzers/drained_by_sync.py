@@ -1,0 +1,73 @@
+"""Host gaps a blocking call opened: the GPU drained its queue while the host waited.
+
+A gap judged host compute (or untraced host code) says the launching thread was busy on
+the CPU before issuing the next work. Where that thread was inside a blocking call (a
+device or stream synchronize, a synchronous copy, `.item()`) as the GPU ran dry, and the
+call returned at once, the sync is why nothing was queued: it let the queue empty, and
+the host's next work, however short, then runs on an idle GPU. On MI300X Qwen inference a
+profiling harness calls `torch.cuda.synchronize()` for 13 ms while 463 kernels issued
+before the capture drain; it returns 1.6 µs after the GPU goes idle, and the model's
+next forward takes 624 µs of Python to issue its first kernel. Profiling that Python
+helps less than not synchronizing there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.derived import require
+from tracelens.derived.blocking_calls import BLOCKING_CALLS
+
+# Gaps of a cause (a subquery named ``gaps``) that opened while a blocking call on the
+# thread that issued the next work was running and that call returned within the slack
+# of the gap's start.
+_DRAINED = """
+WITH g AS (SELECT start_ns, end_ns, launch_start_ns FROM {gaps} WHERE cause = ?),
+t AS (SELECT start_ns, any_value(pid) AS pid, any_value(tid) AS tid FROM api_calls
+      WHERE start_ns IN (SELECT launch_start_ns FROM g) GROUP BY start_ns),
+gt AS (SELECT g.*, t.pid, t.tid FROM g JOIN t ON t.start_ns = g.launch_start_ns),
+hit AS (
+    SELECT gt.start_ns, any_value(gt.end_ns - gt.start_ns) AS ns,
+           arg_max(b.name, b.end_ns) AS call,
+           -- a built-in's repr names an object address, not a place in the code
+           arg_max(coalesce(CASE WHEN b.frame NOT LIKE '<built-in%' THEN b.frame END,
+                            b.top_op, b.annotation), b.end_ns) AS site
+    FROM gt JOIN blocking_calls b
+      ON b.pid = gt.pid AND b.tid = gt.tid
+     AND b.start_ns <= gt.start_ns
+     -- host and GPU clocks differ by microseconds: a device synchronize can appear to
+     -- return just before the last kernel ends
+     AND b.end_ns BETWEEN gt.start_ns - ? AND gt.start_ns + ?
+    GROUP BY gt.start_ns
+),
+-- the call with the most of that time, and where it was made in its longest gap
+top_call AS (
+    SELECT call, arg_max(site, ns) AS site FROM hit GROUP BY call
+    ORDER BY sum(ns) DESC, call LIMIT 1
+)
+SELECT count(*) AS n, coalesce(sum(ns), 0) AS ns, any_value(top_call.call) AS call,
+       any_value(top_call.site) AS site
+FROM hit LEFT JOIN top_call ON true
+"""
+
+
+@dataclass(frozen=True)
+class DrainedBySync:
+    """The gaps of one cause that a blocking call opened, and the call with most of
+    their time."""
+
+    gaps: int
+    ns: int
+    call: str | None
+    # innermost Python function (not a built-in), else outermost operator, else range
+    site: str | None
+
+
+def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> DrainedBySync:
+    """The gaps of ``cause`` (a subquery named ``gaps``) a blocking call opened."""
+    require(db, BLOCKING_CALLS)
+    slack = t.idle_after_sync_ns
+    row = db.dicts(_DRAINED.format(gaps=gaps), [cause, slack, slack])[0]
+    return DrainedBySync(int(row["n"]), int(row["ns"]), row["call"], row["site"])
