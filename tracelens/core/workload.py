@@ -135,9 +135,13 @@ def _count(db: TraceDB, table: str, where: str) -> int:
 
 def _counts(db: TraceDB, *queries: tuple[str, str]) -> list[int]:
     """:func:`_count` of each ``(table, where)``, in one query: on a small trace each
-    query's set-up costs more than its scan."""
-    subqueries = ", ".join(f"(SELECT count(*) FROM {t} WHERE {w})" for t, w in queries)
-    return [int(n or 0) for n in db.rows(f"SELECT {subqueries}")[0]]
+    query's set-up costs more than its scan. A UNION ALL, not one scalar subquery per
+    count: DuckDB orders the cross product of 8 to 15 of those exhaustively (11 took 50
+    ms on a four-event trace, the union 6 ms)."""
+    union = " UNION ALL ".join(
+        f"SELECT {i} AS i, count(*) AS n FROM {t} WHERE {w}" for i, (t, w) in enumerate(queries)
+    )
+    return [int(n or 0) for _, n in db.rows(f"SELECT i, n FROM ({union}) ORDER BY i")]
 
 
 # Decode attention that reads a paged KV cache: vLLM's paged/unified attention, ROCm's
