@@ -103,7 +103,18 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             "WHERE external_id IS NOT NULL AND input_shapes IS NOT NULL"
         )
     )
+    # A group needs variance_min_count instances: a table with fewer rows has none, and
+    # the grouping query's planning alone costs more than these two counts.
+    rows_in = dict(
+        zip(
+            ("kernel", "operator"),
+            db.rows("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM cpu_ops)")[0],
+            strict=True,
+        )
+    )
     for kind, (table, key, cols, id_key) in _GROUPS.items():
+        if rows_in[kind] < t.variance_min_count:
+            continue
         if kind == "kernel" and not has_shapes:
             table = _KERNELS_NO_SHAPES
         # Rows are grouped by a hash of the grouping columns; the readable key is built
