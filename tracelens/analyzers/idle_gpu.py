@@ -657,26 +657,31 @@ per_launch AS (
     FROM g GROUP BY correlation
 ),
 top AS (SELECT * FROM per_launch ORDER BY ns DESC, correlation LIMIT 1),
+agg AS (
+    SELECT count(*) AS in_graph_launch_gaps, coalesce(sum(ns), 0) AS in_graph_launch_ns,
+           coalesce(max(ns), 0) AS in_graph_launch_longest_ns,
+           (SELECT count(*) FROM per_launch) AS graph_launches
+    FROM g
+),
 -- the longest such gap, placed in its graph: the kernels either side of it, and the
--- position of the one after among the kernels its launch call launched
-longest AS (SELECT * FROM g ORDER BY ns DESC, gs LIMIT 1)
-SELECT (SELECT count(*) FROM g) AS in_graph_launch_gaps,
-       (SELECT coalesce(sum(ns), 0) FROM g) AS in_graph_launch_ns,
-       (SELECT coalesce(max(ns), 0) FROM g) AS in_graph_launch_longest_ns,
-       (SELECT count(*) FROM kernels k, longest l
-        WHERE k.correlation_id = l.correlation AND k.start_ns <= l.ge)
-           AS in_graph_launch_longest_node,
-       (SELECT min(k.name) FROM kernels k, longest l
-        WHERE k.device_id = l.device_id AND k.end_ns = l.gs)
-           AS in_graph_launch_longest_prev,
-       (SELECT min(k.name) FROM kernels k, longest l
-        WHERE k.device_id = l.device_id AND k.start_ns = l.ge)
-           AS in_graph_launch_longest_next,
-       (SELECT count(*) FROM per_launch) AS graph_launches,
+-- position of the one after among the kernels its launch call launched (joins and
+-- filters, not one scalar subquery each: DuckDB orders a cross product of many of
+-- those exhaustively)
+longest AS (SELECT * FROM g ORDER BY ns DESC, gs LIMIT 1),
+placed AS (
+    SELECT count(*) FILTER (WHERE k.correlation_id = l.correlation AND k.start_ns <= l.ge)
+               AS in_graph_launch_longest_node,
+           min(k.name) FILTER (WHERE k.end_ns = l.gs) AS in_graph_launch_longest_prev,
+           min(k.name) FILTER (WHERE k.start_ns = l.ge) AS in_graph_launch_longest_next
+    FROM longest l JOIN kernels k ON k.device_id = l.device_id
+)
+SELECT agg.in_graph_launch_gaps, agg.in_graph_launch_ns, agg.in_graph_launch_longest_ns,
+       placed.in_graph_launch_longest_node, placed.in_graph_launch_longest_prev,
+       placed.in_graph_launch_longest_next, agg.graph_launches,
        top.name AS graph_launch_call, top.call_ns AS graph_launch_call_ns,
        (SELECT count(*) FROM kernels k WHERE k.correlation_id = top.correlation)
            AS graph_launch_kernels
-FROM (SELECT 1) LEFT JOIN top ON true
+FROM agg CROSS JOIN placed LEFT JOIN top ON true
 """
 
 # From this share of the in-graph-launch idle time, the longest gap is the story: one
