@@ -62,9 +62,9 @@ def test_a_kernel_the_host_paces_gives_nothing_back(scenario_db) -> None:
     before = queued.impact_pct
     leave_out_host_paced([paced, queued, tail], db, t)
     assert paced.impact_ns == 0 and paced.impact_pct == 0.0
-    assert "before the host had issued the next one" in paced.impact_basis
+    assert "until the host's next launch arrived" in paced.impact_basis
     assert queued.impact_ns == 100 * US and queued.impact_pct == before
-    assert "host had issued" not in queued.impact_basis
+    assert "next launch arrived" not in queued.impact_basis
     assert tail.impact_ns == 1 * US  # 5% of 20 us left
 
 
@@ -96,14 +96,25 @@ def test_mi300x_bert_kernel_findings_give_back_what_the_host_lets_them(corpus: P
     assert "100% of these kernels' time" in attn.impact_basis
     kernel_findings = [f for f in findings if f.analyzer in ("hot_ops", "occupancy", "fusion")]
     assert kernel_findings and all(f.severity <= Severity.LOW for f in kernel_findings)
+    # Every kernel here starts 14-19 µs after its launch call returns: a gap the next
+    # kernel closes one launch latency after its call is host-paced too, so of the GEMMs'
+    # 88 µs beyond their roofline 81% is left out.
+    (addmm,) = [f for f in findings if f.evidence.get("operator") == "aten::addmm"]
+    assert "81% of these kernels' time" in addmm.impact_basis and addmm.impact_ns < 20_000
 
 
 @pytest.mark.corpus
 def test_gpu_bound_corpus_trace_keeps_its_kernel_costs(corpus: Path) -> None:
     """MI300X Qwen inference keeps the GPU 91 % busy: 99 % of its kernel time is followed
-    by queued work, under the 5 % that host pacing must reach to change a figure."""
+    by queued work, under the 5 % that host pacing must reach to change a figure, except
+    for `aten::addmm`, whose calls in the forward's first milliseconds (the host catching
+    up after the harness's sync) precede host gaps: 6 % of its time."""
     db = corpus_db(corpus, "mi300_qwen_inference.json.gz", "engines")
     findings = run_all(db, Thresholds())
     kernel_findings = [f for f in findings if f.analyzer in ("hot_ops", "occupancy", "fusion")]
     assert kernel_findings
-    assert not [f for f in kernel_findings if "host had issued" in f.impact_basis]
+    assert not [
+        f
+        for f in kernel_findings
+        if "next launch arrived" in f.impact_basis and "aten::addmm" not in f.title
+    ]

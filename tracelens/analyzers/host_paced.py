@@ -1,7 +1,7 @@
 """Kernel time the host paces: what a faster kernel cannot give back.
 
-A kernel finding (an operator beyond its roofline, a grid that leaves compute units idle,
-unfused memory-bound runs) costs the kernels' time as if the run would end that much
+A kernel finding (an operator beyond its roofline, a grid that leaves compute units idle)
+costs the kernels' time as if the run would end that much
 sooner with faster kernels. That holds where the GPU paces the run: the next work was
 queued when the kernel ended, so it starts earlier. Where the GPU then sat idle until the
 host issued the next launch, a shorter kernel only lengthens that wait: on an MI300X
@@ -12,10 +12,17 @@ the GPU fed.
 A kernel is *host-paced* when an idle gap of its device starts as it ends, the gap is at
 least ``idle_kernel_switch_ns`` long (shorter is the GPU's own kernel-to-kernel time), its
 cause is not the host waiting on the GPU (``synchronization``: there a shorter kernel
-returns the host sooner), and the next work's launch call ended after the gap began. A
-finding's impact is scaled by the share of its kernels' time that is not host-paced, where
-that share is below ``host_paced_min_pct`` short of all of it; on GPU-bound traces the
-shares are 98-100 % and nothing changes.
+returns the host sooner), and the next work came as soon as the host issued it: its
+launch call ended after the gap began, or it started within ``idle_launch_latency_ns`` of
+that call's end (issued just before the GPU went idle, it arrived one launch latency
+later, as on BERT's MI300X VF where every kernel starts 14-19 µs after its call). A
+finding's impact is scaled by the share of its kernels' time that is not host-paced, from
+``host_paced_min_pct`` of it up; on GPU-bound traces the shares are 98-100 % and nothing
+changes.
+
+Fusion findings are not scaled: fusing a run of kernels also removes launches, which is
+what a host-paced run needs, so their saving holds there too (if anything, by another
+measure).
 
 This is one step of the critical path, not all of it: a kernel followed by queued work
 whose chain later ends in a host-paced gap is still counted, so the scaled impact is an
@@ -31,8 +38,9 @@ from tracelens.core.units import fmt_ns
 from tracelens.derived import require
 from tracelens.derived.kernel_ops import KERNEL_OPS
 
-# The analyzers whose impact is kernel time a faster kernel would save.
-KERNEL_TIME_ANALYZERS = ("hot_ops", "occupancy", "fusion")
+# The analyzers whose impact is kernel time a faster kernel would save (not fusion: see
+# the module docstring).
+KERNEL_TIME_ANALYZERS = ("hot_ops", "occupancy")
 
 # Each kernel with whether it is host-paced (see the module docstring); ``{sel}`` selects
 # the subject's kernels as (device_id, start_ns, end_ns).
@@ -41,7 +49,7 @@ WITH k AS ({sel}),
 g AS (
     SELECT device_id, start_ns FROM gaps
     WHERE end_ns - start_ns >= ? AND cause IS DISTINCT FROM 'synchronization'
-      AND launch_end_ns > start_ns
+      AND (launch_end_ns > start_ns OR end_ns - launch_end_ns <= ?)
 )
 SELECT coalesce(sum(k.end_ns - k.start_ns), 0) AS ns,
        coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE g.start_ns IS NOT NULL), 0)
@@ -94,7 +102,10 @@ def host_paced_share(db: TraceDB, f: Finding, t: Thresholds) -> tuple[float, int
     if subject is None:
         return None
     sel, params = subject
-    ns, paced = db.rows(_PACED_SQL.format(sel=sel), [*params, t.idle_kernel_switch_ns])[0]
+    ns, paced = db.rows(
+        _PACED_SQL.format(sel=sel),
+        [*params, t.idle_kernel_switch_ns, t.idle_launch_latency_ns],
+    )[0]
     if not ns:
         return None
     return float(paced) / float(ns), int(paced)
@@ -103,7 +114,7 @@ def host_paced_share(db: TraceDB, f: Finding, t: Thresholds) -> tuple[float, int
 def leave_out_host_paced(findings: list[Finding], db: TraceDB, t: Thresholds) -> None:
     """Scale each kernel-time finding's impact to the share of its kernels' time the host
     does not pace, and say so in its basis."""
-    if not db.scalar("SELECT count(*) FROM gaps WHERE launch_end_ns > start_ns"):
+    if not db.scalar("SELECT count(*) FROM gaps WHERE launch_end_ns IS NOT NULL"):
         return
     for f in findings:
         if f.analyzer not in KERNEL_TIME_ANALYZERS or f.impact_ns <= 0:
@@ -117,9 +128,9 @@ def leave_out_host_paced(findings: list[Finding], db: TraceDB, t: Thresholds) ->
         kept = int(f.impact_ns * (1.0 - share))
         f.impact_basis += (
             f" {100 * share:.0f}% of these kernels' time ({fmt_ns(paced_ns)}) is in launches "
-            "the GPU finished before the host had issued the next one, so it then sat idle: "
-            "a faster kernel there only lengthens that idle time and gives nothing back until "
-            "the host keeps the GPU fed (the idle-GPU findings). This is the rest "
+            "after which the GPU sat idle until the host's next launch arrived: a faster "
+            "kernel there only lengthens that idle time and gives nothing back until the host "
+            "keeps the GPU fed (the idle-GPU findings). This is the rest "
             f"({fmt_ns(kept)} of {fmt_ns(f.impact_ns)})."
         )
         if f.impact_ns:

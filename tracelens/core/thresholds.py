@@ -27,8 +27,9 @@ class Thresholds:
     # Idle GPU: a GPU-side wait this short (ns) between queued kernels is the GPU's own
     # kernel-to-kernel overhead, not a dependency.
     idle_kernel_switch_ns: int = 5_000
-    # Kernel findings: from this share (%) of their kernels' time ending in a host-paced
-    # idle gap (tracelens.analyzers.host_paced), their impact leaves that share out.
+    # Kernel findings (hot operators, occupancy): from this share (%) of their kernels'
+    # time ending in a host-paced idle gap (tracelens.analyzers.host_paced), their impact
+    # leaves that share out.
     host_paced_min_pct: float = 5.0
     # Idle GPU: a launch call this long (ns) before a kernel's first run is lazy loading.
     idle_slow_first_launch_ns: int = 500_000
