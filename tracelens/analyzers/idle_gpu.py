@@ -196,7 +196,13 @@ def _title(
     flush_name: str | None = None,
 ) -> str:
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
-        return f"the GPU waited on a graph launch still running (`{in_graph['graph_launch_call']}`)"
+        call = in_graph["graph_launch_call"]
+        if _one_stall(in_graph) and _dispatch_lead_ns(in_graph) > 0:
+            return (
+                f"one {fmt_ns(in_graph['in_graph_launch_longest_ns'])} stall inside a graph "
+                f"replay (`{call}`), its next kernel likely dispatched already"
+            )
+        return f"the GPU waited on a graph launch still running (`{call}`)"
     if cause == "gpu_dependency" and kinds:
         return _GPU_SIDE_TITLES[kinds[0]["kind"]]
     named = sum(int(d["ns"]) for d in details if d["detail"])
@@ -553,12 +559,33 @@ def _drained_advice(ev: dict[str, Any]) -> str:
     )
 
 
+def _one_stall(ev: dict[str, Any]) -> bool:
+    """One graph launch whose in-launch idle time is nearly all its longest gap."""
+    return int(ev["graph_launches"]) == 1 and int(
+        ev["in_graph_launch_longest_ns"]
+    ) >= _ONE_STALL_SHARE * int(ev["in_graph_launch_ns"])
+
+
+def _dispatch_lead_ns(ev: dict[str, Any]) -> int:
+    """How long before the longest in-launch gap began the launch call, at its mean rate
+    per kernel, would have dispatched the kernel after it; 0 unless that comes at most
+    half-way to the gap. The call's kernels are not timed one by one, so this is an
+    estimate: for the kernel still to be undispatched, the kernels before it would have
+    taken twice their share of the call or more. (SGLang's replay: kernel 32 of 544 due
+    93 µs into a 1.57 ms call, the stall 594 µs in.)"""
+    kernels = int(ev["graph_launch_kernels"])
+    offset = int(ev["in_graph_launch_longest_call_offset_ns"])
+    if kernels <= 0 or offset <= 0:
+        return 0
+    due = int(ev["in_graph_launch_longest_node"]) * int(ev["graph_launch_call_ns"]) / kernels
+    return int(offset - due) if due <= 0.5 * offset else 0
+
+
 def _in_graph_launch_advice(ev: dict[str, Any], w: Workload) -> str:
     call = ev["graph_launch_call"]
     gaps = int(ev["in_graph_launch_gaps"])
     launches = int(ev["graph_launches"])
-    longest = int(ev["in_graph_launch_longest_ns"])
-    if launches == 1 and longest >= _ONE_STALL_SHARE * int(ev["in_graph_launch_ns"]):
+    if _one_stall(ev):
         return _one_stall_advice(ev, w)
     text = (
         f"{fmt_ns(ev['in_graph_launch_ns'])} of this idle time opened while a `{call}` was "
@@ -604,22 +631,37 @@ def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
         if w.amd
         else "the driver submitting the graph"
     )
+    kernels = int(ev["graph_launch_kernels"])
+    lead = _dispatch_lead_ns(ev)
     return (
         f"{fmt_ns(longest)} of this idle time is one stall {where}, while the "
         f"`{call}` that launched them was still running ({fmt_ns(ev['graph_launch_call_ns'])} "
-        f"on the host for {int(ev['graph_launch_kernels']):,} kernels)"
+        f"on the host for {kernels:,} kernels)"
         + (
             f"; the graph's other kernels ran back to back ({others:,} gaps, {fmt_ns(rest)} in all)"
             if others > 0
             else ""
         )
-        + f". So {runtime} kept up with the GPU except once: not a graph too large to "
-        "dispatch, and capturing more of the step would not remove it. The trace holds one "
-        "replay, which cannot tell a stall at a fixed point of the graph (it would recur at "
-        "the same kernel on every replay: look at what that node waits for) from a "
-        "one-off (the dispatching thread descheduled, or the runtime waiting for room in "
-        "its queue): record several steps and check whether it repeats before weighing "
-        "it."
+        + (
+            f". At the call's mean rate ({fmt_ns(int(ev['graph_launch_call_ns']) / kernels)} "
+            f"a kernel) kernel {node:,} would have been dispatched about {fmt_ns(lead)} before "
+            "the stall began: it was likely queued already, so the wait is more likely on the "
+            "device (the kernel waiting on a signal, a barrier or memory) than in "
+            f"{runtime}. "
+            if lead
+            else f". So {runtime} kept up with the GPU except once. "
+        )
+        + "Either way it is not a graph too large to dispatch, and capturing more of the "
+        "step would not remove it. "
+        + "The trace holds one replay, which cannot tell a stall at a fixed point of the "
+        "graph (it would recur at the same kernel on every replay: look at what that node "
+        "waits for) from a one-off"
+        + (
+            " (the dispatching thread descheduled, or the runtime waiting for room in its queue)"
+            if not lead
+            else ""
+        )
+        + ": record several steps and check whether it repeats before weighing it."
     )
 
 
@@ -645,8 +687,8 @@ FROM {gaps} WHERE cause = ?
 _GRAPH_LAUNCH_EVIDENCE = """
 WITH g AS (
     SELECT gaps.end_ns - gaps.start_ns AS ns, a.name, a.correlation_id AS correlation,
-           a.end_ns - a.start_ns AS call_ns, gaps.device_id, gaps.start_ns AS gs,
-           gaps.end_ns AS ge
+           a.end_ns - a.start_ns AS call_ns, a.start_ns AS call_start, gaps.device_id,
+           gaps.start_ns AS gs, gaps.end_ns AS ge
     FROM {gaps} JOIN api_calls a
       ON a.start_ns = gaps.launch_start_ns AND a.end_ns = gaps.launch_end_ns
     WHERE gaps.cause = ? AND gaps.launch_start_ns <= gaps.start_ns
@@ -672,12 +714,14 @@ placed AS (
     SELECT count(*) FILTER (WHERE k.correlation_id = l.correlation AND k.start_ns <= l.ge)
                AS in_graph_launch_longest_node,
            min(k.name) FILTER (WHERE k.end_ns = l.gs) AS in_graph_launch_longest_prev,
-           min(k.name) FILTER (WHERE k.start_ns = l.ge) AS in_graph_launch_longest_next
+           min(k.name) FILTER (WHERE k.start_ns = l.ge) AS in_graph_launch_longest_next,
+           any_value(l.gs - l.call_start) AS in_graph_launch_longest_call_offset_ns
     FROM longest l JOIN kernels k ON k.device_id = l.device_id
 )
 SELECT agg.in_graph_launch_gaps, agg.in_graph_launch_ns, agg.in_graph_launch_longest_ns,
        placed.in_graph_launch_longest_node, placed.in_graph_launch_longest_prev,
-       placed.in_graph_launch_longest_next, agg.graph_launches,
+       placed.in_graph_launch_longest_next, placed.in_graph_launch_longest_call_offset_ns,
+       agg.graph_launches,
        top.name AS graph_launch_call, top.call_ns AS graph_launch_call_ns,
        (SELECT count(*) FROM kernels k WHERE k.correlation_id = top.correlation)
            AS graph_launch_kernels

@@ -316,6 +316,14 @@ EVIDENCE = AnalyzerEvidence(
                     null="no kernel on the device ends exactly there",
                 ),
                 Key(
+                    "in_graph_launch_longest_call_offset_ns",
+                    NS,
+                    "How far into its graph launch call the longest of them began; with "
+                    "the call's mean time per kernel it tells whether the kernel after it "
+                    "was likely dispatched already",
+                    when=_IN_GRAPH_LAUNCH,
+                ),
+                Key(
                     "in_graph_launch_longest_next",
                     TEXT,
                     "The kernel that began as the longest of them ended",
