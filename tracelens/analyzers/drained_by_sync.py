@@ -28,19 +28,34 @@ WITH g AS (SELECT start_ns, end_ns, launch_start_ns FROM {gaps} WHERE cause = ?)
 t AS (SELECT start_ns, any_value(pid) AS pid, any_value(tid) AS tid FROM api_calls
       WHERE start_ns IN (SELECT launch_start_ns FROM g) GROUP BY start_ns),
 gt AS (SELECT g.*, t.pid, t.tid FROM g JOIN t ON t.start_ns = g.launch_start_ns),
-hit AS (
-    SELECT gt.start_ns, any_value(gt.end_ns - gt.start_ns) AS ns,
-           arg_max(b.name, b.end_ns) AS call,
-           -- a built-in's repr names an object address, not a place in the code
-           arg_max(coalesce(CASE WHEN b.frame NOT LIKE '<built-in%' THEN b.frame END,
-                            b.top_op, b.annotation), b.end_ns) AS site
+pairs AS (
+    SELECT gt.start_ns, gt.end_ns - gt.start_ns AS ns, b.pid, b.tid, b.name,
+           b.start_ns AS b_start, b.end_ns AS b_end, b.top_op, b.annotation
     FROM gt JOIN blocking_calls b
       ON b.pid = gt.pid AND b.tid = gt.tid
      AND b.start_ns <= gt.start_ns
      -- host and GPU clocks differ by microseconds: a device synchronize can appear to
      -- return just before the last kernel ends
      AND b.end_ns BETWEEN gt.start_ns - ? AND gt.start_ns + ?
-    GROUP BY gt.start_ns
+),
+-- where each call was made: the innermost Python function around it outside PyTorch's
+-- own package (the program's code that asked for the sync), else the innermost one that
+-- is not a built-in (whose repr names an object address): `moca/.../profile.py(34):
+-- run_torch_profiler` around `torch/cuda/__init__.py(1030): synchronize` around
+-- `<built-in function _cuda_synchronize>`
+framed AS (
+    SELECT p.*, (SELECT arg_max(o.name, [CASE WHEN o.name LIKE 'torch/%' THEN 0 ELSE 1 END,
+                                         o.depth])
+                 FROM cpu_ops o
+                 WHERE o.pid = p.pid AND o.tid = p.tid AND o.category = 'python_function'
+                   AND o.name NOT LIKE '<built-in%'
+                   AND o.start_ns <= p.b_start AND o.end_ns >= p.b_end) AS frame
+    FROM pairs p
+),
+hit AS (
+    SELECT start_ns, any_value(ns) AS ns, arg_max(name, b_end) AS call,
+           arg_max(coalesce(frame, top_op, annotation), b_end) AS site
+    FROM framed GROUP BY start_ns
 ),
 -- the call with the most of that time, and where it was made in its longest gap
 top_call AS (
@@ -61,7 +76,8 @@ class DrainedBySync:
     gaps: int
     ns: int
     call: str | None
-    # innermost Python function (not a built-in), else outermost operator, else range
+    # innermost Python function around it outside PyTorch (else inside it, never a
+    # built-in), else the outermost operator, else the annotation range
     site: str | None
 
 

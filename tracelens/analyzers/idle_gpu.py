@@ -556,6 +556,14 @@ def _drained_advice(ev: dict[str, Any]) -> str:
         "work after it ran on an idle GPU. Removing the sync, or issuing the next work "
         "before it, hides that host time behind the queued kernels; shortening the host "
         "work helps only where it stays. "
+        + (
+            "Where the device synchronize is a benchmark's or profiling harness's own "
+            "(around the measured step), the gap is the harness's: the program without it "
+            "keeps its queue full. "
+            if "DeviceSynchronize" in str(ev["drained_call"])
+            or "CtxSynchronize" in str(ev["drained_call"])
+            else ""
+        )
     )
 
 

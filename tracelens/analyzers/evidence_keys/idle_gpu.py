@@ -118,8 +118,8 @@ EVIDENCE = AnalyzerEvidence(
                     "site",
                     TEXT,
                     "Where that call was made, in its longest such gap: the innermost Python "
-                    "function (not a built-in), else the outermost operator, else the "
-                    "annotation range",
+                    "function around it outside PyTorch's package (else inside it; never a "
+                    "built-in), else the outermost operator, else the annotation range",
                     null="nothing recorded encloses it",
                 ),
             ),
