@@ -92,7 +92,7 @@ def test_copy_time_under_a_module_load_is_not_the_links(scenario_db) -> None:
     assert up.evidence["module_load_ns"] == 400_000
     assert up.evidence["pageable_ns"] == base[PAGEABLE].evidence["pageable_ns"] - 400_000
     assert up.impact_ns == base[PAGEABLE].impact_ns - 400_000
-    assert "module" in up.summary and "waiting on a module load" in up.impact_basis
+    assert "module" in up.summary and "overlaps a module load" in up.impact_basis
     # the other direction's copies did not overlap the load
     assert found[PAGEABLE_DTOH].evidence["module_load_ns"] == 0
     assert "module" not in found[PAGEABLE_DTOH].summary
