@@ -172,6 +172,16 @@ def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
     return db.memo(("cost_tables", key), lambda: _build(db, t))
 
 
+def math_efficiency(kind: str | None, t: Thresholds) -> tuple[float, str]:
+    """The share of the math peak an operator of ``kind`` is judged at, and its threshold
+    (1.0 and no name for memory-bound kinds)."""
+    return {
+        MATMUL: (t.cost_gemm_efficiency, "cost_gemm_efficiency"),
+        CONV: (t.cost_conv_efficiency, "cost_conv_efficiency"),
+        ATTENTION: (t.cost_attention_efficiency, "cost_attention_efficiency"),
+    }.get(kind or "", (1.0, ""))
+
+
 def math_peak(spec: GpuSpec, kind: str, dtype: str) -> tuple[str, float] | None:
     """(label, TFLOP/s) of the math an operator of ``kind`` and ``dtype`` runs, or should."""
     p = spec.peaks
@@ -412,11 +422,7 @@ def _first_of_key(
     if peak is None:
         return None
     label, tflops = peak
-    eff = {
-        MATMUL: t.cost_gemm_efficiency,
-        CONV: t.cost_conv_efficiency,
-        ATTENTION: t.cost_attention_efficiency,
-    }.get(cost.kind, 1.0)
+    eff = math_efficiency(cost.kind, t)[0]
     compute_ns = cost.flops / (eff * tflops * 1e3) if cost.kind in _MATH_KINDS else 0.0
     memory_ns = cost.bytes / (t.cost_memory_efficiency * spec.peaks.mem_gbps)
     est.dtypes.add(cost.dtype)

@@ -16,7 +16,13 @@ estimate. The advice follows the kind of the dominant kernel and the workload.
 from __future__ import annotations
 
 from tracelens.analyzers.contract import finding
-from tracelens.analyzers.cost_model import AttentionSite, CostTables, OpEstimate, cost_tables
+from tracelens.analyzers.cost_model import (
+    AttentionSite,
+    CostTables,
+    OpEstimate,
+    cost_tables,
+    math_efficiency,
+)
 from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
@@ -220,23 +226,28 @@ def _impact(
         if est.kind != "memory" and est.peak_tflops:
             # the sheet's figure, except where the matrix cores sustain only part of it
             sustained = costs.spec.arch.sustained_matrix
+            eff, eff_name = math_efficiency(est.kind, t)
             parts.append(
-                f"{est.flops / 1e12:.3g} TFLOP at {est.math} peak {est.peak_tflops:.4g} TFLOP/s"
+                f"{est.flops / 1e12:.3g} TFLOP at "
+                + (f"{100 * eff:.0f}% ({eff_name}) of " if eff_name else "")
+                + f"{est.math} peak {est.peak_tflops:.4g} TFLOP/s"
                 + (
                     f" ({sustained:g} of the sheet's, what its matrix cores sustain)"
                     if sustained < 1 and "tensor" in (est.math or "")
                     else ""
                 )
             )
-        parts.append(f"{est.bytes / 1e9:.3g} GB at {est.mem_gbps:g} GB/s")
+        parts.append(
+            f"{est.bytes / 1e9:.3g} GB at {100 * t.cost_memory_efficiency:.0f}% "
+            f"(cost_memory_efficiency) of {est.mem_gbps:g} GB/s"
+        )
         return (
             impact,
             (
                 f"Time beyond what the {cover:.0f}% of its kernel time with recorded shapes would "
                 f"take at a realistic efficiency of its bound resource ({est.bound}-bound: "
                 f"{'; '.join(parts)} on the {costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, "
-                f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel); the efficiencies are the "
-                "cost_* thresholds."
+                f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel)."
             ),
             True,
         )
