@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from corpus_cache import corpus_db
 
 from ingest import load_trace
@@ -145,3 +146,18 @@ def test_corpus_nsys_without_kernels_reports_blocking_only(corpus: Path) -> None
     for f in findings:
         assert f.impact_ns == 0 and f.severity.label == "info"
         assert "GPU idle time is unknown" in f.summary
+
+
+@pytest.mark.corpus
+def test_transformers_mask_check_gets_its_own_advice(corpus: Path) -> None:
+    """BERT-small on an MI300X: the one `bool(tensor)` sync is transformers' check, in
+    `_prepare_4d_attention_mask_for_sdpa`, that the 2D attention mask is all ones. The
+    generic advice (accumulate losses, `.item()` every N steps) is a training loop's; the
+    expert names the library's check and what skips it (compiling, tracing, a 4D mask)."""
+    db = corpus_db(corpus, "mi300_bert_small.json.gz", "engines")
+    (f,) = [
+        f for f in sync_stalls.analyze(db, Thresholds()) if f.evidence["pattern"] == "bool_check"
+    ]
+    assert "_prepare_4d_attention_mask_for_sdpa" in f.evidence["python_frame"]
+    assert f.advice.startswith("The read is transformers' own")
+    assert "torch.compile" in f.advice and "4D mask" in f.advice

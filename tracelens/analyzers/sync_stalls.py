@@ -27,6 +27,8 @@ The calls with their site and pattern, and the gaps each caused, are the derived
 
 from __future__ import annotations
 
+import re
+
 from ingest.derive_gaps import SYNC_MIN_GAP_FRACTION
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
@@ -173,6 +175,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "kernels' own run time (a GPU-bound program), not idle time a change here "
                     "gives back. Record again with kernel tracing on before acting on them. "
                 )
+                + _library_check_advice(g["frame"])
                 + _advice(pattern, where, w),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
@@ -184,6 +187,31 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
         )
     return findings
+
+
+# Host reads that a library makes on the model's behalf, by the Python function that makes
+# them, with what removes them. Hugging Face transformers checks before each SDPA call
+# whether the attention mask is all ones (`torch.all(mask == 1)`), so it can drop it.
+_LIBRARY_CHECKS = (
+    (
+        re.compile(
+            r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
+            r"(_prepare_4d\w*attention_mask\w*|_ignore_causal_mask_sdpa)"
+        ),
+        "The read is transformers' own: before SDPA attention it checks whether the 2D "
+        "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
+        "of a GPU value per forward. transformers skips the check under `torch.compile` and "
+        "tracing, and where the model is given a 4D mask instead of a 2D one. ",
+    ),
+)
+
+
+def _library_check_advice(frame: str | None) -> str:
+    """What removes a host read a library makes inside ``frame``; empty if none known."""
+    for pattern, advice in _LIBRARY_CHECKS:
+        if frame and pattern.search(frame):
+            return advice
+    return ""
 
 
 def _title_text(pattern: str, w: Workload) -> str:
