@@ -120,7 +120,9 @@ def _open(
     with page.expect_popup() as popup_info:
         page.click(click)
     popup = popup_info.value
-    popup.wait_for_function("() => window.__posted !== null", timeout=60_000)
+    # `!= null`: before the stand-in page loads the popup is about:blank, where
+    # `__posted` is undefined, and `!== null` would let the wait pass at once
+    popup.wait_for_function("() => window.__posted != null", timeout=60_000)
     posted = popup.evaluate("() => window.__posted")
     assert popup.evaluate("() => window.__pings") >= 1
     page.wait_for_function(
@@ -236,7 +238,9 @@ def test_with_api_tokens_perfetto_and_the_download_read_the_trace_with_the_typed
     with page.expect_popup() as popup_info:
         page.click("#open-perfetto")
     popup = popup_info.value
-    popup.wait_for_function("() => window.__posted !== null", timeout=60_000)
+    # `!= null`: before the stand-in page loads the popup is about:blank, where
+    # `__posted` is undefined, and `!== null` would let the wait pass at once
+    popup.wait_for_function("() => window.__posted != null", timeout=60_000)
     posted = popup.evaluate("() => window.__posted")
     assert gzip.decompress(base64.b64decode(posted["b64"])) == served
     with page.expect_download() as download_info:
