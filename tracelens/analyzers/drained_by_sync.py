@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
@@ -25,9 +26,7 @@ from tracelens.derived.blocking_calls import BLOCKING_CALLS
 # of the gap's start.
 _DRAINED = """
 WITH g AS (SELECT start_ns, end_ns, launch_start_ns FROM {gaps} WHERE cause = ?),
-t AS (SELECT start_ns, any_value(pid) AS pid, any_value(tid) AS tid FROM api_calls
-      WHERE start_ns IN (SELECT launch_start_ns FROM g) GROUP BY start_ns),
-gt AS (SELECT g.*, t.pid, t.tid FROM g JOIN t ON t.start_ns = g.launch_start_ns),
+{thread},
 pairs AS (
     SELECT gt.start_ns, gt.end_ns - gt.start_ns AS ns, b.pid, b.tid, b.name,
            b.start_ns AS b_start, b.end_ns AS b_end, b.top_op, b.annotation
@@ -85,5 +84,6 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
     """The gaps of ``cause`` (a subquery named ``gaps``) a blocking call opened."""
     require(db, BLOCKING_CALLS)
     slack = t.idle_after_sync_ns
-    row = db.dicts(_DRAINED.format(gaps=gaps), [cause, slack, slack])[0]
+    sql = _DRAINED.format(gaps=gaps, thread=with_launching_thread("g", keep_unmatched=False))
+    row = db.dicts(sql, [cause, slack, slack])[0]
     return DrainedBySync(int(row["n"]), int(row["ns"]), row["call"], row["site"])

@@ -29,6 +29,7 @@ from typing import Any
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.interval_sql import merged
+from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_gbps, fmt_ns
@@ -75,9 +76,7 @@ def host_link(wl: Workload, t: Thresholds) -> tuple[str, float, str]:
 # time that is the load's, not the link's: on an RTX 3060, a pageable 4 MiB copy recorded
 # at 1.78 ms, of which 1.09 ms under cuLibraryLoadData, where the same copy before it took
 # 0.68 ms. That part is left out of the copy's time in all three splits.
-_MODULE_LOADS = """SELECT 0 AS device_id, start_ns, end_ns FROM api_calls
-    WHERE name LIKE 'cuLibraryLoad%' OR name LIKE 'cudaLibraryLoad%'
-       OR name LIKE 'cuModuleLoad%' OR name LIKE 'hipModuleLoad%'"""
+_MODULE_LOADS = f"SELECT 0 AS device_id, start_ns, end_ns FROM api_calls WHERE {MODULE_LOAD_API}"
 
 
 def _copies(n: int) -> str:

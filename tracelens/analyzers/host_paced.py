@@ -31,12 +31,11 @@ upper bound, as before, only a tighter one.
 
 from __future__ import annotations
 
+from tracelens.analyzers.finding_kernels import finding_kernels
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
-from tracelens.derived import require
-from tracelens.derived.kernel_ops import KERNEL_OPS
 
 # The analyzers whose impact is kernel time a faster kernel would save (not fusion: see
 # the module docstring).
@@ -58,47 +57,9 @@ FROM k LEFT JOIN g ON g.device_id = k.device_id AND g.start_ns = k.end_ns
 """
 
 
-def _subject_kernels(db: TraceDB, f: Finding) -> tuple[str, list[object]] | None:
-    """SQL selecting the kernels a finding is about, with its parameters; None if it
-    names none."""
-    ev = f.evidence
-    if isinstance(ev.get("operator"), str):
-        require(db, KERNEL_OPS)
-        return (
-            "SELECT device_id, start_ns, start_ns + dur_ns AS end_ns FROM kernel_ops "
-            "WHERE op_name = ?",
-            [ev["operator"]],
-        )
-    if isinstance(ev.get("kernel"), str):
-        sel = "SELECT device_id, start_ns, end_ns FROM kernels WHERE name = ?"
-        if isinstance(ev.get("device_id"), int):
-            return sel + " AND device_id = ?", [ev["kernel"], ev["device_id"]]
-        return sel, [ev["kernel"]]
-    ops = ev.get("operators")
-    if isinstance(ops, list) and ops and all(isinstance(o, str) for o in ops):
-        require(db, KERNEL_OPS)
-        return (
-            "SELECT device_id, start_ns, start_ns + dur_ns AS end_ns FROM kernel_ops "
-            "WHERE op_name IN (SELECT unnest(?::VARCHAR[]))",
-            [ops],
-        )
-    rows = ev.get("kernels")
-    if isinstance(rows, list):
-        names = [
-            r["kernel"] for r in rows if isinstance(r, dict) and isinstance(r.get("kernel"), str)
-        ]
-        if names:
-            return (
-                "SELECT device_id, start_ns, end_ns FROM kernels "
-                "WHERE name IN (SELECT unnest(?::VARCHAR[]))",
-                [names],
-            )
-    return None
-
-
 def host_paced_share(db: TraceDB, f: Finding, t: Thresholds) -> tuple[float, int] | None:
     """The share of a finding's kernels' time that is host-paced, and that time (ns)."""
-    subject = _subject_kernels(db, f)
+    subject = finding_kernels(db, f)
     if subject is None:
         return None
     sel, params = subject

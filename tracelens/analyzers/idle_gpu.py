@@ -27,6 +27,7 @@ from tracelens.analyzers.contract import finding
 from tracelens.analyzers.drained_by_sync import drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
+from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -768,9 +769,7 @@ WITH g AS (
            greatest(start_ns, least(coalesce(launch_start_ns, end_ns), end_ns)) AS host_end
     FROM {gaps} WHERE cause = ?
 ),
-t AS (SELECT start_ns, any_value(pid) AS pid, any_value(tid) AS tid FROM api_calls
-      WHERE start_ns IN (SELECT launch_start_ns FROM g) GROUP BY start_ns),
-gt AS (SELECT g.*, t.pid, t.tid FROM g LEFT JOIN t ON t.start_ns = g.launch_start_ns),
+{thread},
 iv AS (
     SELECT pid, tid, name, start_ns, end_ns FROM ranges
     WHERE device_id IS NULL AND NOT regexp_matches(name, ?)
@@ -805,7 +804,7 @@ _RENAMED_CAUSES = ("host_compute", "untraced")
 
 def _host_parts(db: TraceDB, gaps: str, cause: str) -> list[dict]:
     return db.dicts(
-        _HOST_PARTS.format(gaps=gaps),
+        _HOST_PARTS.format(gaps=gaps, thread=with_launching_thread("g", keep_unmatched=True)),
         [cause, WRAPPER_PATTERN, WRAPPER_PATTERN, list(ALLOC_CALLS)],
     )
 

@@ -35,9 +35,11 @@ from typing import Any
 
 from ingest.derive_gaps import LAUNCH_CALLS, SYNC_CALLS
 from tracelens.analyzers.contract import finding
+from tracelens.analyzers.finding_kernels import finding_kernels
 from tracelens.analyzers.idle_gpu import cause_findings, idle_subject
 from tracelens.analyzers.variance import slow_only_in_first_calls
 from tracelens.core.findings import Finding, TimeRange
+from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
@@ -48,9 +50,9 @@ from tracelens.derived.kernel_ops import KERNEL_OPS
 ANALYZER = "warmup"
 
 _WARMUP_NAME = r"(?i)(^|[^a-z])warm[-_ ]?up"
+# Run-time compilation and linking, and loading the result.
 _COMPILE_API = (
-    "name LIKE 'nvrtc%' OR name LIKE 'hiprtc%' OR name LIKE 'cuModuleLoad%' "
-    "OR name LIKE 'cuLibraryLoad%' OR name LIKE 'hipModuleLoad%' OR name LIKE 'cuLinkComplete%'"
+    f"name LIKE 'nvrtc%' OR name LIKE 'hiprtc%' OR name LIKE 'cuLinkComplete%' OR {MODULE_LOAD_API}"
 )
 # Paths of the compilers' Python code (a Python-function event) or their range names.
 _COMPILE_HOST = (
@@ -362,48 +364,26 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 
 def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
-    """The share of a finding's subject's time that falls in the warm-up span."""
+    """The share of a finding's subject's time that falls in the warm-up span: its
+    kernels' time where it names kernels that ran, else its time ranges'."""
     lo, hi = span.start_ns, span.end_ns
-    if "operator" in f.evidence and db.scalar("SELECT count(*) FROM kernels"):
-        require(db, KERNEL_OPS)
+    subject = finding_kernels(db, f)
+    if subject is not None:
+        sel, params = subject
         row = db.rows(
-            """SELECT sum(greatest(0, least(start_ns + dur_ns, ?) - greatest(start_ns, ?))),
-                      sum(dur_ns)
-               FROM kernel_ops WHERE op_name = ?""",
-            [hi, lo, f.evidence["operator"]],
+            f"""SELECT sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))),
+                       sum(end_ns - start_ns)
+                FROM ({sel})""",
+            [hi, lo, *params],
         )
-    elif isinstance(f.evidence.get("kernel"), str):
-        row = db.rows(
-            """SELECT sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))),
-                      sum(end_ns - start_ns)
-               FROM kernels WHERE name = ?""",
-            [hi, lo, f.evidence["kernel"]],
-        )
-    elif _kernel_names(f):
-        # the kernels a finding lists (occupancy's FP32 GEMMs and convolutions): their
-        # time's share in the span stands for the finding's
-        row = db.rows(
-            """SELECT sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))),
-                      sum(end_ns - start_ns)
-               FROM kernels WHERE name IN (SELECT unnest(?::VARCHAR[]))""",
-            [hi, lo, _kernel_names(f)],
-        )
-    elif f.time_ranges:
+        inside, total = row[0] if row else (0, 0)
+        if total:
+            return float(inside or 0) / float(total)
+    if f.time_ranges:
         inside = sum(max(0, min(r.end_ns, hi) - max(r.start_ns, lo)) for r in f.time_ranges)
         total = sum(max(0, r.end_ns - r.start_ns) for r in f.time_ranges)
         return inside / total if total else 0.0
-    else:
-        return 0.0
-    inside, total = row[0] if row else (0, 0)
-    return float(inside or 0) / float(total) if total else 0.0
-
-
-def _kernel_names(f: Finding) -> list[str]:
-    """The kernel names in a finding's ``kernels`` rows (``{"kernel": name, ...}``)."""
-    rows = f.evidence.get("kernels")
-    if not isinstance(rows, list):
-        return []
-    return [r["kernel"] for r in rows if isinstance(r, dict) and isinstance(r.get("kernel"), str)]
+    return 0.0
 
 
 def leave_out_warmup(findings: list[Finding], db: TraceDB, t: Thresholds) -> list[Finding]:
