@@ -119,6 +119,18 @@ def test_corpus_rtx3060_vecadd_pageable_copies_on_pcie4(corpus: Path) -> None:
     assert up.evidence["module_load_ns"] == 1_088_542
     assert abs(up.impact_ns - (own_ns - 2 * (4_194_304 / 25 + 2_000))) <= 2
     assert found[PAGEABLE_DTOH].evidence["pageable_bytes"] == 4_194_304
+    # Each finding's totals are its own direction's: the read-back's are the one 4 MiB
+    # DtoH copy at 7.15 GB/s, not the uploads'; the uploads' rate leaves the load out, as
+    # their title does
+    down = found[PAGEABLE_DTOH].evidence
+    assert down["totals"]["copies"] == 1 and down["totals"]["bytes"] == 4_194_304
+    assert down["totals"]["time_ns"] == 586_464 and down["totals"]["achieved_gbps"] == 7.152
+    assert down["call_sites"] == [
+        {"call_site": "cudaMemcpy", "copies": 1, "bytes": 4_194_304, "ns": 586_464}
+    ]
+    assert up.evidence["totals"]["module_load_ns"] == 1_088_542
+    assert up.evidence["totals"]["achieved_gbps"] == round(8_388_608 / own_ns, 3) == 6.124
+    assert "6.12 GB/s" in up.title
     assert up.impact_ns + found[EXPOSED].impact_ns <= 2_458_272
     assert "cudaMallocHost" in up.advice and "pin_memory" not in up.advice
     # Three copies in all, each once: pinning pays only for buffers copied again and again

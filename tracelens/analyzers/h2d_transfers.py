@@ -124,6 +124,49 @@ def _split_sql(link_gbps: float, t: Thresholds) -> str:
         """
 
 
+def _direction_evidence(db: TraceDB, with_h2d: str, kind: str, t: Thresholds) -> dict[str, Any]:
+    """``totals``, ``call_sites`` and ``repeated_sizes`` of one direction's copies."""
+    tot = db.dicts(
+        with_h2d
+        + """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
+                  coalesce(sum(load_ns), 0) AS load_ns,
+                  coalesce(sum(exposed_total_ns), 0) AS exposed_ns,
+                  coalesce(sum(bytes) FILTER (WHERE host_mem = 'pageable'), 0) AS pageable_bytes,
+                  count(*) FILTER (WHERE host_blocking) AS blocking_n
+           FROM h2d WHERE kind = ?""",
+        [kind],
+    )[0]
+    # the rate is the link's: time under a module load is the load's (as in the titles)
+    moving_ns = int(tot["ns"]) - int(tot["load_ns"])
+    totals: dict[str, Any] = {
+        "copies": int(tot["n"]),
+        "bytes": int(tot["bytes"]),
+        "time_ns": int(tot["ns"]),
+        "module_load_ns": int(tot["load_ns"]),
+        "achieved_gbps": round(tot["bytes"] / moving_ns, 3) if moving_ns > 0 else None,
+        "pageable_bytes": int(tot["pageable_bytes"]),
+        "pageable_share_pct": round(100.0 * tot["pageable_bytes"] / tot["bytes"], 2)
+        if tot["bytes"]
+        else 0.0,
+        "exposed_ns": int(tot["exposed_ns"]),
+        "host_blocking_copies": int(tot["blocking_n"]),
+    }
+    sites = db.dicts(
+        with_h2d
+        + """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
+                  sum(bytes) AS bytes, sum(dur_ns) AS ns
+           FROM h2d WHERE kind = ? GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5""",
+        [kind],
+    )
+    repeated = db.dicts(
+        with_h2d
+        + """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d WHERE kind = ?
+           GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC, bytes LIMIT 5""",
+        [kind, t.h2d_repeat_min_count],
+    )
+    return {"totals": totals, "call_sites": sites, "repeated_sizes": repeated}
+
+
 _DIRECTIONS = {
     # kind: (id subject, title words, host memory column)
     "HtoD": ("pageable", "host-to-device copies from pageable memory", "source"),
@@ -148,45 +191,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     # every query below reads the split copies as ``h2d``
     with_h2d = f"WITH h2d AS ({_split_sql(link_gbps, t)}) "
     link_ev = {"link": link, "achievable_gbps": link_gbps, "basis": link_basis}
-    tot = db.dicts(
-        with_h2d
-        + """SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes, coalesce(sum(dur_ns), 0) AS ns,
-                  coalesce(sum(exposed_total_ns), 0) AS exposed_ns,
-                  count(*) FILTER (WHERE src_mem = 'pageable') AS pageable_n,
-                  coalesce(sum(bytes) FILTER (WHERE src_mem = 'pageable'), 0) AS pageable_bytes,
-                  count(*) FILTER (WHERE host_blocking) AS blocking_n
-           FROM h2d WHERE kind = 'HtoD'"""
-    )[0]
-    totals: dict[str, Any] = {
-        "copies": int(tot["n"]),
-        "bytes": int(tot["bytes"]),
-        "time_ns": int(tot["ns"]),
-        "achieved_gbps": round(tot["bytes"] / tot["ns"], 3) if tot["ns"] else None,
-        "pageable_bytes": int(tot["pageable_bytes"]),
-        "pageable_share_pct": round(100.0 * tot["pageable_bytes"] / tot["bytes"], 2)
-        if tot["bytes"]
-        else 0.0,
-        "exposed_ns": int(tot["exposed_ns"]),
-        "host_blocking_copies": int(tot["blocking_n"]),
-    }
-    sites = db.dicts(
-        with_h2d
-        + """SELECT coalesce(op_name, api_name, '(unknown)') AS call_site, count(*) AS copies,
-                  sum(bytes) AS bytes, sum(dur_ns) AS ns
-           FROM h2d WHERE kind = 'HtoD' GROUP BY 1 ORDER BY ns DESC, 1 LIMIT 5"""
-    )
-    repeated = db.dicts(
-        with_h2d
-        + """SELECT bytes, count(*) AS copies, sum(dur_ns) AS ns FROM h2d WHERE kind = 'HtoD'
-           GROUP BY bytes HAVING count(*) >= ? ORDER BY ns DESC, bytes LIMIT 5""",
-        [t.h2d_repeat_min_count],
-    )
-    base_evidence = {
-        "totals": totals,
-        "call_sites": sites,
-        "repeated_sizes": repeated,
-        "host_link": link_ev,
-    }
+    # the HtoD findings' evidence; the DtoH finding carries its own direction's
+    base_evidence = _direction_evidence(db, with_h2d, "HtoD", t) | {"host_link": link_ev}
+    htod = base_evidence["totals"]
 
     # 1. Pageable memory: copies are staged through a bounce buffer and block the host.
     for kind, (subject, words, side) in _DIRECTIONS.items():
@@ -254,7 +261,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     if load_ns
                     else ""
                 ),
-                evidence=base_evidence
+                evidence=_direction_evidence(db, with_h2d, kind, t)
+                | {"host_link": link_ev}
                 | {
                     "direction": kind,
                     "pageable_copies": n,
@@ -372,7 +380,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     if claimed > 0
                     else ""
                 ),
-                summary=f"{fmt_ns(totals['exposed_ns'])} of {fmt_ns(totals['time_ns'])} of HtoD "
+                summary=f"{fmt_ns(htod['exposed_ns'])} of {fmt_ns(htod['time_ns'])} of HtoD "
                 "transfer ran while the GPU computed nothing"
                 + (
                     f" ({fmt_ns(load_htod)} of it overlapping the driver loading a module, "

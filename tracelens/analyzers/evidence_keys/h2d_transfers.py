@@ -69,19 +69,25 @@ EVIDENCE = AnalyzerEvidence(
         Key(
             "totals",
             OBJECT,
-            "Every explicit host-to-device copy of the trace (HtoD only, in the DtoH finding too)",
+            "Every explicit copy of the trace in the finding's direction: HtoD, DtoH in the DtoH "
+            "pageable finding",
             only=_COPY_KINDS,
             fields=(
-                Key("copies", COUNT, "HtoD copies"),
+                Key("copies", COUNT, "The copies"),
                 Key("bytes", BYTES, "Their bytes"),
                 Key("time_ns", NS, "Their summed duration"),
                 Key(
+                    "module_load_ns",
+                    NS,
+                    "Time of their records during which the driver loaded a module",
+                ),
+                Key(
                     "achieved_gbps",
                     GBPS,
-                    "`bytes` / `time_ns`",
-                    null="the copies took no time",
+                    "`bytes` / (`time_ns` - `module_load_ns`): the link's rate, as in the titles",
+                    null="the copies took no time outside module loads",
                 ),
-                Key("pageable_bytes", BYTES, "Bytes copied from pageable host memory"),
+                Key("pageable_bytes", BYTES, "Bytes copied from or into pageable host memory"),
                 Key("pageable_share_pct", PCT, "`pageable_bytes` as a share of `bytes`"),
                 Key("exposed_ns", NS, "Copy time during which no kernel ran on the same GPU"),
                 Key(
@@ -94,15 +100,17 @@ EVIDENCE = AnalyzerEvidence(
         Key(
             "call_sites",
             ROWS,
-            "HtoD copies by call site, up to 5 by copy time",
+            "The copies (HtoD, DtoH in the DtoH pageable finding) by call site, up to 5 by copy "
+            "time",
             only=_COPY_KINDS,
             fields=_SITE_ROWS,
         ),
         Key(
             "repeated_sizes",
             ROWS,
-            "HtoD copy sizes repeated at least `h2d_repeat_min_count` times, up to 5 by copy "
-            "time (often the same tensor copied every step)",
+            "Copy sizes (HtoD, DtoH in the DtoH pageable finding) repeated at least "
+            "`h2d_repeat_min_count` times, up to 5 by copy time (often the same tensor copied "
+            "every step)",
             only=_COPY_KINDS,
             fields=(
                 Key("bytes", BYTES, "The size of each copy"),
