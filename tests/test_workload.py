@@ -55,6 +55,13 @@ def test_corpus_workloads(
         assert w.gpu.vendor == "amd" and w.gpu.spec is not None and w.gpu.spec.name == "MI300X"
     if "vllm" in rel or "sglang" in rel:
         assert w.cuda_graphs
+        # Both decode over a paged KV cache (vLLM's unified attention, ROCm's
+        # paged_attention_ll4mi): fused attention, not FlashAttention, though a cache
+        # kernel of each names flash (`reshape_and_cache_flash_kernel`,
+        # `create_flashinfer_kv_indices_triton`)
+        assert w.attention == "fused" and w.paged_attention, w
+    if "bert" in rel:
+        assert w.attention == "flash"  # aten::_flash_attention_forward
 
 
 def test_gpu_table_and_architecture_fallbacks() -> None:

@@ -151,6 +151,8 @@ _PAGED_ATTENTION = re.compile(
     r"(?i)paged_attention|unified_attention|flash_?decod|decode_att|batch_?decode|flashinfer|"
     r"split_?kv|mla_decode|_fwd_(grouped_)?kernel_stage"
 )
+# Kernels that write or index an attention backend's KV cache (not attention themselves).
+_ATTENTION_HELPER = re.compile(r"(?i)reshape_and_cache|kv_indices|copy_blocks|swap_blocks")
 # TF32 in a kernel name is its math (``sm80_xmma_fprop_…_tf32f32_tf32f32_…``,
 # ``…_tf32gemm_…``); cuDNN convolution kernels say fprop/dgrad/wgrad or conv.
 _TF32 = re.compile(r"(?i)tf32")
@@ -220,7 +222,9 @@ def _detect(db: TraceDB) -> Workload:
     elif engine or llm:
         kind = SERVING
         basis = (
-            f"{engine:,} serving-engine step annotations" if engine else f"{llm:,} LLM annotations"
+            f"{engine:,} serving-engine step annotation{'s' if engine != 1 else ''}"
+            if engine
+            else f"{llm:,} LLM annotation{'s' if llm != 1 else ''}"
         )
     elif aten or python:
         kind, basis = INFERENCE, "framework operators without backward or optimizer steps"
@@ -327,7 +331,10 @@ def _attention(db: TraceDB, kernel_names: list[str]) -> str | None:
             "OR name LIKE 'aten::scaled_dot_product%'"
         )
     }
-    text = " ".join(kernel_names)
+    # kernels that maintain the KV cache for an attention backend name it without being
+    # attention: vLLM's `reshape_and_cache_flash_kernel`, SGLang's
+    # `create_flashinfer_kv_indices_triton` beside ROCm's paged attention
+    text = " ".join(k for k in kernel_names if not _ATTENTION_HELPER.search(k))
     if any("flash" in o for o in ops) or re.search(r"(?i)flash|fmha_|attn_fwd|fwd_kernel", text):
         return "flash"
     if any("efficient" in o for o in ops) or re.search(
