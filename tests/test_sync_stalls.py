@@ -161,3 +161,8 @@ def test_transformers_mask_check_gets_its_own_advice(corpus: Path) -> None:
     assert "_prepare_4d_attention_mask_for_sdpa" in f.evidence["python_frame"]
     assert f.advice.startswith("The read is transformers' own")
     assert "torch.compile" in f.advice and "4D mask" in f.advice
+    # ... and only that: the training-loop habits do not follow it
+    assert "accumulate losses" not in f.advice and ".item()" not in f.advice
+    assert (
+        f.summary.startswith("1 blocking call (hipMemcpyWithStream)") and "in 1 gap " in f.summary
+    )

@@ -126,7 +126,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 + (f", GPU idle {fmt_ns(idle_ns)} meanwhile" if db.devices and idle_ns else "")
                 + ("" if db.devices else " on GPU work the trace does not record"),
                 impact_basis=(
-                    f"For each of the {int(g['gaps']):,} gaps judged 'synchronization' "
+                    _for_each(int(g["gaps"])) + " judged 'synchronization' "
                     "where these calls blocked longest (blocking calls on the launching thread "
                     f"took at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work "
                     "was issued; the same gaps idle_gpu sums under that cause): the time the "
@@ -136,10 +136,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     else "The trace records no GPU work, so no idle gap can be judged and none "
                     "of the blocked time is counted as GPU time to give back."
                 ),
-                summary=f"{n:,} blocking calls ({', '.join(g['api_names'])}) from {where} "
+                summary=f"{n:,} blocking call{'s' if n != 1 else ''} "
+                f"({', '.join(g['api_names'])}) from {where} "
                 f"blocked the host {fmt_ns(blocked_ns)} ({blocked_pct:.1f}% of the window)"
                 + (
-                    f"; in {int(g['gaps']):,} gaps the GPU sat idle {fmt_ns(idle_ns)} while the "
+                    f"; in {_gaps(int(g['gaps']))} the GPU sat idle {fmt_ns(idle_ns)} while the "
                     f"host was blocked there {fmt_ns(impact)}."
                     if db.devices
                     else "; the trace records no GPU work, so GPU idle time is unknown."
@@ -175,8 +176,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "kernels' own run time (a GPU-bound program), not idle time a change here "
                     "gives back. Record again with kernel tracing on before acting on them. "
                 )
-                + _library_check_advice(g["frame"])
-                + _advice(pattern, where, w),
+                # a library's own read: what removes it is about the library, not the
+                # training-loop habits the generic advice lists
+                + (_library_check_advice(g["frame"]) or _advice(pattern, where, w)),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
@@ -201,9 +203,17 @@ _LIBRARY_CHECKS = (
         "The read is transformers' own: before SDPA attention it checks whether the 2D "
         "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
         "of a GPU value per forward. transformers skips the check under `torch.compile` and "
-        "tracing, and where the model is given a 4D mask instead of a 2D one. ",
+        "tracing, and where the model is given a 4D mask instead of a 2D one.",
     ),
 )
+
+
+def _for_each(n: int) -> str:
+    return "For the 1 gap" if n == 1 else f"For each of the {n:,} gaps"
+
+
+def _gaps(n: int) -> str:
+    return "1 gap" if n == 1 else f"{n:,} gaps"
 
 
 def _library_check_advice(frame: str | None) -> str:
