@@ -27,6 +27,7 @@ from tracelens.llm.bench_results import BenchRun
 from tracelens.llm.section import llm_section
 from tracelens.llm.slo import Objectives
 from tracelens.llm.slo_outcome import slo_outcome
+from tracelens.report.host_startup import host_startup_notes
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
 from tracelens.report.recorded_at import recorded_at_ns
@@ -185,6 +186,7 @@ def build_report_from_db(
     report["notes"].extend(replay_attribution_notes(db))
     if db.devices:
         report["notes"].extend(before_host_trace_notes(db))
+        report["notes"].extend(host_startup_notes(db))
     for name, fn in SECTIONS.items():
         section = fn(db, t)
         if section is not None:

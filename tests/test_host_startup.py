@@ -1,0 +1,60 @@
+"""The report notes a long first runtime call before the GPU's first work: start-up.
+
+The first CUDA runtime call of a process creates its context. In a short program that is
+most of the run (corpus: an RTX 3060 vector add, 303 ms in its first `cudaMalloc` against
+5.3 ms of GPU window; tests/test_corpus_diagnoses.py), and an expert says so without
+ranking it: no change to the GPU work gives it back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest import load_trace
+from tracelens.report import build_report
+from tracelens.testing import write_chrome_trace
+from tracelens.testing.scenario import Scenario
+
+MS = 1_000_000
+KERNEL = "void vector_add(float const*, float const*, float*, int)"
+
+
+def _notes(sc: Scenario, tmp_path: Path) -> list[str]:
+    loaded = load_trace(write_chrome_trace(sc, tmp_path / f"{sc.name}.pt.trace.json"))
+    try:
+        return [n for n in build_report(loaded)["notes"] if "before the GPU's first work" in n]
+    finally:
+        loaded.close()
+
+
+def _program(first_call_ns: int, name: str = "startup") -> Scenario:
+    """A first `cudaMalloc` of ``first_call_ns``, then one 1 ms kernel."""
+    sc = Scenario(name=name)
+    sc.api("cudaMalloc", 0, first_call_ns)
+    sc.launch(None, KERNEL, first_call_ns + MS, first_call_ns + 2 * MS, MS)
+    return sc
+
+
+def test_a_long_first_call_is_noted_as_start_up(tmp_path: Path) -> None:
+    (note,) = _notes(_program(250 * MS), tmp_path)
+    assert note.startswith("the host ran 252 ms before the GPU's first work, 250 ms of it in ")
+    assert "`cudaMalloc`, the program's first CUDA runtime call" in note
+    assert "outside the 1 ms from the GPU's first work to its last" in note
+    assert "persistence mode" in note and "far beyond" not in note
+
+
+def test_a_first_call_beyond_context_creation_names_the_usual_causes(tmp_path: Path) -> None:
+    (note,) = _notes(_program(8_000 * MS, "slow_startup"), tmp_path)
+    assert "8 s is far beyond what creating a context takes" in note
+    assert "CUDA_MODULE_LOADING=LAZY" in note and "CUDA_CACHE_PATH" in note
+
+
+def test_short_or_unrepresentative_first_calls_give_no_note(tmp_path: Path) -> None:
+    # a warm driver: 5 ms is below the note's 10 ms
+    assert _notes(_program(5 * MS, "warm"), tmp_path) == []
+    # the first call is short and the host's time before the GPU is its own work
+    sc = Scenario(name="host_work")
+    sc.op("prepare_inputs", 0, 200 * MS, category="python_function")
+    sc.api("cudaMalloc", 200 * MS, 1 * MS)
+    sc.launch(None, KERNEL, 202 * MS, 203 * MS, MS)
+    assert _notes(sc, tmp_path) == []

@@ -1,0 +1,82 @@
+"""A note on the host's start-up before the GPU's first work.
+
+The findings judge the window from the GPU's first work to its last. A program's first
+CUDA or HIP runtime call creates its context (the driver loads, the device initializes,
+once per process), and in a short program that call is most of the run: an RTX 3060
+vector add spends 303 ms in its first `cudaMalloc` and 5.3 ms on the GPU. The report says
+so, once, instead of leaving the program's largest cost unmentioned; it is no finding,
+since no change to the GPU work gives it back.
+"""
+
+from __future__ import annotations
+
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
+
+# Shorter start-up calls are not worth a note: a warm driver creates a context in ~100 ms
+# at most, and a profiler that starts late records a few ms of calls before the GPU's.
+_MIN_STARTUP_NS = 10_000_000
+
+# Longer is not a context being created (seconds at most, even on a cold driver of a
+# multi-GPU server): an A100 AlexNet benchmark's first call took 29.9 s.
+_SLOW_STARTUP_NS = 5_000_000_000
+
+# The first runtime call of each process (``cuda*``/``hip*``, not the driver's ``cu*``
+# queries some programs make first) that ends before the window begins, with the host's
+# first recorded time.
+_FIRST_CALL = """
+WITH host AS (
+    SELECT min(s) AS first_ns FROM (
+        SELECT min(start_ns) AS s FROM api_calls UNION ALL
+        SELECT min(start_ns) FROM cpu_ops UNION ALL
+        SELECT min(start_ns) FROM ranges WHERE device_id IS NULL)
+),
+firsts AS (
+    SELECT pid, arg_min(name, start_ns) AS name, min(start_ns) AS start_ns,
+           arg_min(end_ns, start_ns) AS end_ns
+    FROM api_calls WHERE name LIKE 'cuda%' OR name LIKE 'hip%' GROUP BY pid
+)
+SELECT f.name, f.start_ns, f.end_ns, host.first_ns FROM firsts f, host
+WHERE f.end_ns <= ? ORDER BY f.end_ns - f.start_ns DESC, f.start_ns LIMIT 1
+"""
+
+
+def host_startup_notes(db: TraceDB) -> list[str]:
+    """One note where the first runtime call before the GPU's first work took most of the
+    host's time until then; else none."""
+    if not db.devices:
+        return []
+    w_start, _ = db.window
+    rows = db.rows(_FIRST_CALL, [w_start])
+    if not rows:
+        return []
+    name, start, end, first = rows[0]
+    call_ns, lead_ns = int(end) - int(start), w_start - int(first)
+    if call_ns < _MIN_STARTUP_NS or 2 * call_ns < lead_ns:
+        return []
+    amd = workload_of(db).gpu.vendor == "amd"
+    runtime = "HIP" if amd else "CUDA"
+    keep_loaded = (
+        ""
+        if amd
+        else " Where start-up matters (short jobs, many processes), keep the driver loaded "
+        "with persistence mode (`nvidia-smi -pm 1`, or the nvidia-persistenced daemon)."
+    )
+    slow = (
+        f" {fmt_ns(call_ns)} is far beyond what creating a context takes (seconds at most): "
+        "the trace does not say what the driver did, but the usual causes are compiling PTX "
+        "as it loads (a build without code for this GPU's architecture: check its "
+        "architecture list, keep the JIT cache between runs with `CUDA_CACHE_PATH` and "
+        "`CUDA_CACHE_MAXSIZE`), loading every module at once (`CUDA_MODULE_LOADING=LAZY`, "
+        "CUDA 11.7+), or waiting for a device another process holds."
+        if call_ns >= _SLOW_STARTUP_NS and not amd
+        else ""
+    )
+    return [
+        f"the host ran {fmt_ns(lead_ns)} before the GPU's first work, {fmt_ns(call_ns)} of it "
+        f"in `{name}`, the program's first {runtime} runtime call, which creates the "
+        f"{runtime} context (driver and device initialization, once per process): start-up, "
+        f"outside the {fmt_ns(db.window_ns)} from the GPU's first work to its last that the "
+        f"findings judge.{slow}{keep_loaded}"
+    ]
