@@ -569,11 +569,14 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
             f"The program already prefetches (`{u['call']}`, {int(u['calls']):,} "
             f"{'call' if int(u['calls']) == 1 else 'calls'}), but the host touched the memory "
             f"after it: {int(u['migrations']):,} migrations ({fmt_bytes(int(u['bytes']))}) moved "
-            "it back to the host before the kernel ran, which then faulted it in again. Issue "
-            "the prefetch after the host's last write, right before the launch on the "
-            "kernel's stream, and prefetch results to the host "
-            f"(`{p}CpuDeviceId`) before host code reads them; mark data the GPU only reads "
-            f"with `{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`."
+            "it back to the host before the kernel ran, which then faulted it in again. A host "
+            "read faults pages back as a write does: move the host code that reads or writes "
+            "this memory (a CPU reference computation, a check) before the prefetch or after "
+            "the kernel, and issue the prefetch right before the launch on the kernel's "
+            "stream; where the host must read it in between, mark it "
+            f"`{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`, so host reads copy pages "
+            "instead of moving them. Prefetch results to the host "
+            f"(`{p}CpuDeviceId`) before host code reads them."
         )
     if faults:
         stalled = sum(int(r["stalled_ns"]) for r in faults)
@@ -585,19 +588,38 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         )
         top = faults[0]
         kernel = str(top["name"])  # titles' subjects are shortened by the ranking
+        # Without a prefetch in the program, one must still move the faulted bytes: over
+        # the host link, once, before the kernel (hidden only where it overlaps other work).
+        # Where the program prefetches and the host undid it, that move is already paid.
+        link, link_gbps, link_basis = host_link(wl, t)
+        faulted = sum(int(r["bytes"]) for r in faults)
+        move_ns = 0 if undone else int(faulted / link_gbps)
         return finding(
             ANALYZER,
             _UVM_SUBJECT,
-            stalled,
+            max(0, stalled - move_ns),
             db,
             t,
+            subject_ns=stalled,
             title=f"GPU page faults: `{kernel}` waits on {int(top['migrations']):,} "
             f"unified-memory migrations ({fmt_bytes(int(top['bytes']))}) while it runs",
             impact_basis="Each faulting launch's time beyond what it needs with its pages "
             f"resident ({bw}), and at least the time migrations ran during it: the kernel "
             "waited on page faults instead of computing (between migrations the GPU waits on "
             "fault handling, which no copy record shows). An upper bound when the kernel is "
-            "compute-bound; migrations are driver page traffic, not explicit copies.",
+            "compute-bound; migrations are driver page traffic, not explicit copies."
+            + (
+                f" Less the {fmt_ns(move_ns)} a prefetch still takes to move the "
+                f"{fmt_bytes(faulted)} over {link} at {link_gbps:g} GB/s ({link_basis}), once, "
+                "before the kernel."
+                if move_ns
+                else (
+                    " The program's prefetch already moves the data once: removing what "
+                    "undoes it gives the whole stall back."
+                    if undone
+                    else ""
+                )
+            ),
             summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
             f"{fmt_ns(ns)}; {sum(int(r['migrations']) for r in faults):,} of them ran during "
             f"kernels ({fmt_ns(copying)} of copying), which ran "
