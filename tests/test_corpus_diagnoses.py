@@ -103,7 +103,11 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     """ResNet-50 training on a V100 with `num_workers=0` (the old TensorBoard plugin's
     sample): the GPU waits about 285 ms (29 % of the window) while the training process
     itself loads and augments batches; that is the first thing to fix (DataLoader workers,
-    pinned memory). Then FP32 convolutions on Volta: FP16 AMP, not TF32. The host-busy gaps
+    pinned memory). Then FP32 convolutions on Volta: FP16 AMP, not TF32. All three cuDNN
+    convolution operators are costed, the weight gradient (142 ms, the largest) too: its
+    own shapes record no kernel size, the `cudnn_convolution_backward` around it does (an
+    earlier reading left it uncosted, saying weights "are not recorded"); at 11.1 TFLOP/s
+    it runs near the V100's 15.7 FP32 peak, so the lever is FP16, not the kernel. The host-busy gaps
     are mostly `aten::zero_`: `optimizer.zero_grad()` filling each of 161 gradients every
     step (PyTorch 1.x's default), so the advice names `zero_grad(set_to_none=True)`."""
     r = report_of(corpus, "torch/v100_resnet50_legacy2021.pt.trace.json.gz")
@@ -113,6 +117,9 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     assert "num_workers" in first["advice"]
     convs = [f for f in r["findings"] if f["analyzer"] in ("hot_ops", "occupancy")]
     assert convs and any("float16" in f["advice"] for f in convs)
+    (dw,) = [f for f in convs if "`aten::cudnn_convolution_backward_weight`" in f["title"]]
+    assert "11.1 TFLOP/s" in dw["title"] and dw["impact_ns"] > 0.5 * dw["subject_ns"]
+    assert "float16" in dw["advice"]
     (host,) = [f for f in r["findings"] if "`aten::zero_`" in f["title"]]
     assert "zero_grad(set_to_none=True)" in host["advice"]
     assert "966 `aten::zero_` calls" in host["advice"]

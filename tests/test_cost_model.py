@@ -93,13 +93,21 @@ def test_conv_backward_counts_both_gradients() -> None:
         ["GenericList", "float", "float"],
     )
     assert di is not None and di.flops == 2 * 32 * 2048 * 7 * 7 * 512 == 3_288_334_336
-    # the weight gradient records no kernel size: no estimate
+    # the weight gradient records no kernel size: no estimate from its own shapes ...
+    dw_shapes = [[], [32, 2048, 7, 7], [32, 512, 7, 7]]
+    dw_types = ["GenericList", "float", "float"]
+    assert op_cost("aten::cudnn_convolution_backward_weight", dw_shapes, dw_types) is None
+    # ... but with the weight's shape (from the backward operator around it) the forward's
+    # FLOPs; it reads grad_out and x and writes grad_w
     dw = op_cost(
-        "aten::cudnn_convolution_backward_weight",
-        [[], [32, 2048, 7, 7], [32, 512, 7, 7]],
-        ["GenericList", "float", "float"],
+        "aten::cudnn_convolution_backward_weight", dw_shapes, dw_types, None, [2048, 512, 1, 1]
     )
-    assert dw is None
+    assert dw is not None and dw.flops == di.flops
+    assert dw.bytes == 4 * (32 * 2048 * 49 + 32 * 512 * 49 + 2048 * 512)
+    # a weight that does not fit the gradients gives none
+    wrong = [1024, 512, 1, 1]
+    name = "aten::cudnn_convolution_backward_weight"
+    assert op_cost(name, dw_shapes, dw_types, None, wrong) is None
 
 
 def test_sdpa_layouts() -> None:

@@ -40,7 +40,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracelens.core.gpu_specs import GpuSpec
-from tracelens.core.op_cost import ATTENTION, CONV, MATMUL, MEMORY, op_cost, parse_list
+from tracelens.core.op_cost import (
+    ATTENTION,
+    CONV,
+    CONV_BWD_WEIGHT,
+    CONV_BWD_WITH_WEIGHT,
+    MATMUL,
+    MEMORY,
+    op_cost,
+    parse_list,
+)
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
@@ -213,6 +222,10 @@ def _r(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
 
+def _sql_names(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
 _CALLS = f"""
 WITH calls AS (
     SELECT op_id, any_value(capture_id) AS capture_id, sum(dur_ns) AS ns,
@@ -223,12 +236,18 @@ captured AS (
     SELECT DISTINCT capture_id, op_seq, op_name, input_shapes, input_types
     FROM captured_launches WHERE op_seq IS NOT NULL
 )
-SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels
+SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels,
+       p.input_shapes AS parent_shapes
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
+-- a weight gradient's weight shape is its backward parent's third input
+LEFT JOIN cpu_ops p ON p.op_id = o.parent_id
+ AND o.name IN ({_sql_names(CONV_BWD_WEIGHT)})
+ AND p.name IN ({_sql_names(CONV_BWD_WITH_WEIGHT)})
 UNION ALL
 -- a graph replay's operator call: the shapes recorded when the graph was captured, which
 -- every replay runs (replay op ids are minus (replay * 2^20 + position in the capture))
-SELECT cl.op_name, cl.input_shapes, cl.input_types, c.op_id, c.ns, c.kernels
+SELECT cl.op_name, cl.input_shapes, cl.input_types, c.op_id, c.ns, c.kernels,
+       NULL AS parent_shapes
 FROM calls c JOIN captured cl ON cl.capture_id = c.capture_id
  AND cl.op_seq = (-c.op_id) % {REPLAY_OP_SPAN}
 WHERE c.op_id < 0
@@ -375,7 +394,7 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     prepared: dict[tuple, tuple[float, float, float, float] | None] = {}
     min_kernel_ns = t.cost_min_kernel_ns
     # Streamed: a million launching operators as Python tuples held ~400 MB at once.
-    for name, shapes_text, types_text, op_id, ns, kernels in db.iter_rows(_CALLS):
+    for name, shapes_text, types_text, op_id, ns, kernels, parent_text in db.iter_rows(_CALLS):
         est = ops.get(name)
         if est is None:
             est = ops[name] = OpEstimate(name)
@@ -383,11 +402,13 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
             est.claimed_ns += int(ns)
             continue
         out = conv_out.get(int(op_id))
-        key = (name, shapes_text, types_text, tuple(out) if out else None)
+        key = (name, shapes_text, types_text, tuple(out) if out else None, parent_text)
         if key in prepared:
             sums = prepared[key]
         else:
-            sums = prepared[key] = _first_of_key(est, spec, t, name, shapes_text, types_text, out)
+            sums = prepared[key] = _first_of_key(
+                est, spec, t, name, shapes_text, types_text, out, parent_text
+            )
         if sums is None:
             continue
         compute_ns, memory_ns, flops, nbytes = sums
@@ -411,11 +432,14 @@ def _first_of_key(
     shapes_text: str | None,
     types_text: str | None,
     out: list[int] | None,
+    parent_text: str | None = None,
 ) -> tuple[float, float, float, float] | None:
     """A call key's compute and memory times, FLOPs and bytes (None: not costed), applying
     what the key tells of its operator ``est``: its dtype, the fastest math for it, and the
     kind the operator is shown as (its first math kind, else memory)."""
-    cost = op_cost(name, parse_list(shapes_text), parse_list(types_text), out)
+    parent = parse_list(parent_text)
+    weight = parent[2] if len(parent) > 2 and isinstance(parent[2], list) else None
+    cost = op_cost(name, parse_list(shapes_text), parse_list(types_text), out, weight)
     if cost is None or spec is None:
         return None
     peak = math_peak(spec, cost.kind, cost.dtype)

@@ -10,7 +10,8 @@ from them the work of the operators that dominate GPU time follows by arithmetic
   The output's spatial size needs stride and padding, which the shapes do not record; the
   caller passes it (from the next operator's input) or gets no estimate.
   ``convolution_backward`` [grad_out, x, w]: twice the forward (input and weight grads);
-  ``cudnn_convolution_backward_input``: the forward's FLOPs.
+  ``cudnn_convolution_backward_input``: the forward's FLOPs; ``…_backward_weight`` too,
+  with the weight's shape from the backward operator around it.
 - attention q[B,H,L,d], k[B,H,S,d], v[B,H,S,dv]: 2·B·H·L·S·d for QKᵀ plus 2·B·H·L·S·dv
   for PV, as if no mask (causal masking can halve what a FlashAttention kernel computes:
   the count is an upper bound there). ``_flash_attention_forward`` and
@@ -64,7 +65,9 @@ _CONV = {
 # Backward layouts: convolution_backward [grad_out, x, w] and cudnn_convolution_backward
 # [x, grad_out, w] compute both gradients; cudnn_convolution_backward_input
 # [x_size, grad_out, w] the input gradient only (as many FLOPs as the forward). The weight
-# gradient alone records no kernel size: no estimate.
+# gradient, cudnn_convolution_backward_weight [w_size, grad_out, x], records no kernel size
+# (its w_size is an int list, recorded empty): its caller passes the weight's shape from
+# the backward operator around it, else there is no estimate.
 _CONV_BWD = {
     "aten::convolution_backward": (0, 1, 2, 2.0),
     "aten::cudnn_convolution_backward": (1, 0, 2, 2.0),
@@ -73,6 +76,16 @@ _CONV_BWD_INPUT = {
     "aten::cudnn_convolution_backward_input",
     "aten::miopen_convolution_backward_input",
 }
+CONV_BWD_WEIGHT = (
+    "aten::cudnn_convolution_backward_weight",
+    "aten::miopen_convolution_backward_weight",
+)
+# The backward operators whose third input is the weight, around a weight-gradient call.
+CONV_BWD_WITH_WEIGHT = (
+    "aten::convolution_backward",
+    "aten::cudnn_convolution_backward",
+    "aten::miopen_convolution_backward",
+)
 _SDPA_BHLD = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+)$")
 _SDPA_BLHD = {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 _SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
@@ -168,17 +181,34 @@ def op_cost(
     shapes: list,
     types: list,
     conv_out_spatial: list[int] | None = None,
+    weight: list | None = None,
 ) -> OpCost | None:
-    """The FLOPs and bytes of one call of ``name``; None where the shapes do not say."""
+    """The FLOPs and bytes of one call of ``name``; None where the shapes do not say.
+
+    ``weight``: a weight-gradient call's weight shape, from the operator around it."""
     pairs = zip(shapes, types, strict=False)
     tensors = [(s, d) for s, t in pairs if (d := _tensor_dtype(s, t)) is not None]
     if not tensors:
         return None
     dtype, es = tensors[0][1]
     try:
+        if name in CONV_BWD_WEIGHT:
+            return _weight_grad(shapes, weight, dtype, es)
         return _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial)
     except (IndexError, TypeError, ValueError):
         return None
+
+
+def _weight_grad(shapes: list, w: list | None, dtype: str, es: int) -> OpCost | None:
+    """A convolution's weight gradient [w_size, grad_out, x] given the weight's shape: as
+    many FLOPs as the forward; reads grad_out and x, writes grad_w."""
+    grad, x = shapes[1], shapes[2]
+    if not w or len(grad) < 3 or not (len(grad) == len(x) == len(w)):
+        return None
+    if grad[0] != x[0] or grad[1] != w[0]:
+        return None
+    macs = grad[0] * w[0] * _numel(grad[2:]) * w[1] * _numel(w[2:])
+    return OpCost(CONV, 2.0 * macs, float((_numel(grad) + _numel(x) + _numel(w)) * es), dtype)
 
 
 def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial) -> OpCost | None:
