@@ -177,6 +177,8 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
         in (second["title"])
     )
     assert "emptying the caching allocator" in second["advice"]
+    # the counted time is the allocations: profiling the host's CPU work would find none
+    assert "py-spy" not in second["advice"] and "torch.compile" not in second["advice"]
     # Every kernel runs once in the warm-up and once in the measured pass: the FP32
     # GEMM/convolution finding counts only the measured half, like hot_ops' operators.
     fp32 = _finding(r, "occupancy", compute_capability="8.0")
