@@ -337,3 +337,22 @@ def test_web_run_page_shows_the_engine_steps(tmp_path: Path) -> None:
     assert fmt_ns(es["itl_ns"]["p99"]) in panel
     assert f"{es['decode_tokens_per_s']:.1f}" in panel
     assert "TTFT needs request arrival times" in panel
+
+
+def test_one_decode_step_says_its_itl_is_no_distribution(scenario_db) -> None:
+    """One decode step of 8 requests gives 8 equal ITL values: the table says they come
+    from one step and a note says the percentiles are that step's duration (vLLM and
+    SGLang corpus traces: 32 requests, one step each)."""
+    from tracelens.report.render.engine_steps import notes
+
+    llm = section_of(scenario_db, labelled("step[DECODE bs=8]"))
+    assert llm is not None
+    es = msgspec.convert(llm, LlmSection).engine_steps
+    assert es is not None and es.itl_ns.count == 8
+    md = "\n".join(render_llm_markdown(msgspec.convert(llm, LlmSection)))
+    assert "| ITL (engine) | 8 in 1 step |" in md
+    assert any("its percentiles are that step's duration" in n for n in notes(es))
+    # two steps: a distribution of two values, no such note
+    two = section_of(scenario_db, labelled("step[DECODE bs=8]", "step[DECODE bs=8]"))
+    es2 = msgspec.convert(two, LlmSection).engine_steps
+    assert es2 is not None and not any("that step's duration" in n for n in notes(es2))

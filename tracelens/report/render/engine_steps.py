@@ -30,8 +30,16 @@ def _rows(es: EngineStepsSection) -> list[list[str]]:
         out.append([phase, f"{st.steps:,}", *_spread(st.step_ns)])
     itl = es.itl_ns
     if itl.count:
-        out.append(["ITL (engine)", f"{itl.count:,}", *_spread(itl)])
+        # one value per request per step: the steps say how many measurements there are
+        steps = _itl_steps(es)
+        count = f"{itl.count:,}" if itl.count == steps else f"{itl.count:,} in {_steps(steps)}"
+        out.append(["ITL (engine)", count, *_spread(itl)])
     return out
+
+
+def _itl_steps(es: EngineStepsSection) -> int:
+    """The steps the engine ITL comes from: decode and mixed ones."""
+    return es.by_phase.decode.steps + es.by_phase.mixed.steps
 
 
 def _steps(n: int) -> str:
@@ -68,7 +76,13 @@ def notes(es: EngineStepsSection) -> list[str]:
                 f"{st.kernels_per_step or 0:,.0f} kernels per step"
             )
         out.append(line)
-    out += [f"ITL (engine): {es.itl_basis}.", f"{es.ttft_note}."]
+    out.append(f"ITL (engine): {es.itl_basis}.")
+    if es.itl_ns.count > 1 and _itl_steps(es) == 1:
+        out.append(
+            "One step gives every request the same ITL: its percentiles are that step's "
+            "duration, not a distribution; record more steps for one."
+        )
+    out.append(f"{es.ttft_note}.")
     b = es.between_steps
     if b.intervals:
         idle = "" if b.gpu_idle_ns is None else f", GPU idle {fmt_ns(b.gpu_idle_ns)}"
