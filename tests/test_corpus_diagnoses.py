@@ -117,6 +117,14 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     assert "num_workers" in first["advice"]
     convs = [f for f in r["findings"] if f["analyzer"] in ("hot_ops", "occupancy")]
     assert convs and any("float16" in f["advice"] for f in convs)
+    # recorded 2021-06-08 (Kineto's 2021 layout): PyTorch 1.x, before torch.compile existed,
+    # so every piece of advice that compiles says to upgrade first
+    compiling = [f for f in r["findings"] if "torch.compile" in f["advice"]]
+    assert compiling and all(
+        "needs PyTorch 2.0 or later (March 2023); this trace was recorded on 2021-06-08"
+        in f["advice"]
+        for f in compiling
+    )
     (dw,) = [f for f in convs if "`aten::cudnn_convolution_backward_weight`" in f["title"]]
     assert "11.1 TFLOP/s" in dw["title"] and dw["impact_ns"] > 0.5 * dw["subject_ns"]
     assert "float16" in dw["advice"]
@@ -192,6 +200,8 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     assert note.startswith("the host ran 30.4 s before the GPU's first work, 29.9 s of it in ")
     assert "`cudaDeviceGetStreamPriorityRange`" in note and "far beyond" in note
     assert "CUDA_MODULE_LOADING=LAZY" in note
+    # recorded 2023-09-27, after PyTorch 2.0: torch.compile advice stands as it is
+    assert not any("needs PyTorch 2.0" in f["advice"] for f in r["findings"])
     assert_fits_workload(r)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelens.report.recorded_at import recorded_at_ns
+from tracelens.core.recorded_at import recorded_at_ns
 from tracelens.series.limits import Limit, limits_spec, parse_limits
 from tracelens.series.metrics import run_metrics
 from tracelens.series.trend import MIN_BASELINE, band_of, judge

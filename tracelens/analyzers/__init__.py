@@ -29,6 +29,7 @@ from tracelens.analyzers import (
 from tracelens.analyzers.contract import Analyzer
 from tracelens.analyzers.described_window import share_of_described_window
 from tracelens.analyzers.host_paced import leave_out_host_paced
+from tracelens.analyzers.pytorch_release import note_torch_compile_release
 from tracelens.analyzers.ranking import rank
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
@@ -75,6 +76,7 @@ def run_all(
             on_progress(done, len(ANALYZERS))
     findings = warmup.leave_out_warmup(findings, db, thresholds)
     leave_out_host_paced(findings, db, thresholds)
+    note_torch_compile_release(findings, db)
     share_of_described_window(findings, db, thresholds)
     findings = [*findings, *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)

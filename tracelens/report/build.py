@@ -19,6 +19,7 @@ from ingest.redaction import redact
 from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.analyzers.llm_slo import analyze_slo
+from tracelens.core.recorded_at import recorded_at_ns
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import workload_of
@@ -30,7 +31,6 @@ from tracelens.llm.slo_outcome import slo_outcome
 from tracelens.report.host_startup import host_startup_notes
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
-from tracelens.report.recorded_at import recorded_at_ns
 
 REPORT_SCHEMA = "tracelens.report/1"
 
