@@ -52,6 +52,7 @@ from ingest.nsys.target_info import (
     hostname,
     insert_devices,
     load_threads,
+    persistence_mode,
     session_start_utc,
     target_gpus,
 )
@@ -227,6 +228,7 @@ def _read(
         gpus = target_gpus(src, tables)
         cuda_to_gpu = cuda_device_map(src, tables)
         host = hostname(src, tables)
+        persistence = persistence_mode(src, tables)
         session_utc = session_start_utc(src, tables)
         diagnostics = _diagnostic_notes(src, tables)
     finally:
@@ -262,6 +264,7 @@ def _read(
             "tool_version": meta.get("EXPORT_PRODUCT_VERSION"),
             "host": host,
             "session_start_utc": session_utc,
+            "gpu_persistence_mode": persistence,
             "t0_ns": t0,
             "event_count": sum(counts.values()),
             "warnings": "\n".join(notes) if notes else None,

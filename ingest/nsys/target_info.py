@@ -70,6 +70,17 @@ def hostname(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None
     return as_text(row[0]) if row else None
 
 
+def persistence_mode(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+    """``on``/``off``: whether the GPUs' persistence mode was on (``IsPersistentDevice``)."""
+    if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
+        return None
+    row = src.execute(
+        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'IsPersistentDevice' LIMIT 1"
+    ).fetchone()
+    value = as_text(row[0]) if row else None
+    return {"1": "on", "0": "off"}.get((value or "").strip())
+
+
 def session_start_utc(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
     if "utcTime" not in tables.get("TARGET_INFO_SESSION_START_TIME", set()):
         return None

@@ -10,16 +10,19 @@ since no change to the GPU work gives it back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
 from tracelens.core.workload import workload_of
 
-# Shorter start-up calls are not worth a note: a warm driver creates a context in ~100 ms
-# at most, and a profiler that starts late records a few ms of calls before the GPU's.
+# Shorter start-up calls are not worth a note: a profiler that starts late records a few
+# ms of calls before the GPU's.
 _MIN_STARTUP_NS = 10_000_000
 
-# Longer is not a context being created (seconds at most, even on a cold driver of a
-# multi-GPU server): an A100 AlexNet benchmark's first call took 29.9 s.
+# Longer is more than a context being created (under a second on a loaded driver; an RTX
+# 3060 under WSL2 with persistence on took 0.3 s): an A100 AlexNet benchmark's first
+# recorded call took 29.9 s.
 _SLOW_STARTUP_NS = 5_000_000_000
 
 # The first runtime call of each process (``cuda*``/``hip*``, not the driver's ``cu*``
@@ -57,26 +60,45 @@ def host_startup_notes(db: TraceDB) -> list[str]:
         return []
     amd = workload_of(db).gpu.vendor == "amd"
     runtime = "HIP" if amd else "CUDA"
+    # Nsight exports say whether persistence mode was on: then it is no remedy (all six
+    # corpus exports had it on); Kineto traces do not say
+    persistence = db.info.get("gpu_persistence_mode")
+    advise_persistence = not amd and persistence != "on"
     keep_loaded = (
-        ""
-        if amd
-        else " Where start-up matters (short jobs, many processes), keep the driver loaded "
+        " Where start-up matters (short jobs, many processes), keep the driver loaded "
         "with persistence mode (`nvidia-smi -pm 1`, or the nvidia-persistenced daemon)."
-    )
-    slow = (
-        f" {fmt_ns(call_ns)} is far beyond what creating a context takes (seconds at most): "
-        "the trace does not say what the driver did, but the usual causes are compiling PTX "
-        "as it loads (a build without code for this GPU's architecture: check its "
-        "architecture list, keep the JIT cache between runs with `CUDA_CACHE_PATH` and "
-        "`CUDA_CACHE_MAXSIZE`), loading every module at once (`CUDA_MODULE_LOADING=LAZY`, "
-        "CUDA 11.7+), or waiting for a device another process holds."
-        if call_ns >= _SLOW_STARTUP_NS and not amd
+        if advise_persistence
         else ""
     )
+    slow = ""
+    if call_ns >= _SLOW_STARTUP_NS and not amd:
+        causes = [
+            "the driver initializing the host's GPUs without persistence mode (`nvidia-smi -pm 1`)"
+            if advise_persistence
+            else None,
+            "compiling PTX as it loads (a build without code for this GPU's architecture: "
+            "check its architecture list, keep the JIT cache between runs with "
+            "`CUDA_CACHE_PATH` and `CUDA_CACHE_MAXSIZE`)",
+            "loading every module at once (`CUDA_MODULE_LOADING=LAZY`, CUDA 11.7+, which "
+            "PyTorch 2 sets unless the environment says otherwise)",
+        ]
+        slow = (
+            f" {fmt_ns(call_ns)} is far beyond what creating a context takes on a loaded "
+            "driver: the trace does not say what the driver did, but the usual causes are "
+            + _either(c for c in causes if c)
+            + "."
+        )
+        keep_loaded = ""  # named among the causes
     return [
-        f"the host ran {fmt_ns(lead_ns)} before the GPU's first work, {fmt_ns(call_ns)} of it "
-        f"in `{name}`, the program's first {runtime} runtime call, which creates the "
-        f"{runtime} context (driver and device initialization, once per process): start-up, "
-        f"outside the {fmt_ns(db.window_ns)} from the GPU's first work to its last that the "
-        f"findings judge.{slow}{keep_loaded}"
+        f"from the first recorded host event, the host ran {fmt_ns(lead_ns)} before the "
+        f"GPU's first work, {fmt_ns(call_ns)} of it in `{name}`, the first recorded "
+        f"{runtime} runtime call, which creates the {runtime} context (driver and device "
+        "initialization, once per process): start-up, outside the "
+        f"{fmt_ns(db.window_ns)} from the GPU's first work to its last that the findings "
+        f"judge.{slow}{keep_loaded}"
     ]
+
+
+def _either(parts: Iterable[str]) -> str:
+    items = list(parts)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
