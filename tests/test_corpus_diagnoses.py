@@ -117,13 +117,18 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     assert "num_workers" in first["advice"]
     convs = [f for f in r["findings"] if f["analyzer"] in ("hot_ops", "occupancy")]
     assert convs and any("float16" in f["advice"] for f in convs)
-    # recorded 2021-06-08 (Kineto's 2021 layout): PyTorch 1.x, before torch.compile existed,
-    # so every piece of advice that compiles says to upgrade first
+    # recorded 2021-06-08 (Kineto's 2021 layout): PyTorch 1.8-1.9, before torch.compile
+    # (2.0) and torch.autocast (1.10) existed, so advice naming them says so
     compiling = [f for f in r["findings"] if "torch.compile" in f["advice"]]
-    assert compiling and all(
-        "needs PyTorch 2.0 or later (March 2023); this trace was recorded on 2021-06-08"
-        in f["advice"]
-        for f in compiling
+    assert compiling and all("`torch.compile` came with 2.0" in f["advice"] for f in compiling)
+    autocast = [f for f in r["findings"] if "torch.autocast" in f["advice"]]
+    assert autocast and all(
+        "`torch.autocast` came with 1.10 (`torch.cuda.amp.autocast()` before it)" in f["advice"]
+        for f in autocast
+    )
+    assert all(
+        "This trace was recorded on 2021-06-08, with an older PyTorch" in f["advice"]
+        for f in compiling + autocast
     )
     (dw,) = [f for f in convs if "`aten::cudnn_convolution_backward_weight`" in f["title"]]
     assert "11.1 TFLOP/s" in dw["title"] and dw["impact_ns"] > 0.5 * dw["subject_ns"]
@@ -206,7 +211,7 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     assert "CUDA_MODULE_LOADING=LAZY" in causes and "PyTorch 2 sets" in causes
     assert "another process" not in note
     # recorded 2023-09-27, after PyTorch 2.0: torch.compile advice stands as it is
-    assert not any("needs PyTorch 2.0" in f["advice"] for f in r["findings"])
+    assert not any("with an older PyTorch" in f["advice"] for f in r["findings"])
     assert_fits_workload(r)
 
 
