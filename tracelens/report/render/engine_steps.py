@@ -79,8 +79,9 @@ def notes(es: EngineStepsSection) -> list[str]:
     out.append(f"ITL (engine): {es.itl_basis}.")
     if es.itl_ns.count > 1 and _itl_steps(es) == 1:
         out.append(
-            "One step gives every request the same ITL: its percentiles are that step's "
-            "duration, not a distribution; record more steps for one."
+            "One step gives every request the same ITL, that step's time, so its "
+            "percentiles are no distribution, and the host's time between steps is not in "
+            "it: a lower bound on ITL; record at least two steps."
         )
     out.append(f"{es.ttft_note}.")
     b = es.between_steps
