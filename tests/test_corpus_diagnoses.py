@@ -195,6 +195,10 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     # Every kernel runs once in the warm-up and once in the measured pass: the FP32
     # GEMM/convolution finding counts only the measured half, like hot_ops' operators.
     fp32 = _finding(r, "occupancy", compute_capability="8.0")
+    # conv2 runs as an FFT convolution (fft2d_r2c, ampere_gcgemm_64x64_nt, fft2d_c2r):
+    # cuDNN's choice of algorithm, not FP32 kept by a switch; benchmark mode compares them
+    assert "FFT convolutions (`ampere_gcgemm_64x64_nt`" in fp32["advice"]
+    assert "torch.backends.cudnn.benchmark = True" in fp32["advice"]
     assert "falls in the warm-up span" in fp32["impact_basis"]
     assert fp32["impact_ns"] <= 0.55 * fp32["evidence"]["unclaimed_ns"] / 2
     assert all(f["impact_pct"] < 2 for f in r["findings"][2:])

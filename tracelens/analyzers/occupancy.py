@@ -424,8 +424,19 @@ def _fp32_math(
             "unclaimed_ns": unclaimed_ns,
             "kernels": [{"kernel": k, "ns": ns} for k, ns in top],
         },
-        advice=fp32_math_advice(workload_of(db), what=what, gemms=gemms, convs=convs),
+        advice=fp32_math_advice(
+            workload_of(db),
+            what=what,
+            gemms=gemms,
+            convs=convs,
+            fft=next((r["name"] for r in mine if _FFT_CONV.search(r["name"])), None),
+        ),
     )
+
+
+# cuDNN's FFT convolutions: complex GEMMs (`ampere_gcgemm_64x64_nt`, `…cgemm…`) between
+# `fft2d_r2c`/`fft2d_c2r` kernels.
+_FFT_CONV = re.compile(r"(?i)fft|g?cgemm")
 
 
 def _gfx(db: TraceDB, cc_text: str) -> str:

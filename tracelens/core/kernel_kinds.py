@@ -499,13 +499,20 @@ def advice_for(
     return kind.advice
 
 
-def fp32_math_advice(wl: Workload, what: str, gemms: bool = True, convs: bool = True) -> str:
+def fp32_math_advice(
+    wl: Workload,
+    what: str,
+    gemms: bool = True,
+    convs: bool = True,
+    fft: str | None = None,
+) -> str:
     """How to move FP32 matrix math to tensor cores on this GPU and framework.
 
     ``gemms``/``convs``: which of the two the FP32 time is in; each switch is named only
     for the math it governs, and not where TF32 kernels of that math already run (the
     switch is on: the library keeps FP32 for these shapes, e.g. a 3-channel first
-    convolution).
+    convolution). ``fft``: a kernel of an FFT convolution among them (cuDNN's choice of
+    algorithm, which runs complex FP32 GEMMs whatever the switch says).
     """
     gpu = wl.gpu
     mc = terms_for(gpu.vendor).matrix_cores
@@ -564,6 +571,13 @@ def fp32_math_advice(wl: Workload, what: str, gemms: bool = True, convs: bool = 
             if already
             else ""
         )
+        if fft and convs and wl.is_pytorch:
+            note += (
+                f" Some are FFT convolutions (`{fft}`: complex FP32 GEMMs between FFT "
+                "kernels), the algorithm cuDNN picked for those shapes, which does not use "
+                f"{mc}: `torch.backends.cudnn.benchmark = True` times every algorithm, "
+                f"those on {mc} included, for each input shape."
+            )
         return (
             f"{what}.{note} Let them use {mc}: {tf32}run under "
             "`torch.autocast('cuda', dtype=torch.bfloat16)`"
