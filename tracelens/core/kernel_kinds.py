@@ -587,5 +587,15 @@ def fp32_math_advice(
         f"{what}. This GPU's {mc} take FP16 inputs only: run "
         "under `torch.autocast('cuda', dtype=torch.float16)`"
         + (" with `torch.cuda.amp.GradScaler`" if wl.is_training or wl.kind == "unknown" else "")
-        + ", use `channels_last` for convolutions, and keep GEMM dimensions multiples of 8."
+        + _fp16_layout(gemms, convs)
     )
+
+
+def _fp16_layout(gemms: bool, convs: bool) -> str:
+    """What else FP16 tensor cores want, for the math the advice is about."""
+    parts = (["use `channels_last` for convolutions"] if convs else []) + (
+        ["keep GEMM dimensions multiples of 8"] if gemms else []
+    )
+    if len(parts) == 2:
+        return f", {parts[0]}, and {parts[1]}."
+    return f", and {parts[0]}." if parts else "."
