@@ -252,7 +252,8 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
 
 def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
     """A CUDA C vector add on an RTX 3060 (nsys 2025.5): 8 MiB uploaded from pageable
-    memory with synchronous `cudaMemcpy` on a PCIe 4.0 link, and the one kernel's first
+    memory with synchronous `cudaMemcpy` on a PCIe 3.0 link (a PCIe 4.0 card, but the
+    host's Ryzen 5 4600G APU runs PCIe 3.0 only), and the one kernel's first
     launch pays lazy module loading. The advice must be CUDA's own
     (`cudaMallocHost`/`cudaHostAlloc`, `cudaMemcpyAsync`), never PyTorch's.
 
@@ -260,8 +261,8 @@ def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
     (its pageable data staged) at 1.26 ms and `cuLibraryLoadData` ran from 1.27 to
     2.35 ms: 1.09 ms of the second record is the copy waiting on the module load. An
     earlier reading rated both at 3.4 GB/s and called them critical (40 % of the run); an
-    expert reads 6.1 GB/s each, the rate the first copy shows alone, and about 1 ms that
-    pinning would give back: high, not critical."""
+    expert reads 6.1 GB/s each, the rate the first copy shows alone, and about 0.67 ms that
+    pinning would give back at the host's 12 GB/s: high, not critical."""
     r = report_of(corpus, "nsys/rtx3060_vecadd_nsys2025.5.sqlite")
     assert r["workload"]["framework"] == "cuda"
     first = top(r)[0]
@@ -271,7 +272,8 @@ def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
     assert ev["module_load_ns"] == 1_088_542  # cuLibraryLoadData, inside copy 2's record
     assert 6.0 < ev["pageable_bytes"] / ev["pageable_ns"] < 6.3  # GB/s, as copy 1 alone
     assert "6.12 GB/s" in first["title"] and "module" in first["summary"]
-    assert first["severity"] == "high" and 0.9e6 < first["impact_ns"] < 1.1e6
+    assert first["severity"] == "high" and 0.6e6 < first["impact_ns"] < 0.7e6
+    assert "PCIe 3.0 x16 ≈ 12 GB/s pinned" in first["title"]
     # The program's largest cost is none of the GPU's: its first CUDA call, a cudaMalloc,
     # takes 303 ms creating the context, against 5.28 ms of GPU window. The expert says so
     # (start-up, once per process) without ranking it as time a change gives back

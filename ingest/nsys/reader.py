@@ -49,6 +49,7 @@ from ingest.nsys.sqlite_names import as_text, first_column
 from ingest.nsys.target_info import (
     cuda_device_map,
     export_meta,
+    host_cpu,
     hostname,
     insert_devices,
     load_threads,
@@ -229,6 +230,7 @@ def _read(
         cuda_to_gpu = cuda_device_map(src, tables)
         host = hostname(src, tables)
         persistence = persistence_mode(src, tables)
+        cpu = host_cpu(src, tables)
         session_utc = session_start_utc(src, tables)
         diagnostics = _diagnostic_notes(src, tables)
     finally:
@@ -265,6 +267,7 @@ def _read(
             "host": host,
             "session_start_utc": session_utc,
             "gpu_persistence_mode": persistence,
+            "host_cpu": cpu,
             "t0_ns": t0,
             "event_count": sum(counts.values()),
             "warnings": "\n".join(notes) if notes else None,

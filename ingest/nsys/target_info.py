@@ -70,6 +70,16 @@ def hostname(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None
     return as_text(row[0]) if row else None
 
 
+def host_cpu(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+    """The host CPU's model (``CpuDescription``): it can cap the GPU's PCIe link."""
+    if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
+        return None
+    row = src.execute(
+        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuDescription' LIMIT 1"
+    ).fetchone()
+    return (as_text(row[0]) or "").strip() or None if row else None
+
+
 def persistence_mode(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
     """``on``/``off``: whether the GPUs' persistence mode was on (``IsPersistentDevice``)."""
     if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):

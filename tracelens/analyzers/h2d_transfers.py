@@ -28,6 +28,7 @@ from typing import Any
 
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.core.host_platform import host_pcie_cap
 from tracelens.core.interval_sql import merged
 from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
@@ -58,16 +59,41 @@ _LINKS: list[tuple[str, str, float]] = [
 ]
 
 
-def host_link(wl: Workload, t: Thresholds) -> tuple[str, float, str]:
-    """The GPU's host link, its achievable pinned-copy bandwidth (GB/s), and why."""
+def host_link(wl: Workload, t: Thresholds, host_cpu: str | None = None) -> tuple[str, float, str]:
+    """The GPU's host link, its achievable pinned-copy bandwidth (GB/s), and why: the
+    card's link, at most what the host's CPU runs (:mod:`tracelens.core.host_platform`)."""
     if t.h2d_pinned_gbps > 0:
         return "configured", t.h2d_pinned_gbps, "threshold h2d_pinned_gbps"
     gpu = wl.gpu
     label = " ".join(x for x in (gpu.spec.name if gpu.spec else None, gpu.name, gpu.arch) if x)
     for pattern, link, gbps in _LINKS:
         if label and re.search(pattern, label, re.IGNORECASE):
-            return link, gbps, f"assumed from the GPU ({label.strip()}): {link}"
-    return "PCIe 4.0 x16", 25.0, "GPU model unknown: assumed PCIe 4.0 x16"
+            return _capped(link, gbps, f"assumed from the GPU ({label.strip()}): {link}", host_cpu)
+    return _capped("PCIe 4.0 x16", 25.0, "GPU model unknown: assumed PCIe 4.0 x16", host_cpu)
+
+
+_PCIE = re.compile(r"^PCIe (\d)\.0 x(\d+)$")
+# Achievable pinned GB/s of a PCIe 3.0 x16 link; each generation doubles it.
+_GEN3_X16_GBPS = 12.0
+
+
+def _capped(link: str, gbps: float, basis: str, host_cpu: str | None) -> tuple[str, float, str]:
+    """The link at most at the host CPU's PCIe generation and lanes."""
+    m = _PCIE.match(link)
+    cap = host_pcie_cap(host_cpu)
+    if m is None or cap is None:
+        return link, gbps, basis
+    gen, lanes = min(int(m.group(1)), cap.gen), min(int(m.group(2)), cap.lanes)
+    if (gen, lanes) == (int(m.group(1)), int(m.group(2))):
+        return link, gbps, basis
+    capped = f"PCIe {gen}.0 x{lanes}"
+    rate = min(gbps, _GEN3_X16_GBPS * 2 ** (gen - 3) * lanes / 16)
+    return (
+        capped,
+        rate,
+        f"{basis}, capped by the host: its {host_cpu} ({cap.platform}) runs PCIe "
+        f"{cap.gen}.0 x{cap.lanes} at most",
+    )
 
 
 # The driver loading a module: at a kernel's first launch under lazy loading
@@ -202,7 +228,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         findings.append(_uvm_finding(db, t, uvm, wl))
     if not db.scalar("SELECT count(*) FROM memcpys WHERE kind IN ('HtoD', 'DtoH')"):
         return findings
-    link, link_gbps, link_basis = host_link(wl, t)
+    link, link_gbps, link_basis = host_link(wl, t, db.info.get("host_cpu"))
     require(db, HOST_COPIES)
     # every query below reads the split copies as ``h2d``
     with_h2d = f"WITH h2d AS (SELECT * FROM {_split_table(db, link_gbps, t)}) "
