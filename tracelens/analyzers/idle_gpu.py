@@ -17,6 +17,7 @@ from typing import Any
 from ingest.derive_gaps import (
     CAUSE_RULES,
     GRAPH_LAUNCH_CALLS,
+    LAUNCH_CALLS,
     LAUNCH_ISSUE_SLACK_NS,
     STREAM_WAIT_CALLS,
     SYNC_CALLS,
@@ -1222,6 +1223,27 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
                 else ""
             )
         )
+    # a first launch call that takes as long as a warm-up call: the driver loading the
+    # kernel's module on its first use (T4: a 39 ms `cudaLaunchKernel`)
+    slow_first = db.rows(
+        """SELECT name, end_ns - start_ns FROM api_calls
+           WHERE name IN (SELECT unnest(?::VARCHAR[])) AND start_ns < ?
+             AND end_ns >= ? - ? AND end_ns - start_ns >= ?
+           ORDER BY start_ns LIMIT 1""",
+        [
+            list(LAUNCH_CALLS),
+            claim.lo_ns,
+            claim.lo_ns,
+            t.idle_launch_latency_ns,
+            t.warmup_min_call_ns,
+        ],
+    )
+    if claim.uvm_before_ns and slow_first:
+        name, ns = slow_first[0]
+        parts[0] += (
+            f", its last {fmt_ns(int(ns))} in the first launch call (`{name}`): the driver's "
+            "one-off work at a kernel's first launch (loading its module)"
+        )
     total = claim.uvm_before_ns + claim.uvm_after_ns
     where = " and ".join(
         w
@@ -1260,11 +1282,13 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
                 {k: m[k] for k in ("phase", "kind", "n", "bytes")} for m in claim.migrations
             ],
         },
-        advice="This is the host's time with managed memory, not the GPU's: what it costs is "
-        "the host's page faults (host writes move pages the GPU had back to the host, and the "
-        f"kernel faults them in again). Call `{p}MemPrefetchAsync` to the device after the "
-        f"host's last write, and prefetch results to the host (`{p}CpuDeviceId`) before the "
-        "host reads them.",
+        advice="This is the host's time, not the GPU's: the program's CPU work around the GPU's "
+        "(filling inputs, checking results) and its page faults on managed memory. A host "
+        "access, a read as much as a write, moves pages the GPU had back to the host, and the "
+        "kernel faults them in again: keep host code off managed memory between a "
+        f"`{p}MemPrefetchAsync` to the device and the kernels that use it, and prefetch "
+        f"results to the host (`{p}CpuDeviceId`) before host code reads them. Where the CPU "
+        "work itself is long, profile it (Nsight Systems `--sample=cpu`).",
         time_ranges=[
             *(
                 [TimeRange(dev.start_ns, claim.lo_ns, dev.device_id, "host phase")]
