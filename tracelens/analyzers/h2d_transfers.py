@@ -600,7 +600,8 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     )
     prefetch = (
         f"Prefetch managed memory to the device right before the kernels that use it "
-        f"(`{p}MemPrefetchAsync(ptr, size, device, stream)`), after the host's last write, and "
+        f"(`{p}MemPrefetchAsync(ptr, size, device, stream)`), after the host's last access "
+        "(a read pulls pages back as a write does), and "
         f"back to the host (`{p}CpuDeviceId`) before host code reads it; mark data the GPU "
         f"only reads with `{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`; or use explicit "
         f"`{p}Malloc` buffers with pinned-memory copies for data the GPU touches every step."

@@ -531,7 +531,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             f"{ev['uvm_gaps']:,} of these gaps end in a unified-memory migration, not in "
             "launched work: the GPU sat idle while pages of managed memory moved on demand "
             "(the host touching memory the GPU had, or the reverse). Order the migrations "
-            f"yourself: `{p}MemPrefetchAsync` to the device after the host's last write and "
+            f"yourself: `{p}MemPrefetchAsync` to the device after the host's last access and "
             f"before the kernels, back to `{p}CpuDeviceId` before host reads, "
             f"`{p}MemAdvise` for read-mostly data, or explicit device buffers and copies."
         )
