@@ -140,6 +140,11 @@ def test_v100_resnet50_waits_for_its_data_loader(corpus: Path) -> None:
     (dw,) = [f for f in convs if "`aten::cudnn_convolution_backward_weight`" in f["title"]]
     assert "11.1 TFLOP/s" in dw["title"] and dw["impact_ns"] > 0.5 * dw["subject_ns"]
     assert "float16" in dw["advice"]
+    # three operators, one fix: each says the other two assume the same switch
+    switched = [f for f in convs if "one change for all 3" in f["summary"]]
+    assert len(switched) == 3 and all(
+        "assumes FP32 math switched to FP16 autocast" in f["summary"] for f in switched
+    )
     (host,) = [f for f in r["findings"] if "`aten::zero_`" in f["title"]]
     assert "zero_grad(set_to_none=True)" in host["advice"]
     assert "966 `aten::zero_` calls" in host["advice"]

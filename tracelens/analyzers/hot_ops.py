@@ -141,7 +141,32 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ),
             )
         )
+    _say_one_switch(findings)
     return findings
+
+
+def _say_one_switch(findings: list[Finding]) -> None:
+    """Where several operators' estimates assume the same switch of FP32 math to tensor
+    cores (V100 ResNet-50: three cuDNN convolution operators, FP16 autocast), say in each
+    that one change covers them all: they are one fix, not three."""
+    switched: dict[str, list[Finding]] = {}
+    for f in findings:
+        peak = str((f.evidence.get("cost") or {}).get("peak_used") or "")
+        if f.impact_ns > 0 and "switched to" in peak:
+            switched.setdefault(peak, []).append(f)
+    for peak, group in switched.items():
+        if len(group) < 2:
+            continue
+        how = peak[peak.index("(") + 1 : peak.rindex(")")] if "(" in peak else peak
+        for f in group:
+            others = [f"`{g.evidence['operator']}`" for g in group if g is not f]
+            if len(others) == 1:
+                tail = f"as does that of {others[0]}: one change for both."
+            elif len(others) == 2:
+                tail = f"as do those of {others[0]} and {others[1]}: one change for all 3."
+            else:
+                tail = f"as do those of {len(others)} other operators: one change for all."
+            f.summary += f" Its estimate assumes {how}, {tail}"
 
 
 def claimed_operators(db: TraceDB, t: Thresholds) -> set[str]:
