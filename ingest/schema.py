@@ -74,7 +74,7 @@ CANONICAL_TABLES: tuple[Table, ...] = (
         "trace_info",
         "Facts about the trace as key/value text: format, tool, rank, t0_ns, warnings, "
         "source file and its sha256, tracelens_schema_version; from Nsight exports also the "
-        "host, host_cpu and gpu_persistence_mode",
+        "host, host_cpu and host_kernel",
         (
             Column("key", "VARCHAR", "Name of the fact"),
             Column("value", "VARCHAR", "Its value, as text"),

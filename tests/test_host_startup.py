@@ -37,8 +37,9 @@ def _program(first_call_ns: int, name: str = "startup") -> Scenario:
 
 def test_a_long_first_call_is_noted_as_start_up(tmp_path: Path) -> None:
     (note,) = _notes(_program(250 * MS), tmp_path)
-    assert note.startswith("from the first recorded host event, the host ran 252 ms before")
-    assert "250 ms of it in `cudaMalloc`, the first recorded CUDA runtime call" in note
+    assert note.startswith(
+        "the host's first recorded CUDA runtime call, `cudaMalloc`, took 250 ms of the 252 ms"
+    )
     assert "outside the 1 ms from the GPU's first work to its last" in note
     assert "persistence mode" in note and "far beyond" not in note
 
@@ -46,8 +47,9 @@ def test_a_long_first_call_is_noted_as_start_up(tmp_path: Path) -> None:
 def test_a_first_call_beyond_context_creation_names_the_usual_causes(tmp_path: Path) -> None:
     (note,) = _notes(_program(8_000 * MS, "slow_startup"), tmp_path)
     assert "8 s is far beyond what creating a context takes" in note
-    assert "CUDA_MODULE_LOADING=LAZY" in note and "CUDA_CACHE_PATH" in note
-    assert "without persistence mode" in note
+    assert "CUDA_CACHE_PATH" in note and "without persistence mode" in note
+    # a CUDA program (no framework operators): eager module loading is a cause too
+    assert "CUDA_MODULE_LOADING=LAZY" in note
 
 
 def test_short_or_unrepresentative_first_calls_give_no_note(tmp_path: Path) -> None:

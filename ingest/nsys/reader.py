@@ -50,10 +50,10 @@ from ingest.nsys.target_info import (
     cuda_device_map,
     export_meta,
     host_cpu,
+    host_kernel,
     hostname,
     insert_devices,
     load_threads,
-    persistence_mode,
     session_start_utc,
     target_gpus,
 )
@@ -229,7 +229,7 @@ def _read(
         gpus = target_gpus(src, tables)
         cuda_to_gpu = cuda_device_map(src, tables)
         host = hostname(src, tables)
-        persistence = persistence_mode(src, tables)
+        kernel_release = host_kernel(src, tables)
         cpu = host_cpu(src, tables)
         session_utc = session_start_utc(src, tables)
         diagnostics = _diagnostic_notes(src, tables)
@@ -266,7 +266,7 @@ def _read(
             "tool_version": meta.get("EXPORT_PRODUCT_VERSION"),
             "host": host,
             "session_start_utc": session_utc,
-            "gpu_persistence_mode": persistence,
+            "host_kernel": kernel_release,
             "host_cpu": cpu,
             "t0_ns": t0,
             "event_count": sum(counts.values()),

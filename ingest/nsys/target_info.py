@@ -80,15 +80,15 @@ def host_cpu(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None
     return (as_text(row[0]) or "").strip() or None if row else None
 
 
-def persistence_mode(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
-    """``on``/``off``: whether the GPUs' persistence mode was on (``IsPersistentDevice``)."""
+def host_kernel(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+    """The host's OS kernel release (``SoftwareReleaseVersion``): a ``…-microsoft-standard-WSL2``
+    host runs the GPU through the Windows driver, which has no persistence mode."""
     if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
         return None
     row = src.execute(
-        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'IsPersistentDevice' LIMIT 1"
+        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'SoftwareReleaseVersion' LIMIT 1"
     ).fetchone()
-    value = as_text(row[0]) if row else None
-    return {"1": "on", "0": "off"}.get((value or "").strip())
+    return ((as_text(row[0]) or "").strip() or None) if row else None
 
 
 def session_start_utc(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:

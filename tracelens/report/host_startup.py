@@ -58,29 +58,36 @@ def host_startup_notes(db: TraceDB) -> list[str]:
     call_ns, lead_ns = int(end) - int(start), w_start - int(first)
     if call_ns < _MIN_STARTUP_NS or 2 * call_ns < lead_ns:
         return []
-    amd = workload_of(db).gpu.vendor == "amd"
+    wl = workload_of(db)
+    amd = wl.gpu.vendor == "amd"
     runtime = "HIP" if amd else "CUDA"
-    # Nsight exports say whether persistence mode was on: then it is no remedy (all six
-    # corpus exports had it on); Kineto traces do not say
-    persistence = db.info.get("gpu_persistence_mode")
-    advise_persistence = not amd and persistence != "on"
+    # WSL2 runs the GPU through the Windows driver: no persistence mode to turn on there
+    wsl = "microsoft" in (db.info.get("host_kernel") or "").lower()
+    advise_persistence = not amd and not wsl
     keep_loaded = (
-        " Where start-up matters (short jobs, many processes), keep the driver loaded "
-        "with persistence mode (`nvidia-smi -pm 1`, or the nvidia-persistenced daemon)."
+        " Where start-up matters (short jobs, many processes), keep the driver loaded: on "
+        "Linux, persistence mode (`nvidia-smi -pm 1`, or the nvidia-persistenced daemon)."
         if advise_persistence
         else ""
     )
     slow = ""
     if call_ns >= _SLOW_STARTUP_NS and not amd:
+        gpus = _host_gpus(db)
         causes = [
-            "the driver initializing the host's GPUs without persistence mode (`nvidia-smi -pm 1`)"
+            "the driver initializing every GPU of the host"
+            + (f" ({gpus} here)" if gpus > 1 else "")
+            + " without persistence mode (`nvidia-smi -pm 1`, and `CUDA_VISIBLE_DEVICES` "
+            "naming only the GPUs the process uses)"
             if advise_persistence
             else None,
-            "compiling PTX as it loads (a build without code for this GPU's architecture: "
-            "check its architecture list, keep the JIT cache between runs with "
-            "`CUDA_CACHE_PATH` and `CUDA_CACHE_MAXSIZE`)",
-            "loading every module at once (`CUDA_MODULE_LOADING=LAZY`, CUDA 11.7+, which "
-            "PyTorch 2 sets unless the environment says otherwise)",
+            "compiling PTX as modules load (a build without code for this GPU's "
+            "architecture: check its architecture list; the JIT cache, `CUDA_CACHE_PATH` "
+            "and `CUDA_CACHE_MAXSIZE`, only hides it on later runs)",
+            # PyTorch sets CUDA_MODULE_LOADING=LAZY itself from 1.13 on
+            None
+            if wl.is_pytorch
+            else "loading every module at once (`CUDA_MODULE_LOADING=LAZY`, CUDA 11.7+, the "
+            "default from 12.2)",
         ]
         slow = (
             f" {fmt_ns(call_ns)} is far beyond what creating a context takes on a loaded "
@@ -90,13 +97,18 @@ def host_startup_notes(db: TraceDB) -> list[str]:
         )
         keep_loaded = ""  # named among the causes
     return [
-        f"from the first recorded host event, the host ran {fmt_ns(lead_ns)} before the "
-        f"GPU's first work, {fmt_ns(call_ns)} of it in `{name}`, the first recorded "
-        f"{runtime} runtime call, which creates the {runtime} context (driver and device "
-        "initialization, once per process): start-up, outside the "
-        f"{fmt_ns(db.window_ns)} from the GPU's first work to its last that the findings "
-        f"judge.{slow}{keep_loaded}"
+        f"the host's first recorded {runtime} runtime call, `{name}`, took {fmt_ns(call_ns)} "
+        f"of the {fmt_ns(lead_ns)} the recorded host activity runs before the GPU's first "
+        f"work: it creates the {runtime} context (driver and device initialization, once per "
+        f"process). Start-up, outside the {fmt_ns(db.window_ns)} from the GPU's first work "
+        f"to its last that the findings judge.{slow}{keep_loaded}"
     ]
+
+
+def _host_gpus(db: TraceDB) -> int:
+    """GPUs the trace lists for the host: those that ran work and those that did not."""
+    idle = [p for p in (db.info.get("host_gpus_without_work") or "").split(",") if p.strip()]
+    return len(db.devices) + len(idle)
 
 
 def _either(parts: Iterable[str]) -> str:
