@@ -325,6 +325,9 @@ def test_unified_memory_program_stalls_on_faults_its_prefetch_should_prevent(cor
     assert "already prefetches" in first["advice"] and "cudaMemPrefetchAsync" in first["advice"]
     assert first["evidence"]["undone_prefetch"]["migrations"] == 768
     assert "A host read faults pages back as a write does" in first["advice"]
+    # the kernel also faults in a 64 KiB buffer and first-touches its 128 MiB output, none
+    # of them prefetched: the whole stall needs all of them prefetched
+    assert "Prefetch every managed buffer the kernel touches, its output too" in first["advice"]
     assert "cudaMemAdviseSetReadMostly" in first["advice"]
     assert "after the host's last write" not in first["advice"]
     idle = [f for f in r["findings"] if f["analyzer"] == "idle_gpu"]
@@ -337,6 +340,8 @@ def test_unified_memory_program_stalls_on_faults_its_prefetch_should_prevent(cor
     # launch call alone is 39.2 ms, and host reads as much as writes move pages back
     assert "host's time with unified memory" in phases["title"]
     assert "its last 39.2 ms in the first launch call (`cudaLaunchKernel`)" in phases["summary"]
+    # its CPU samples are in the PTX JIT compiler: the summary names that possibility
+    assert "compiling its PTX where the binary has no code for this GPU" in phases["summary"]
     assert "a read as much as a write" in phases["advice"]
     assert "after the host's last write" not in phases["advice"]
     assert "traffic" not in phases["title"]

@@ -618,8 +618,9 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
             "the kernel, and issue the prefetch right before the launch on the kernel's "
             "stream; where the host must read it in between, mark it "
             f"`{p}MemAdvise(..., {p}MemAdviseSetReadMostly, ...)`, so host reads copy pages "
-            "instead of moving them. Prefetch results to the host "
-            f"(`{p}CpuDeviceId`) before host code reads them."
+            "instead of moving them. Prefetch every managed buffer the kernel touches, its "
+            "output too (first-touch faults on the GPU stall it as migrations do), and "
+            f"results to the host (`{p}CpuDeviceId`) before host code reads them."
         )
     if faults:
         stalled = sum(int(r["stalled_ns"]) for r in faults)
@@ -658,8 +659,9 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
                 "still spends, once, before the kernel."
                 if move_ns
                 else (
-                    " The program's prefetch already moves the data once: removing what "
-                    "undoes it gives the whole stall back."
+                    " The program's prefetch already moves the data once: with nothing "
+                    "undoing it, and the kernel's other managed buffers (its output too) "
+                    "prefetched as well, the whole stall comes back."
                     if undone
                     else ""
                 )

@@ -1242,7 +1242,9 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
         name, ns = slow_first[0]
         parts[0] += (
             f", its last {fmt_ns(int(ns))} in the first launch call (`{name}`): the driver's "
-            "one-off work at a kernel's first launch (loading its module)"
+            "one-off work at a kernel's first launch (loading its module, or compiling its "
+            "PTX where the binary has no code for this GPU: build with `-gencode` for its "
+            "architecture)"
         )
     total = claim.uvm_before_ns + claim.uvm_after_ns
     where = " and ".join(
@@ -1288,7 +1290,7 @@ def _outside_finding(db: TraceDB, t: Thresholds, claim: Claim) -> Finding | None
         "kernel faults them in again: keep host code off managed memory between a "
         f"`{p}MemPrefetchAsync` to the device and the kernels that use it, and prefetch "
         f"results to the host (`{p}CpuDeviceId`) before host code reads them. Where the CPU "
-        "work itself is long, profile it (Nsight Systems `--sample=cpu`).",
+        "work itself is long, read its CPU samples (Nsight Systems `--sample=cpu`).",
         time_ranges=[
             *(
                 [TimeRange(dev.start_ns, claim.lo_ns, dev.device_id, "host phase")]

@@ -31,6 +31,8 @@ _APIS = (
     ("torch.cuda.CUDAGraph", "`torch.cuda.CUDAGraph`", "1.10", _ns(2021, 10, 21), None),
     ("make_graphed_callables", "`make_graphed_callables`", "1.10", _ns(2021, 10, 21), None),
     ("foreach=True", "`foreach=True`", "1.12", _ns(2022, 6, 28), None),
+    # fused Adam first; AdamW and SGD later in 2.x
+    ("fused=True", "`fused=True` (Adam)", "1.13", _ns(2022, 10, 28), None),
 )
 PYTORCH_2_RELEASE_NS = _APIS[0][3]
 
