@@ -165,6 +165,17 @@ def test_corpus_alexnet_inference_pageable_uploads(corpus: Path) -> None:
     assert "pin_memory()" in up.advice and "DataLoader" not in up.advice
 
 
+def _workload(device: str) -> Any:
+    """A workload of ``device`` as `host_link` reads it: its GPU's spec, name and arch."""
+    from types import SimpleNamespace
+
+    from tracelens.core.gpu_specs import lookup
+
+    spec = lookup(device, None, None)
+    gpu = SimpleNamespace(spec=spec, name=device, arch=spec.arch.name if spec else None)
+    return SimpleNamespace(gpu=gpu)
+
+
 @pytest.mark.parametrize(
     ("device", "link", "gbps"),
     [
@@ -181,13 +192,7 @@ def test_corpus_alexnet_inference_pageable_uploads(corpus: Path) -> None:
     ],
 )
 def test_host_link_from_the_gpu_model(device: str, link: str, gbps: float) -> None:
-    from types import SimpleNamespace
-
-    from tracelens.core.gpu_specs import lookup
-
-    spec = lookup(device, None, None)
-    gpu = SimpleNamespace(spec=spec, name=device, arch=spec.arch.name if spec else None)
-    got = h2d_transfers.host_link(SimpleNamespace(gpu=gpu), Thresholds())  # type: ignore[arg-type]
+    got = h2d_transfers.host_link(_workload(device), Thresholds())
     assert got[:2] == (link, gbps)
     assert device in got[2]
 
@@ -211,16 +216,6 @@ def test_many_small_uploads_are_batching_time(scenario_db) -> None:
     assert small.impact_ns == e["batch_save_ns"]
     assert "cudaMallocHost" in small.advice and "torch" not in small.advice
     assert_copies_counted_once(db, findings)
-
-
-def _workload(device: str) -> Any:
-    from types import SimpleNamespace
-
-    from tracelens.core.gpu_specs import lookup
-
-    spec = lookup(device, None, None)
-    gpu = SimpleNamespace(spec=spec, name=device, arch=spec.arch.name if spec else None)
-    return SimpleNamespace(gpu=gpu)
 
 
 @pytest.mark.parametrize(

@@ -61,34 +61,29 @@ def cuda_device_map(src: sqlite3.Connection, tables: dict[str, set[str]]) -> dic
     return {c: next(iter(g)) for c, g in by_cuda.items() if len(g) == 1}
 
 
-def hostname(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+def _system_env(src: sqlite3.Connection, tables: dict[str, set[str]], name: str) -> str | None:
+    """One value of ``TARGET_INFO_SYSTEM_ENV`` (the host as Nsight saw it), as text."""
     if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
         return None
     row = src.execute(
-        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
+        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = ? LIMIT 1", [name]
     ).fetchone()
     return as_text(row[0]) if row else None
 
 
+def hostname(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+    return _system_env(src, tables, "Hostname")
+
+
 def host_cpu(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
     """The host CPU's model (``CpuDescription``): it can cap the GPU's PCIe link."""
-    if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
-        return None
-    row = src.execute(
-        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuDescription' LIMIT 1"
-    ).fetchone()
-    return (as_text(row[0]) or "").strip() or None if row else None
+    return (_system_env(src, tables, "CpuDescription") or "").strip() or None
 
 
 def host_kernel(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
     """The host's OS kernel release (``SoftwareReleaseVersion``): a ``…-microsoft-standard-WSL2``
     host runs the GPU through the Windows driver, which has no persistence mode."""
-    if not {"name", "value"} <= tables.get("TARGET_INFO_SYSTEM_ENV", set()):
-        return None
-    row = src.execute(
-        "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'SoftwareReleaseVersion' LIMIT 1"
-    ).fetchone()
-    return ((as_text(row[0]) or "").strip() or None) if row else None
+    return (_system_env(src, tables, "SoftwareReleaseVersion") or "").strip() or None
 
 
 def session_start_utc(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
