@@ -253,6 +253,75 @@ FROM calls c JOIN captured cl ON cl.capture_id = c.capture_id
 WHERE c.op_id < 0
 """
 
+# The calls the per-key costs apply to: every call of _CALLS but those explicit attention
+# claimed, with its convolution output (``"56,56"``) where one was read.
+_COSTED_CALLS = f"""
+SELECT c.name, c.input_shapes, c.input_types, co.out_text, c.parent_shapes, c.op_id, c.ns,
+       c.kernels
+FROM ({_CALLS}) c LEFT JOIN cost_conv_out co ON co.op_id = c.op_id
+WHERE NOT EXISTS (SELECT 1 FROM cost_claimed x WHERE x.op_id = c.op_id)
+"""
+
+# The distinct call keys, numbered in the order of their first call: eager calls by op id,
+# then graph replays' calls (negative ids) by replay and position.
+_CALL_KEYS = f"""
+CREATE OR REPLACE TEMP TABLE cost_keys AS
+SELECT row_number() OVER (ORDER BY first) AS key_id,
+       name, input_shapes, input_types, out_text, parent_shapes
+FROM (
+    SELECT name, input_shapes, input_types, out_text, parent_shapes,
+           min(CASE WHEN op_id >= 0 THEN op_id ELSE {2**62} - op_id END) AS first
+    FROM ({_COSTED_CALLS}) GROUP BY ALL
+)
+"""
+
+# Per operator, the sums over its costed calls of what each call's key costs: parameters
+# are the costed keys' ids, compute and memory times, FLOPs and bytes (one list each),
+# then the least time a kernel takes. A call's ideal is the longest of its compute time,
+# memory time and kernels x that least time, never more than its own time; its impact is
+# its time beyond the ideal (whole nanoseconds, truncated per call), none for calls whose
+# grid leaves most SMs idle.
+_CALL_SUMS = f"""
+WITH costs AS (
+    SELECT unnest(?::BIGINT[]) AS key_id, unnest(?::DOUBLE[]) AS compute_ns,
+           unnest(?::DOUBLE[]) AS memory_ns, unnest(?::DOUBLE[]) AS flops,
+           unnest(?::DOUBLE[]) AS nbytes
+),
+per AS (
+    SELECT c.name, c.ns, g.op_id IS NOT NULL AS grid_bound, k.flops, k.nbytes,
+           greatest(k.compute_ns, k.memory_ns, c.kernels * ?::DOUBLE) AS ideal
+    FROM ({_COSTED_CALLS}) c
+    JOIN cost_keys ck ON ck.name = c.name
+     AND ck.input_shapes IS NOT DISTINCT FROM c.input_shapes
+     AND ck.input_types IS NOT DISTINCT FROM c.input_types
+     AND ck.out_text IS NOT DISTINCT FROM c.out_text
+     AND ck.parent_shapes IS NOT DISTINCT FROM c.parent_shapes
+    JOIN costs k ON k.key_id = ck.key_id
+    LEFT JOIN cost_grid_bound g ON g.op_id = c.op_id
+)
+SELECT name, sum(ns), sum(flops), sum(nbytes), sum(least(ideal, ns::DOUBLE)),
+       coalesce(sum(ns) FILTER (WHERE grid_bound), 0),
+       coalesce(sum(CAST(trunc(greatest(0.0, ns::DOUBLE - ideal)) AS BIGINT))
+                FILTER (WHERE NOT grid_bound), 0)
+FROM per GROUP BY name ORDER BY name
+"""
+
+
+def _call_inputs(db: TraceDB, claimed: set[int], conv_out: dict[int, list[int] | None]) -> None:
+    """The Python-side facts _COSTED_CALLS reads, as parameter tables: the op ids explicit
+    attention claimed and the convolution outputs read off neighbouring operators."""
+    outs = [(op_id, out) for op_id, out in conv_out.items() if out]
+    db.con.execute(
+        "CREATE OR REPLACE TEMP TABLE cost_claimed AS SELECT unnest(?::BIGINT[]) AS op_id",
+        [sorted(claimed)],
+    )
+    db.con.execute(
+        "CREATE OR REPLACE TEMP TABLE cost_conv_out AS "
+        "SELECT unnest(?::BIGINT[]) AS op_id, unnest(?::VARCHAR[]) AS out_text",
+        [[op_id for op_id, _ in outs], [",".join(str(v) for v in out) for _, out in outs]],
+    )
+
+
 # Calls whose longest kernel's grid fills at most the given share of the device's SMs
 # (grids are recorded by Kineto and ROCm's tracer; others leave them NULL).
 _GRID_BOUND_CALLS = """
@@ -266,7 +335,7 @@ WITH k AS (
     JOIN devices d ON d.device_id = ko.device_id
     WHERE ko.op_id IS NOT NULL AND k.grid_x IS NOT NULL AND d.sm_count > 0
 )
-SELECT op_id, any_value(op_name), sum(dur_ns) FROM k GROUP BY op_id
+SELECT op_id, any_value(op_name) AS op_name, sum(dur_ns) AS ns FROM k GROUP BY op_id
 HAVING arg_max(blocks, dur_ns) <= ? * any_value(sm_count)
 """
 
@@ -372,9 +441,13 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     # Which calls are latency-bound follows from their grids alone, so it is known with
     # shapes or without: hot_ops claims no saving for them either way (the occupancy
     # finding counts their idle SMs), and a trace with shapes and one without agree.
-    grid_bound: set[int] = set()
-    for op_id, name, ns in db.rows(_GRID_BOUND_CALLS, [1 - t.occupancy_explain_idle_pct / 100.0]):
-        grid_bound.add(int(op_id))
+    db.con.execute(
+        f"CREATE OR REPLACE TEMP TABLE cost_grid_bound AS {_GRID_BOUND_CALLS}",
+        [1 - t.occupancy_explain_idle_pct / 100.0],
+    )
+    for name, ns in db.rows(
+        "SELECT op_name, sum(ns) FROM cost_grid_bound GROUP BY op_name ORDER BY op_name"
+    ):
         if name in ops:
             ops[name].grid_bound_gpu_ns += int(ns)
     if not has_shapes:
@@ -386,41 +459,46 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         for op_id, shapes_text, end_ns, depth, nxt_at, nxt in db.rows(_CONV_NEXT):
             conv_out[int(op_id)] = _conv_out(shapes_text, nxt, nxt_at, end_ns, depth)
     # What follows from a call's operator, shapes and types alone (its cost, the peak it
-    # is judged at, its compute and memory times) is worked out once per distinct key:
-    # a million calls repeat a few thousand keys. What a key adds to its operator besides
-    # the sums (its dtype, the fastest math, the kind the operator is shown as) is applied
-    # where the key first appears, which is where the per-call code applied it: repeating
-    # it for the same key changes nothing.
-    prepared: dict[tuple, tuple[float, float, float, float] | None] = {}
-    min_kernel_ns = t.cost_min_kernel_ns
-    # Streamed: a million launching operators as Python tuples held ~400 MB at once.
-    for name, shapes_text, types_text, op_id, ns, kernels, parent_text in db.iter_rows(_CALLS):
+    # is judged at, its compute and memory times) is worked out once per distinct key in
+    # Python: a million calls repeat a few thousand keys. The per-call sums then run in
+    # SQL (:data:`_CALL_SUMS`), so no call crosses into Python. What a key adds to its
+    # operator besides the sums (its dtype, the fastest math, the kind the operator is
+    # shown as) is applied in the order of the key's first call (eager calls by op id,
+    # then replays): repeating it for the same key changes nothing.
+    _call_inputs(db, claimed, conv_out)
+    if claimed:
+        for name, ns in db.rows(
+            f"SELECT name, sum(ns) FROM ({_CALLS}) WHERE op_id IN "
+            "(SELECT op_id FROM cost_claimed) GROUP BY name ORDER BY name"
+        ):
+            ops.setdefault(name, OpEstimate(name)).claimed_ns += int(ns)
+    db.con.execute(_CALL_KEYS)
+    key_ids: list[int] = []
+    sums_of_keys: list[tuple[float, float, float, float]] = []
+    for key_id, name, shapes_text, types_text, out_text, parent_text in db.iter_rows(
+        "SELECT * FROM cost_keys ORDER BY key_id"
+    ):
         est = ops.get(name)
         if est is None:
             est = ops[name] = OpEstimate(name)
-        if op_id in claimed:
-            est.claimed_ns += int(ns)
-            continue
-        out = conv_out.get(int(op_id))
-        key = (name, shapes_text, types_text, tuple(out) if out else None, parent_text)
-        if key in prepared:
-            sums = prepared[key]
-        else:
-            sums = prepared[key] = _first_of_key(
-                est, spec, t, name, shapes_text, types_text, out, parent_text
-            )
-        if sums is None:
-            continue
-        compute_ns, memory_ns, flops, nbytes = sums
-        ideal = max(compute_ns, memory_ns, float(kernels) * min_kernel_ns)
+        out = [int(v) for v in out_text.split(",")] if out_text else None
+        sums = _first_of_key(est, spec, t, name, shapes_text, types_text, out, parent_text)
+        if sums is not None:
+            key_ids.append(key_id)
+            sums_of_keys.append(sums)
+    if not key_ids:
+        return CostTables(spec, ops, attention, claimed)
+    columns = [[float(v) for v in column] for column in zip(*sums_of_keys, strict=True)]
+    for name, ns, flops, nbytes, ideal, grid_ns, impact in db.rows(
+        _CALL_SUMS, [key_ids, *columns, float(t.cost_min_kernel_ns)]
+    ):
+        est = ops[name]
         est.costed_ns += int(ns)
         est.flops += flops
         est.bytes += nbytes
-        est.ideal_ns += min(ideal, float(ns))
-        if int(op_id) in grid_bound:
-            est.grid_bound_ns += int(ns)
-        else:
-            est.impact_ns += int(max(0.0, ns - ideal))
+        est.ideal_ns += ideal
+        est.grid_bound_ns += int(grid_ns)
+        est.impact_ns += int(impact)
     return CostTables(spec, ops, attention, claimed)
 
 
