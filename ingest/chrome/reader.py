@@ -3,7 +3,7 @@
 The file is streamed: :mod:`ingest.chrome.event_splitter` cuts the event array into blobs
 of whole events, DuckDB's JSON reader parses each blob with an explicit column list (so
 unknown keys cost nothing and ``args`` is touched once), and SQL routes each event to its
-table. Timestamps are read as DECIMAL(38,6) and cast to integer nanoseconds (the cast
+table; one chunk's staging overlaps the routing of the chunk before it. Timestamps are read as DECIMAL(38,6) and cast to integer nanoseconds (the cast
 rounds half away from zero), exact for the nanosecond decimals newer profilers write. Times
 written with more than six decimals take a faster exact route (:func:`_stage_sql`).
 
@@ -16,10 +16,12 @@ spellings (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``tid`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,7 @@ def _nanoseconds(t: str, base: int) -> str:
     return f"coalesce({fast}, CAST({t} * 1000 AS BIGINT))"
 
 
-def _stage_sql(variant: str, precise: bool = False, base: int = 0) -> str:
+def _stage_sql(variant: str, precise: bool = False, base: int = 0, table: str = "blob") -> str:
     """Staging query for one blob.
 
     DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
@@ -130,7 +132,7 @@ def _stage_sql(variant: str, precise: bool = False, base: int = 0) -> str:
     rows so the blob can be read again the standard way (:func:`_needs_standard_read`).
 
     ``base`` is a whole microsecond near the blob's times (:func:`_time_base`); only speed
-    depends on it.
+    depends on it. ``table``: the staging table it creates.
     """
     if variant == "json":
         paths = [f'$."{k}"' for k in _ARG_KEYS]
@@ -160,7 +162,7 @@ def _stage_sql(variant: str, precise: bool = False, base: int = 0) -> str:
     columns = _columns(args_type, _TIME_16 if precise else _TIME_6)
     # Casting a DECIMAL to BIGINT rounds half away from zero, as round() would.
     return f"""
-        CREATE OR REPLACE TEMP TABLE blob AS
+        CREATE OR REPLACE TABLE {table} AS
         SELECT ph, lower(cat) AS cat, name,
                {int_of.format(c="pid")} AS pid, {int_of.format(c="tid")} AS tid,
                {_nanoseconds(ts, base)} AS ts_ns,
@@ -304,7 +306,25 @@ def _route_for(sql: str) -> frozenset[str]:
     return frozenset(found)
 
 
-_ROUTES = [(_route_for(sql), sql) for sql in _ROUTE_SQL]
+# Chunks are staged into two tables of an in-memory database attached for the read, so
+# one chunk's routing (on the caller's connection) overlaps the next one's staging (on a
+# cursor, a second connection to the same database: temporary tables are private to a
+# connection, an attached database is not). A chunk is staged while the one before it is
+# routed, never while it is still read, so two tables are enough.
+_STAGE_DB = "tracelens_staging"
+_SLOTS = (0, 1)
+
+
+def _slot_table(slot: int) -> str:
+    return f"{_STAGE_DB}.blob{slot}"
+
+
+def _for_slot(sql: str, slot: int) -> str:
+    return re.sub(r"\bFROM blob\b", f"FROM {_slot_table(slot)}", sql)
+
+
+_ROUTES = [[(_route_for(sql), _for_slot(sql, slot)) for sql in _ROUTE_SQL] for slot in _SLOTS]
+_CENSUS_OF = [_for_slot(_CENSUS, slot) for slot in _SLOTS]
 
 
 @dataclass
@@ -336,23 +356,54 @@ def read_chrome_trace(
     stats = ChromeReadStats()
     threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
     splitter = EventArraySplitter(path, parts=max(1, threads))
-    with tempfile.TemporaryDirectory(prefix="tracelens-") as tmp:
+    con.execute(f"ATTACH ':memory:' AS {_STAGE_DB}")
+    stager = con.cursor()
+    # The staged chunk waiting for its routing: staging the next one overlaps it.
+    pending: list[_Staged] = []
 
-        def parse(blobs: list[EventBlob]) -> None:
-            _load_blobs(con, blobs, tmp, stats)
-            if max_events is not None and stats.events > max_events:
-                raise TraceInputError(
-                    path,
-                    f"holds more than {max_events:,} events (the limit; set "
-                    "TRACELENS_MAX_EVENTS to raise it)",
-                )
-            if on_progress is not None:
-                on_progress(blobs[-1].source_offset + blobs[-1].size)
+    def route_pending() -> None:
+        staged = pending.pop()
+        _route(con, staged, stats)
+        if max_events is not None and stats.events > max_events:
+            raise TraceInputError(
+                path,
+                f"holds more than {max_events:,} events (the limit; set "
+                "TRACELENS_MAX_EVENTS to raise it)",
+            )
+        if on_progress is not None:
+            on_progress(staged.end_offset)
 
-        try:
-            splitter.split(chunks, parse)
-        except BlobParseError as exc:
-            raise TraceInputError(path, str(exc)) from None
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="tracelens-") as tmp,
+            ThreadPoolExecutor(1, thread_name_prefix="tracelens-stage") as pool,
+        ):
+
+            def parse(blobs: list[EventBlob]) -> None:
+                slot = 1 - pending[0].slot if pending else 0
+                if pending and threads == 1:  # one thread asked for: no overlap
+                    route_pending()
+                staging = pool.submit(_stage_blobs, stager, blobs, tmp, slot)
+                try:
+                    if pending:
+                        route_pending()
+                except BaseException:
+                    wait([staging])  # the cursor is the stager's until it is done
+                    raise
+                # A malformed blob raises here, for the splitter to rescan its stretch.
+                pending.append(staging.result())
+
+            try:
+                splitter.split(chunks, parse)
+            except BlobParseError as exc:
+                raise TraceInputError(path, str(exc)) from None
+            if pending:
+                route_pending()
+    finally:
+        stager.close()
+        # A connection an error invalidated cannot detach: that error is the one to report.
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"DETACH DATABASE IF EXISTS {_STAGE_DB}")
     meta = splitter.result.metadata
     _finish(con, path, meta, stats)
     return stats
@@ -371,10 +422,10 @@ def _precise(blobs: list[EventBlob]) -> bool:
     return any(_LONG_TIME.search(b.buf, b.start, min(b.end, b.start + _SAMPLE)) for b in blobs)
 
 
-def _write_files(blobs: list[EventBlob], tmp: str, repair_utf8: bool) -> list[str]:
+def _write_files(blobs: list[EventBlob], tmp: str, slot: int, repair_utf8: bool) -> list[str]:
     files = []
     for i, blob in enumerate(blobs):
-        name = os.path.join(tmp, f"events-{i}.json")
+        name = os.path.join(tmp, f"events-{slot}-{i}.json")
         with open(name, "wb") as f:
             if repair_utf8:
                 f.write(blob.data.decode("utf-8", "replace").encode("utf-8"))
@@ -389,19 +440,21 @@ def _stage(
     blobs: list[EventBlob],
     tmp: str,
     variant: str,
+    slot: int,
     repair_utf8: bool = False,
 ) -> tuple[list[str], bool]:
     """Write the blobs to files and stage them; the files and whether read precisely."""
-    files = _write_files(blobs, tmp, repair_utf8)
+    files = _write_files(blobs, tmp, slot, repair_utf8)
     base = _time_base(blobs)
+    table = _slot_table(slot)
     # Several files in one scan: DuckDB parses them on parallel threads.
     if _precise(blobs):
         try:
-            con.execute(_stage_sql(variant, True, base), [files])
+            con.execute(_stage_sql(variant, True, base, table), [files])
             return files, True
         except duckdb.Error:
             pass  # e.g. an integer part too long for 16 decimals: the standard read decides
-    con.execute(_stage_sql(variant, False, base), [files])
+    con.execute(_stage_sql(variant, False, base, table), [files])
     return files, False
 
 
@@ -430,18 +483,33 @@ def _needs_standard_read(blobs: list[EventBlob], ties: int) -> bool:
     )
 
 
-def _census(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple], int]:
-    rows = con.execute(_CENSUS).fetchall()
+def _census(con: duckdb.DuckDBPyConnection, slot: int) -> tuple[list[tuple], int]:
+    rows = con.execute(_CENSUS_OF[slot]).fetchall()
     return rows, sum(r[4] for r in rows)
 
 
-def _load_blobs(
-    con: duckdb.DuckDBPyConnection, blobs: list[EventBlob], tmp: str, stats: ChromeReadStats
-) -> None:
-    """Parse blobs and route their events; BlobParseError when one is not valid JSON."""
+@dataclass
+class _Staged:
+    """One chunk staged in its slot's table, ready to be routed."""
+
+    slot: int
+    files: list[str]
+    census: list[tuple]
+    memory_pass: bool  # whether the chunk holds allocator events (_MEMORY_SQL)
+    warning: str | None  # what reading it had to repair
+    end_offset: int  # the input bytes read once it is routed
+
+
+def _stage_blobs(
+    con: duckdb.DuckDBPyConnection, blobs: list[EventBlob], tmp: str, slot: int
+) -> _Staged:
+    """Parse blobs into the slot's table and count them; BlobParseError when one is not
+    valid JSON. Everything that reads the blobs' bytes happens here: the splitter reuses
+    them once the chunk is handed back."""
     variant = _variant(blobs)
+    warning = None
     try:
-        files, precise = _stage(con, blobs, tmp, variant)
+        files, precise = _stage(con, blobs, tmp, variant, slot)
     except duckdb.Error as exc:
         if _not_the_traces_fault(exc):
             raise
@@ -449,37 +517,46 @@ def _load_blobs(
             raise BlobParseError(_describe_json_error(exc, blobs)) from None
         # Tolerant reading: undecodable bytes become U+FFFD, as a browser would show them.
         try:
-            files, precise = _stage(con, blobs, tmp, variant, repair_utf8=True)
+            files, precise = _stage(con, blobs, tmp, variant, slot, repair_utf8=True)
         except duckdb.Error as exc2:
             if _not_the_traces_fault(exc2):
                 raise
             raise BlobParseError(_describe_json_error(exc2, blobs)) from None
-        note = "non-UTF-8 bytes in event text were replaced with U+FFFD"
-        if note not in stats.warnings:
-            stats.warnings.append(note)
-    census, ties = _census(con)
+        warning = "non-UTF-8 bytes in event text were replaced with U+FFFD"
+    census, ties = _census(con, slot)
     if precise and _needs_standard_read(blobs, ties):
-        con.execute(_stage_sql(variant, False, _time_base(blobs)), [files])
-        census, _ = _census(con)
+        con.execute(_stage_sql(variant, False, _time_base(blobs), _slot_table(slot)), [files])
+        census, _ = _census(con, slot)
+    # The memory pass reads the same files with the same top-level columns, so without
+    # memory rows in the staged chunk it would insert nothing; skipping it then also skips
+    # the byte search (a full pass over the blobs). Where ``args`` was staged as JSON rather
+    # than a STRUCT, the pass's STRUCT read may fail where staging did not: that variant
+    # keeps the search alone deciding, as always.
+    memory_rows = sum(row[5] for row in census)
+    memory_pass = bool(memory_rows or variant == "json") and any(
+        b.contains(b'"[memory]"') for b in blobs
+    )
+    end = blobs[-1].source_offset + blobs[-1].size
+    return _Staged(slot, files, census, memory_pass, warning, end)
+
+
+def _route(con: duckdb.DuckDBPyConnection, staged: _Staged, stats: ChromeReadStats) -> None:
+    """Route a staged chunk's events to their tables, in the order chunks were read (the
+    operator and range ids follow it)."""
+    if staged.warning is not None and staged.warning not in stats.warnings:
+        stats.warnings.append(staged.warning)
     present = set()
-    memory_rows = 0
-    for cat, total, missing, negative, _, memory in census:
+    for cat, total, missing, negative, _, _ in staged.census:
         present.add(cat)
         stats.events += total
         stats.dropped_missing += missing
         stats.dropped_negative += negative
-        memory_rows += memory
     # Most blobs hold a handful of categories; a query per absent one is pure overhead.
-    for cats, sql in _ROUTES:
+    for cats, sql in _ROUTES[staged.slot]:
         if cats & present:
             con.execute(sql)
-    # The memory pass reads the same files with the same top-level columns, so without
-    # memory rows in ``blob`` it would insert nothing; skipping it then also skips the byte
-    # search (a full pass over the blobs). Where ``args`` was staged as JSON rather than a
-    # STRUCT, the pass's STRUCT read may fail where staging did not: that variant keeps the
-    # search alone deciding, as always.
-    if (memory_rows or variant == "json") and any(b.contains(b'"[memory]"') for b in blobs):
-        con.execute(_MEMORY_SQL, [files])
+    if staged.memory_pass:
+        con.execute(_MEMORY_SQL, [staged.files])
 
 
 def _not_the_traces_fault(exc: duckdb.Error) -> bool:
@@ -540,7 +617,6 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
             "warnings": "\n".join(stats.warnings) if stats.warnings else None,
         },
     )
-    con.execute("DROP TABLE IF EXISTS blob")
     con.execute("DROP TABLE meta_names")
 
 
