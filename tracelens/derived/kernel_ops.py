@@ -124,6 +124,14 @@ def _select(db: TraceDB) -> str:
     id_col = "op_id" if has_ops else "range_id"
     has_captures = bool(db.scalar("SELECT count(*) > 0 FROM captured_launches"))
     replay = _REPLAY_MATCH if has_captures else _REPLAY_NONE
+    # Where launch calls carry external ids, few calls are left to look up by time, and
+    # sorting every operator for them was half this query's memory: only the threads of
+    # those calls are read. Without external ids every call is looked up, and the filter
+    # would only hold the calls twice.
+    ext_ids = has_ops and bool(
+        db.scalar("SELECT count(*) > 0 FROM api_calls WHERE external_id IS NOT NULL")
+    )
+    only_open_threads = "\n            WHERE l.th IN (SELECT th FROM calls)" if ext_ids else ""
     # Names travel as their rank among the distinct names (the same order, NULLs last):
     # a million kernels carry a few thousand names, and sorting, joining and grouping
     # integers instead of the strings halves the work and the memory of this query.
@@ -176,6 +184,11 @@ def _select(db: TraceDB) -> str:
             FROM (SELECT DISTINCT pid, tid, depth FROM {source}
                   WHERE pid IS NOT NULL AND tid IS NOT NULL AND depth IS NOT NULL)
         ),
+        calls AS (
+            SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, t.th
+            FROM ka LEFT JOIN (SELECT DISTINCT pid, tid, th FROM lanes) t USING (pid, tid)
+            WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL
+        ),
         src AS (
             SELECT o.{id_col} AS oid, o.pid, o.tid, o.depth, o.name, o.start_ns, o.end_ns,
                    l.th, l.lane,
@@ -184,12 +197,7 @@ def _select(db: TraceDB) -> str:
                    {lane_key("l.th", "o.start_ns", "o.depth + 2147483648")} AS skey,
                    {lane_key("l.lane", "o.start_ns")} AS dkey,
                    max(o.depth) OVER (PARTITION BY o.pid, o.tid) AS max_depth
-            FROM {source} o JOIN lanes l USING (pid, tid, depth)
-        ),
-        calls AS (
-            SELECT ka.krow, ka.pid, ka.tid, ka.api_start, ka.api_end, t.th
-            FROM ka LEFT JOIN (SELECT DISTINCT pid, tid, th FROM lanes) t USING (pid, tid)
-            WHERE ka.op_id IS NULL AND ka.pid IS NOT NULL
+            FROM {source} o JOIN lanes l USING (pid, tid, depth){only_open_threads}
         ),
         -- The innermost enclosing operator is the deepest one that encloses the call.
         -- First the latest operator started before the call (the deepest of those starting
