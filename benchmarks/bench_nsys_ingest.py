@@ -164,9 +164,14 @@ def main() -> None:
         phases[name] = (time.perf_counter() - w, time.process_time() - c, rss)
         return out
 
+    def checkpoint() -> None:  # load_trace's: compresses what is stored so far
+        con.execute("CHECKPOINT")
+
     timed("read + route into DuckDB", read_nsys_sqlite, con, path)
+    timed("compress (checkpoint)", checkpoint)
     timed("derive gaps", derive_gaps, con)
     timed("redact names", redact_tables, con)
+    timed("compress again", checkpoint)
     source = {"path": str(path), "format": "nsys_sqlite", "sha256": "", "size_bytes": 0}
     report = timed("analyze (all analyzers)", build_report_from_db, TraceDB(con), source)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
