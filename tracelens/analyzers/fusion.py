@@ -58,20 +58,20 @@ q AS (SELECT device_id, run FROM m GROUP BY device_id, run HAVING count(DISTINCT
 SELECT m.* FROM m JOIN q USING (device_id, run)
 """
 # One row per run.
-_RUNS = f"""
+_RUNS = """
 SELECT device_id, run, count(*) AS kernels, sum(dur_ns) AS ns, max(dur_ns) AS longest_ns,
        min(start_ns) AS start_ns, max(start_ns + dur_ns) AS end_ns,
        list(DISTINCT op_name ORDER BY op_name) AS operators
-FROM ({_RUN_KERNELS}) GROUP BY device_id, run
+FROM fusion_run_kernels GROUP BY device_id, run
 """
 
 
 # Whether an optimizer step launched kernels of the runs: a run kernel's operator inside an
 # `Optimizer.step` range of its thread (PyTorch records one per step).
-_OPTIMIZER_IN_RUNS = f"""
+_OPTIMIZER_IN_RUNS = """
 WITH steps AS (SELECT pid, tid, start_ns, end_ns FROM cpu_ops
                WHERE name LIKE 'Optimizer.step%')
-SELECT count(*) > 0 FROM ({_RUN_KERNELS}) k
+SELECT count(*) > 0 FROM fusion_run_kernels k
 JOIN cpu_ops o ON o.op_id = k.op_id
 JOIN steps s ON s.pid IS NOT DISTINCT FROM o.pid AND s.tid = o.tid
             AND o.start_ns >= s.start_ns AND o.end_ns <= s.end_ns
@@ -99,13 +99,16 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ]
     if not names:
         return []
+    # The runs' kernels, found once (a window over every kernel) for the three questions
+    # below; a scratch table of this analysis, not a derived table: it depends on the
+    # kernel classification, which is code, and no other analyzer reads it.
+    db.con.execute(f"CREATE OR REPLACE TEMP TABLE fusion_run_kernels AS {_RUN_KERNELS}", [names])
     # the longest runs, each row with the totals over all runs (one pass over the kernels)
     longest = db.dicts(
         f"""SELECT device_id, start_ns, end_ns, kernels, ns, longest_ns, operators,
                    count(*) OVER () AS all_runs, sum(kernels) OVER () AS all_kernels,
                    sum(ns) OVER () AS all_ns, sum(ns - longest_ns) OVER () AS all_saving
-            FROM ({_RUNS}) ORDER BY ns DESC, start_ns LIMIT {_TOP}""",
-        [names],
+            FROM ({_RUNS}) ORDER BY ns DESC, start_ns LIMIT {_TOP}"""
     )
     if not longest:
         return []
@@ -115,11 +118,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     if db.pct_of_window(saving) < t.severity_low_pct:
         return []
     ops = db.dicts(
-        f"""SELECT op_name AS operator, count(*) AS kernels, sum(dur_ns) AS ns
-            FROM ({_RUN_KERNELS}) GROUP BY op_name ORDER BY ns DESC, op_name""",
-        [names],
+        """SELECT op_name AS operator, count(*) AS kernels, sum(dur_ns) AS ns
+           FROM fusion_run_kernels GROUP BY op_name ORDER BY ns DESC, op_name"""
     )
-    optimizer_in_runs = wl.is_training and bool(db.scalar(_OPTIMIZER_IN_RUNS, [names]))
+    optimizer_in_runs = wl.is_training and bool(db.scalar(_OPTIMIZER_IN_RUNS))
     foreach = bool(
         db.scalar("SELECT count(*) > 0 FROM cpu_ops WHERE starts_with(name, 'aten::_foreach_')")
     )
