@@ -3,9 +3,10 @@
 The file is streamed: :mod:`ingest.chrome.event_splitter` cuts the event array into blobs
 of whole events, DuckDB's JSON reader parses each blob with an explicit column list (so
 unknown keys cost nothing and ``args`` is touched once), and SQL routes each event to its
-table; one chunk's staging overlaps the routing of the chunk before it. Timestamps are read as DECIMAL(38,6) and cast to integer nanoseconds (the cast
-rounds half away from zero), exact for the nanosecond decimals newer profilers write. Times
-written with more than six decimals take a faster exact route (:func:`_stage_sql`).
+table; one chunk's staging overlaps the routing of the chunk before it. Timestamps are
+read as DECIMAL(38,6) and cast to integer nanoseconds (the cast rounds half away from
+zero), exact for the nanosecond decimals newer profilers write. Times written with more
+than six decimals take a faster exact route (:func:`_stage_sql`).
 
 Understood categories: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``,
 ``cuda_driver``, ``cuda_sync``, ``cpu_op``, ``python_function``, ``user_annotation``,
