@@ -280,6 +280,11 @@ def load_trace(
                 "tracelens_schema_version": SCHEMA_VERSION,
             },
         )
+        # Once more for what the gaps, captures and redaction added (a file database's
+        # checkpoint comes with its move into place below); inside the try, so running
+        # out of memory here is worded like any other ingest failure.
+        if target is None:
+            con.execute("CHECKPOINT")
     except TraceInputError:
         con.close()
         if tmp_db is not None:
@@ -299,10 +304,6 @@ def load_trace(
         if tmp_db is not None:
             _remove_db_files(tmp_db)
         raise
-    # Once more for what the gaps, captures and redaction added (a file database's
-    # checkpoint comes with its move into place below).
-    if target is None:
-        con.execute("CHECKPOINT")
     if target is not None and tmp_db is not None:
         con.execute("CHECKPOINT")
         con.close()

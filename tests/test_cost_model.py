@@ -333,3 +333,23 @@ def test_attention_lengths_read_both_layouts() -> None:
     assert attention_lengths("aten::_flash_attention_forward", flash) == (141, 141)
     assert attention_lengths("aten::mm", [[4, 4], [4, 4]]) is None
     assert attention_lengths("aten::scaled_dot_product_attention", [[1, 2], [3]]) is None
+
+
+def test_shapes_with_undefined_work_are_not_costed(scenario_db) -> None:
+    """Recorded shapes no tensor can have (1e308 x 0: infinite times zero) give NaN FLOPs;
+    the operator is left uncosted and the report is still built, not failed."""
+    from tracelens.report import build_report_from_db
+    from tracelens.testing.planted_cost import MS, US, V100, Scenario
+
+    sc = Scenario(name="planted_undefined_work", devices=[V100])
+    for k in range(3):
+        s = k * 5 * MS
+        sc.range(f"ProfilerStep#{k}", s, 5 * MS)
+        mm = sc.op("aten::mm", s + 10 * US, 20 * US, [[1e308, 0], [0, 0]])
+        sc.launch(mm, "volta_sgemm_128x64_nn", s + 15 * US, s + 100 * US, 2 * MS)
+    db = scenario_db(sc)
+    est = cost_tables(db, Thresholds()).ops["aten::mm"]
+    assert est.costed_ns == 0 and est.flops == 0.0 and est.impact_ns == 0
+    source = {"path": "t", "format": "torch_chrome", "sha256": "", "size_bytes": 0}
+    report = build_report_from_db(db, source)
+    assert report["findings"]

@@ -37,6 +37,7 @@ them again.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tracelens.core.gpu_specs import GpuSpec
@@ -519,6 +520,10 @@ def _first_of_key(
     weight = parent[2] if len(parent) > 2 and isinstance(parent[2], list) else None
     cost = op_cost(name, parse_list(shapes_text), parse_list(types_text), out, weight)
     if cost is None or spec is None:
+        return None
+    # Shapes no tensor can have (1e308 x 0) give infinite or undefined work: not a cost
+    # to judge, and NaN has no order for the per-call sums to compare against.
+    if not (math.isfinite(cost.flops) and math.isfinite(cost.bytes)):
         return None
     peak = math_peak(spec, cost.kind, cost.dtype)
     if peak is None:
