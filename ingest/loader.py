@@ -233,9 +233,11 @@ def load_trace(
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp_db = target.with_name(f".{target.name}.{os.getpid()}.partial")
         _remove_db_files(tmp_db)
-        con = connect(tmp_db)
-    else:
-        con = connect()
+    # Every ingest builds in memory (spilling under the limits where it must); a database
+    # file is a copy of the finished, redacted database. Built in the file, the names it
+    # wrote before redaction stayed in the blocks redaction freed: DuckDB writes large
+    # appends and a full WAL's checkpoint straight into the file.
+    con = connect()
     try:
         limits.configure(con, target)
         create_schema(con, describe=target is not None)
@@ -258,10 +260,7 @@ def load_trace(
         # A checkpoint compresses what is stored (an in-memory database too: a 2 M-row
         # Nsight export's tables held 10x less), so the gap derivation and the analysis
         # work next to compressed tables, and scans of dictionary-coded names are cheaper.
-        # Never for a database file before redaction: the names it wrote would stay in
-        # the file's freed blocks after redaction rewrote them.
-        if target is None:
-            con.execute("CHECKPOINT")
+        con.execute("CHECKPOINT")
         captures = Path(capture_dir) if capture_dir is not None else None
         if captures is None and find_captures:
             captures = find_capture_dir(Path(path))
@@ -280,11 +279,14 @@ def load_trace(
                 "tracelens_schema_version": SCHEMA_VERSION,
             },
         )
-        # Once more for what the gaps, captures and redaction added (a file database's
-        # checkpoint comes with its move into place below); inside the try, so running
-        # out of memory here is worded like any other ingest failure.
-        if target is None:
-            con.execute("CHECKPOINT")
+        # Once more for what the gaps, captures and redaction added; inside the try, so
+        # running out of memory here is worded like any other ingest failure.
+        con.execute("CHECKPOINT")
+        if tmp_db is not None:
+            # Tables, constraints and comments; the temporary tables stay behind.
+            con.execute(f"ATTACH '{_sql_text(tmp_db)}' AS {_OUT_DB}")
+            con.execute(f"COPY FROM DATABASE {_current_db(con)} TO {_OUT_DB}")
+            con.execute(f"DETACH {_OUT_DB}")
     except TraceInputError:
         con.close()
         if tmp_db is not None:
@@ -305,7 +307,6 @@ def load_trace(
             _remove_db_files(tmp_db)
         raise
     if target is not None and tmp_db is not None:
-        con.execute("CHECKPOINT")
         con.close()
         os.replace(tmp_db, target)
         _remove_db_files(Path(str(tmp_db)))
@@ -320,6 +321,18 @@ def load_trace(
         notes=notes,
         limits=limits,
     )
+
+
+_OUT_DB = "tracelens_out"
+
+
+def _sql_text(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _current_db(con: duckdb.DuckDBPyConnection) -> str:
+    row = con.execute("SELECT current_database()").fetchone()
+    return str(row[0]) if row else "memory"
 
 
 def _stored_rows(con: duckdb.DuckDBPyConnection) -> int:

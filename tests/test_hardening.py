@@ -79,6 +79,40 @@ def test_secrets_in_names_are_redacted_in_the_stored_database(tmp_path: Path) ->
     assert any("[REDACTED]" in k["name"] for k in report["top_kernels"])
 
 
+def test_a_large_trace_leaves_no_secret_in_the_database_file(tmp_path: Path) -> None:
+    """More rows than one DuckDB row group: a database built in the file got its kernels
+    in one direct append, and the blocks redaction freed still held the names (6 copies
+    of the secret in a 200 k-kernel trace). Built in memory and copied, none is left."""
+    from ingest import load_trace
+
+    events = []
+    for i in range(130_000):
+        ts = 1000 + i * 10
+        events.append(
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 2, "args": {"correlation": i}}
+        )  # fmt: skip
+        events.append(
+            {"ph": "X", "cat": "kernel", "name": f"gemm --token {SECRET} {i % 3}", "pid": 0,
+             "tid": 7, "ts": ts + 3, "dur": 5, "args": {"correlation": i, "device": 0,
+                                                       "stream": 7}}
+        )  # fmt: skip
+    trace = tmp_path / "big.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    db = tmp_path / "big.duckdb"
+    loaded = load_trace(trace, db_path=db, find_captures=False)
+    try:
+        assert loaded.con.execute("SELECT count(*) FROM kernels").fetchone() == (130_000,)
+        names = loaded.con.execute("SELECT DISTINCT name FROM kernels").fetchall()
+        assert all(SECRET not in n for (n,) in names)
+    finally:
+        loaded.close()
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".big.duckdb")]
+    assert not leftovers
+    stored = [p for p in tmp_path.iterdir() if p.name.startswith("big.duckdb")]  # and .wal
+    assert db in stored and all(SECRET.encode() not in p.read_bytes() for p in stored)
+
+
 @pytest.mark.postgres
 def test_nul_bytes_answer_400_on_postgresql_and_leave_no_orphans(
     tmp_path: Path, postgres_url: str
