@@ -27,7 +27,7 @@ from ingest.graph_captures import find_capture_dir, load_captures
 from ingest.limits import IngestLimits, exhausted_hint
 from ingest.prefetch import prefetched
 from ingest.redact_tables import redact_tables
-from ingest.schema import SCHEMA_VERSION, create_schema, set_info
+from ingest.schema import SCHEMA_VERSION, create_schema, set_info, sql_literal
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -284,8 +284,9 @@ def load_trace(
         con.execute("CHECKPOINT")
         if tmp_db is not None:
             # Tables, constraints and comments; the temporary tables stay behind.
-            con.execute(f"ATTACH '{_sql_text(tmp_db)}' AS {_OUT_DB}")
-            con.execute(f"COPY FROM DATABASE {_current_db(con)} TO {_OUT_DB}")
+            built = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+            con.execute(f"ATTACH {sql_literal(str(tmp_db))} AS {_OUT_DB}")
+            con.execute(f"COPY FROM DATABASE {built} TO {_OUT_DB}")
             con.execute(f"DETACH {_OUT_DB}")
     except TraceInputError:
         con.close()
@@ -324,15 +325,6 @@ def load_trace(
 
 
 _OUT_DB = "tracelens_out"
-
-
-def _sql_text(path: Path) -> str:
-    return str(path).replace("'", "''")
-
-
-def _current_db(con: duckdb.DuckDBPyConnection) -> str:
-    row = con.execute("SELECT current_database()").fetchone()
-    return str(row[0]) if row else "memory"
 
 
 def _stored_rows(con: duckdb.DuckDBPyConnection) -> int:

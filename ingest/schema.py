@@ -42,13 +42,14 @@ class Table:
 
     def comment_sql(self) -> list[str]:
         """``COMMENT ON`` statements attaching the descriptions to the table and its columns."""
-        return [f"COMMENT ON TABLE {self.name} IS {_literal(self.description)}"] + [
-            f"COMMENT ON COLUMN {self.name}.{c.name} IS {_literal(c.description)}"
+        return [f"COMMENT ON TABLE {self.name} IS {sql_literal(self.description)}"] + [
+            f"COMMENT ON COLUMN {self.name}.{c.name} IS {sql_literal(c.description)}"
             for c in self.columns
         ]
 
 
-def _literal(text: str) -> str:
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal (single quotes doubled)."""
     return "'" + text.replace("'", "''") + "'"
 
 

@@ -117,8 +117,8 @@ def _nanoseconds(t: str, base: int) -> str:
     return f"coalesce({fast}, CAST({t} * 1000 AS BIGINT))"
 
 
-def _stage_sql(variant: str, precise: bool = False, base: int = 0, table: str = "blob") -> str:
-    """Staging query for one blob.
+def _stage_sql(table: str, variant: str, precise: bool = False, base: int = 0) -> str:
+    """Staging query for one blob, creating ``table``.
 
     DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
     into them, which is several times faster than keeping ``args`` as JSON text and
@@ -133,7 +133,7 @@ def _stage_sql(variant: str, precise: bool = False, base: int = 0, table: str = 
     rows so the blob can be read again the standard way (:func:`_needs_standard_read`).
 
     ``base`` is a whole microsecond near the blob's times (:func:`_time_base`); only speed
-    depends on it. ``table``: the staging table it creates.
+    depends on it.
     """
     if variant == "json":
         paths = [f'$."{k}"' for k in _ARG_KEYS]
@@ -400,11 +400,14 @@ def read_chrome_trace(
                 raise TraceInputError(path, str(exc)) from None
             if pending:
                 route_pending()
-    finally:
+    except BaseException:
         stager.close()
-        # A connection an error invalidated cannot detach: that error is the one to report.
+        # A connection the error invalidated cannot detach: that error is the one to report.
         with contextlib.suppress(duckdb.Error):
             con.execute(f"DETACH DATABASE IF EXISTS {_STAGE_DB}")
+        raise
+    stager.close()
+    con.execute(f"DETACH DATABASE {_STAGE_DB}")
     meta = splitter.result.metadata
     _finish(con, path, meta, stats)
     return stats
@@ -451,11 +454,11 @@ def _stage(
     # Several files in one scan: DuckDB parses them on parallel threads.
     if _precise(blobs):
         try:
-            con.execute(_stage_sql(variant, True, base, table), [files])
+            con.execute(_stage_sql(table, variant, True, base), [files])
             return files, True
         except duckdb.Error:
             pass  # e.g. an integer part too long for 16 decimals: the standard read decides
-    con.execute(_stage_sql(variant, False, base, table), [files])
+    con.execute(_stage_sql(table, variant, False, base), [files])
     return files, False
 
 
@@ -526,7 +529,7 @@ def _stage_blobs(
         warning = "non-UTF-8 bytes in event text were replaced with U+FFFD"
     census, ties = _census(con, slot)
     if precise and _needs_standard_read(blobs, ties):
-        con.execute(_stage_sql(variant, False, _time_base(blobs), _slot_table(slot)), [files])
+        con.execute(_stage_sql(_slot_table(slot), variant, False, _time_base(blobs)), [files])
         census, _ = _census(con, slot)
     # The memory pass reads the same files with the same top-level columns, so without
     # memory rows in the staged chunk it would insert nothing; skipping it then also skips

@@ -12,7 +12,7 @@ from typing import Literal
 
 import duckdb
 
-from ingest.schema import CANONICAL_TABLES
+from ingest.schema import CANONICAL_TABLES, sql_literal
 
 ExportFormat = Literal["parquet", "csv"]
 
@@ -33,7 +33,6 @@ def export_tables(
     for table in CANONICAL_TABLES:
         path = out / f"{table.name}.{fmt}"
         # A path cannot be a parameter of COPY; quoting it as a literal is enough.
-        literal = "'" + str(path).replace("'", "''") + "'"
-        con.execute(f"COPY {table.name} TO {literal} ({_COPY_OPTIONS[fmt]})")
+        con.execute(f"COPY {table.name} TO {sql_literal(str(path))} ({_COPY_OPTIONS[fmt]})")
         written.append(path)
     return written
