@@ -11,7 +11,8 @@ import duckdb
 import pytest
 from test_canonical_table_hashes import table_hashes
 
-from ingest.chrome.reader import _STAGE_DB, read_chrome_trace
+from ingest.chrome.event_sql import STAGE_DB
+from ingest.chrome.reader import read_chrome_trace
 from ingest.duckdb_connect import connect
 from ingest.errors import TraceInputError
 from ingest.schema import create_schema
@@ -86,7 +87,7 @@ def test_overlapped_read_matches_one_at_a_time(tmp_path: Path) -> None:
     assert first == [("aten::op0",), ("aten::op1",), ("aten::op2",)]
     assert two.execute("SELECT count(*) FROM memory_events").fetchone() == (300,)
     staging = two.execute(
-        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [_STAGE_DB]
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [STAGE_DB]
     ).fetchone()
     assert staging == (0,)
 
@@ -107,6 +108,6 @@ def test_a_bad_chunk_stops_the_read_with_its_offset(tmp_path: Path, threads: int
     message = str(err.value)
     assert "bad.json" in message and "malformed" in message and "\n" not in message
     staging = con.execute(
-        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [_STAGE_DB]
+        "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [STAGE_DB]
     ).fetchone()
     assert staging == (0,)
