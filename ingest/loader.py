@@ -242,11 +242,12 @@ def load_trace(
         limits.configure(con, target)
         create_schema(con, describe=target is not None)
         if fmt == "torch_chrome":
-            chunks = _read_ahead(src, digest, size, limits, on_progress)
+            chunks = _HashedChunks(src, size, limits, on_progress)
             try:
                 stats = read_chrome_trace(con, src, chunks, max_events=limits.max_events)
             finally:
                 chunks.close()  # stops the reading thread now when the parse failed
+            digest = chunks.digest
             notes.extend(stats.warnings)
         else:
             from ingest.nsys.reader import read_nsys_sqlite
@@ -333,6 +334,32 @@ def _stored_rows(con: duckdb.DuckDBPyConnection) -> int:
         "SELECT coalesce(sum(estimated_size), 0) FROM duckdb_tables() WHERE NOT temporary"
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+class _HashedChunks:
+    """Opens the decompressed chunks of ``src``, read and hashed ahead of the parser.
+
+    Opened again (rarely: when the Chrome read falls back to an offset it must read
+    again), the hash starts over, so it is always that of the whole file.
+    """
+
+    def __init__(
+        self, src: Path, size: int, limits: IngestLimits, on_progress: ProgressFn | None
+    ) -> None:
+        self._args = (src, size, limits, on_progress)
+        self._streams: list[Generator[bytes, None, None]] = []
+        self.digest = hashlib.sha256()
+
+    def __call__(self) -> Generator[bytes, None, None]:
+        self.close()
+        self.digest = hashlib.sha256()
+        src, size, limits, on_progress = self._args
+        self._streams.append(_read_ahead(src, self.digest, size, limits, on_progress))
+        return self._streams[-1]
+
+    def close(self) -> None:
+        for stream in self._streams:
+            stream.close()
 
 
 def _read_ahead(

@@ -1,6 +1,6 @@
-"""The Chrome reader stages one chunk while it routes the one before: the tables must be
-exactly those of a read that does one thing at a time, and a bad chunk must stop the
-read with the usual one-line error, leaving nothing of the staging behind."""
+"""The Chrome reader loads batches of chunks on a thread of its own while the next batch is
+cut: the tables must be exactly those of a read on one DuckDB thread, and a bad chunk must
+stop the read with the usual one-line error, leaving nothing of the staging behind."""
 
 from __future__ import annotations
 
@@ -70,14 +70,15 @@ def _read(path: Path, data: bytes, threads: int) -> duckdb.DuckDBPyConnection:
     con = connect()
     con.execute(f"SET threads = {threads}")
     create_schema(con, describe=False)
-    read_chrome_trace(con, path, _chunks(data))
+    # batches of a few chunks: dozens of them, each loaded while the next is cut
+    read_chrome_trace(con, path, lambda: _chunks(data), batch_bytes=4 * CHUNK)
     return con
 
 
 def test_overlapped_read_matches_one_at_a_time(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     data = json.dumps({"traceEvents": _events(3000)}).encode()
-    assert len(data) > 20 * CHUNK  # the overlap happens many times over
+    assert len(data) > 20 * CHUNK  # many batches
     one = _read(path, data, threads=1)
     two = _read(path, data, threads=2)
     assert table_hashes(two) == table_hashes(one)
@@ -104,7 +105,7 @@ def test_a_bad_chunk_stops_the_read_with_its_offset(tmp_path: Path, threads: int
     con.execute(f"SET threads = {threads}")
     create_schema(con, describe=False)
     with pytest.raises(TraceInputError) as err:
-        read_chrome_trace(con, path, _chunks(text.encode()))
+        read_chrome_trace(con, path, lambda: _chunks(text.encode()), batch_bytes=4 * CHUNK)
     message = str(err.value)
     assert "bad.json" in message and "malformed" in message and "\n" not in message
     staging = con.execute(

@@ -227,6 +227,17 @@ class EventArraySplitter:
             self._feed(rest, parse)
         self._finish()
 
+    def resume_at(self, offset: int) -> None:
+        """Split again from ``offset``, where an event of the array starts (or the
+        whitespace and comma before it): the chunks given to the next :meth:`split` begin
+        there. What came before (the head, where the array is) is kept; what follows (the
+        tail) is read again. For a reader that checks blobs after the fact and found one
+        that does not parse: it falls back to the last offset known to be good."""
+        self._phase = "events"
+        self._tail = bytearray()
+        self._tail_truncated = False
+        self._restart_exact(offset)
+
     def _restart_exact(self, offset: int) -> None:
         """Exact scanning from ``offset``, known to lie between events of the array."""
         self._scanner = StructuralScanner(depth=self._events_depth, offset=offset)

@@ -216,14 +216,14 @@ ROUTE_SQL = [
     """,
     f"""
     INSERT INTO cpu_ops
-    SELECT nextval('op_seq'), pid, tid, name,
+    SELECT nextval('tracelens_op_seq'), pid, tid, name,
            CASE WHEN cat = 'operator' THEN 'cpu_op' ELSE cat END,
            ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, in_dims, in_types
     FROM blob WHERE {_VALID_X} AND cat IN ('cpu_op', 'operator', 'python_function')
     """,
     f"""
     INSERT INTO ranges
-    SELECT nextval('range_seq'), pid, tid,
+    SELECT nextval('tracelens_range_seq'), pid, tid,
            CASE WHEN cat = 'gpu_user_annotation' THEN {_GPU_DEVICE} END,
            name, cat, ts_ns, ts_ns + dur_ns, NULL, NULL
     FROM blob WHERE {_VALID_X} AND cat IN ('user_annotation', 'gpu_user_annotation')
@@ -254,10 +254,6 @@ ROUTE_SQL = [
     SELECT pid, tid, name, arg_name FROM blob
     WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND arg_name IS NOT NULL
     """,
-    """
-    INSERT INTO profiler_spans
-    SELECT ts_ns, ts_ns + dur_ns FROM blob WHERE cat = 'trace' AND ph = 'X' AND ts_ns IS NOT NULL
-    """,
 ]
 
 # Per category (the phase for metadata rows, which have none): counts, what is skipped,
@@ -280,22 +276,22 @@ def _route_for(sql: str) -> frozenset[str]:
     return frozenset(found)
 
 
-# Chunks are staged into two tables of an in-memory database attached for the read, so
-# one chunk's routing (on the caller's connection) overlaps the next one's staging (on a
-# cursor, a second connection to the same database: temporary tables are private to a
-# connection, an attached database is not). A chunk is staged while the one before it is
-# routed, never while it is still read, so two tables are enough.
+# A batch of blobs is staged into one table of an in-memory database attached for the read,
+# and routed from there, on a cursor (a second connection to the same database) while the
+# caller's connection goes on splitting: temporary tables are private to a connection, an
+# attached database is not. The process and thread names wait there for the end of the
+# read. The operator and range ids come from sequences of the trace's own database, since
+# one statement may write to one database only; they are dropped after the read.
 STAGE_DB = "tracelens_staging"
-SLOTS = (0, 1)
+STAGED = f"{STAGE_DB}.blob"
+META_NAMES = f"{STAGE_DB}.meta_names"
+SEQUENCES = ("tracelens_op_seq", "tracelens_range_seq")
 
 
-def slot_table(slot: int) -> str:
-    return f"{STAGE_DB}.blob{slot}"
+def _staged(sql: str) -> str:
+    sql = re.sub(r"\bFROM blob\b", f"FROM {STAGED}", sql)
+    return sql.replace("INTO meta_names", f"INTO {META_NAMES}")
 
 
-def _for_slot(sql: str, slot: int) -> str:
-    return re.sub(r"\bFROM blob\b", f"FROM {slot_table(slot)}", sql)
-
-
-ROUTES = [[(_route_for(sql), _for_slot(sql, slot)) for sql in ROUTE_SQL] for slot in SLOTS]
-CENSUS_OF = [_for_slot(_CENSUS, slot) for slot in SLOTS]
+ROUTES = [(_route_for(sql), _staged(sql)) for sql in ROUTE_SQL]
+CENSUS = _staged(_CENSUS)

@@ -1,0 +1,13 @@
+"""What a Chrome-trace read counted: events, the ones it skipped, and what it repaired."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ChromeReadStats:
+    events: int = 0
+    dropped_missing: int = 0
+    dropped_negative: int = 0
+    warnings: list[str] = field(default_factory=list)
