@@ -318,6 +318,14 @@ def test_text_markdown_html_show_the_engine_steps(vllm) -> None:
     render_text(Report.of(r), console)
     out = console.export_text()
     assert "Engine steps" in out and p50 in out and "ITL (engine)" in out
+    # a terminal's default 80 columns keep the row labels whole (a boxed table once
+    # squeezed them to "…") and every percentile on the label's line
+    narrow = Console(record=True, width=80)
+    render_text(Report.of(r), narrow)
+    lines = narrow.export_text().splitlines()
+    for label in ("decode", "ITL (engine)"):
+        row = next(line for line in lines if line.strip().startswith(label + " "))
+        assert row.count(" ms") + row.count(" µs") >= 6, row
 
 
 def test_web_run_page_shows_the_engine_steps(tmp_path: Path) -> None:

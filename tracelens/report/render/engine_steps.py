@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from tracelens.core.units import fmt_ns
 from tracelens.llm.model import Distribution, EngineStepsSection
+from tracelens.report.render.percentile_table import percentile_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,13 +99,9 @@ def notes(es: EngineStepsSection) -> list[str]:
 
 
 def render_text(es: EngineStepsSection, console: Console) -> None:
-    # rich is imported for the text report only: the Markdown one never needs it
-    from rich.table import Table
-
-    t = Table(title="Engine steps (the engine's own step labels)", caption=headline(es))
-    t.add_column("phase")
-    for c in _COLS:
-        t.add_column(c, justify="right", no_wrap=True)
+    t = percentile_table(
+        "Engine steps (the engine's own step labels)", headline(es), "phase", _COLS
+    )
     for row in _rows(es):
         t.add_row(*row)
     console.print(t)

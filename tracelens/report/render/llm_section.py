@@ -15,6 +15,7 @@ from msgspec import UNSET, UnsetType
 from tracelens.core.units import fmt_ns
 from tracelens.llm.model import ClientSummary, Distribution, LlmLatency, LlmSection
 from tracelens.report.render import engine_steps
+from tracelens.report.render.percentile_table import percentile_table
 from tracelens.report.render.slo_section import (
     SLO_COLS,
     client_headline,
@@ -116,13 +117,7 @@ def render_llm_text(section: LlmSection | UnsetType, console: Console) -> None:
 
 
 def _latency_table(title: str, caption: str, rows: list[tuple[str, Distribution]]) -> Table:
-    # rich is imported for the text report only: the Markdown one never needs it
-    from rich.table import Table
-
-    t = Table(title=title, caption=caption)
-    t.add_column("metric")
-    for c in _COLS:
-        t.add_column(c, justify="right", no_wrap=True)
+    t = percentile_table(title, caption, "metric", _COLS)
     for label, s in rows:
         t.add_row(label, *(_cell(c, s) for c in _COLS))
     return t
