@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -133,3 +134,25 @@ def test_malformed_events_after_good_batches_are_still_named_in_one_line() -> No
         read_chrome_trace(con, Path("bad.json"), _Opener(text.encode()), batch_bytes=16 * 1024)
     message = str(err.value)
     assert "bad.json" in message and "malformed" in message and "\n" not in message
+
+
+def test_an_error_while_a_batch_loads_ends_the_read_and_leaves_no_staging() -> None:
+    """The source fails (a read error, a Ctrl-C) while a batch is loading: the error is the
+    one raised, the batch's queries are stopped, and nothing of the read is left behind."""
+    data = json.dumps({"traceEvents": _events(3000, tricky_every=10**9)}).encode()
+    chunks = _Opener(data)()
+
+    def failing() -> Iterator[bytes]:
+        for i, chunk in enumerate(chunks):
+            if i == len(chunks) // 2:
+                raise RuntimeError("the disk went away")
+            yield chunk
+
+    con = connect()
+    create_schema(con, describe=False)
+    with pytest.raises(RuntimeError, match="disk went away"):
+        read_chrome_trace(con, Path("t.json"), failing, batch_bytes=16 * 1024)
+    attached = con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+    assert ("tracelens_staging",) not in attached
+    sequences = con.execute("SELECT sequence_name FROM duckdb_sequences()").fetchall()
+    assert sequences == []

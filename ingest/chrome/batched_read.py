@@ -102,9 +102,12 @@ class BatchedRead:
         finally:
             _close(stream)
 
-    def close(self) -> None:
-        """Wait for a batch still loading (an error elsewhere ended the read), then let go
-        of the cursor."""
+    def close(self, interrupt: bool = False) -> None:
+        """Wait for a batch still loading, then let go of the cursor. ``interrupt``: an
+        error elsewhere ended the read, so the batch's queries are stopped rather than
+        waited for (a Ctrl-C does not wait for 64 MB to load)."""
+        if interrupt and self._inflight is not None:
+            self._cur.interrupt()
         self._pool.shutdown(wait=True)
         self._cur.close()
 

@@ -70,9 +70,12 @@ def read_chrome_trace(
             try:
                 read.read(splitter, chunks)
             except BlobParseError as exc:
-                raise TraceInputError(path, str(exc)) from None
-            finally:
                 read.close()
+                raise TraceInputError(path, str(exc)) from None
+            except BaseException:
+                read.close(interrupt=True)
+                raise
+            read.close()
         _insert_threads(con)
     except BaseException:
         # A connection the error invalidated cannot clean up: that error is the one to report.
