@@ -340,15 +340,24 @@ class _HashedChunks:
     """Opens the decompressed chunks of ``src``, read and hashed ahead of the parser.
 
     Opened again (rarely: when the Chrome read falls back to an offset it must read
-    again), the hash starts over, so it is always that of the whole file.
+    again), the hash starts over, so it is always that of the whole file, and progress
+    holds where it was until the second reading passes it (it never goes back).
     """
 
     def __init__(
         self, src: Path, size: int, limits: IngestLimits, on_progress: ProgressFn | None
     ) -> None:
-        self._args = (src, size, limits, on_progress)
+        self._reported = 0
+        self._on_progress = on_progress
+        progress = self._forward if on_progress is not None else None
+        self._args = (src, size, limits, progress)
         self._streams: list[Generator[bytes, None, None]] = []
         self.digest = hashlib.sha256()
+
+    def _forward(self, done: int, total: int) -> None:
+        if done > self._reported and self._on_progress is not None:
+            self._reported = done
+            self._on_progress(done, total)
 
     def __call__(self) -> Generator[bytes, None, None]:
         self.close()
