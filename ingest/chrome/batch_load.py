@@ -64,6 +64,8 @@ def load_batch(cur: duckdb.DuckDBPyConnection, files: list[BlobFile]) -> LoadedB
         cur.execute(stage_sql(STAGED, variant, False, blob_files.time_base(files)), [_paths(files)])
         census = cur.execute(CENSUS).fetchall()
     _route(cur, files, census, variant)
+    # Gone before the next batch is staged, so two staged batches never coexist.
+    cur.execute(f"DROP TABLE {STAGED}")
     return LoadedBatch(census, warning)
 
 
