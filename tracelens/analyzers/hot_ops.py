@@ -248,31 +248,42 @@ def _impact(
         impact = min(int(est.impact_ns), unclaimed)
         cover = 100.0 * est.costed_ns / ns
         parts = []
+        knobs = []
         if est.kind != "memory" and est.peak_tflops:
             # the sheet's figure, except where the matrix cores sustain only part of it
             sustained = costs.spec.arch.sustained_matrix
             eff, eff_name = math_efficiency(est.kind, t)
+            if eff_name:
+                knobs.append(eff_name)
+            sheet = (
+                f" ({sustained:g} of the sheet's {est.peak_tflops / sustained:.4g}: what its "
+                "matrix cores sustain)"
+                if sustained < 1 and "tensor" in (est.math or "")
+                else ""
+            )
             parts.append(
                 f"{est.flops / 1e12:.3g} TFLOP at "
-                + (f"{100 * eff:.0f}% ({eff_name}) of " if eff_name else "")
-                + f"{est.math} peak {est.peak_tflops:.4g} TFLOP/s"
-                + (
-                    f" ({sustained:g} of the sheet's, what its matrix cores sustain)"
-                    if sustained < 1 and "tensor" in (est.math or "")
-                    else ""
-                )
+                + (f"{100 * eff:.0f}% of " if eff_name else "")
+                + f"{est.math} peak {est.peak_tflops:.4g} TFLOP/s{sheet}"
             )
+        knobs.append("cost_memory_efficiency")
         parts.append(
             f"{est.bytes / 1e9:.3g} GB at {100 * t.cost_memory_efficiency:.0f}% "
-            f"(cost_memory_efficiency) of {est.mem_gbps:g} GB/s"
+            f"of {est.mem_gbps:g} GB/s"
+        )
+        counted = (
+            ""
+            if cover >= 99.95
+            else f", counted on the {cover:.0f}% of it whose input shapes were recorded"
         )
         return (
             impact,
             (
-                f"Time beyond what the {cover:.0f}% of its kernel time with recorded shapes would "
-                f"take at a realistic efficiency of its bound resource ({est.bound}-bound: "
-                f"{'; '.join(parts)} on the {costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, "
-                f"at least {fmt_ns(t.cost_min_kernel_ns)} a kernel)."
+                "Its kernels' time beyond what they would take at a realistic efficiency of "
+                f"the bound resource{counted} ({est.bound}-bound: {'; '.join(parts)} on the "
+                f"{costs.spec.name}; ideal {fmt_ns(int(est.ideal_ns))}, at least "
+                f"{fmt_ns(t.cost_min_kernel_ns)} a kernel; the efficiencies are the thresholds "
+                f"{' and '.join(knobs)})."
             ),
             True,
         )
