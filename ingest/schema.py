@@ -205,6 +205,13 @@ CANONICAL_TABLES: tuple[Table, ...] = (
                 "VARCHAR",
                 'Recorded input dtypes as JSON text (["float", ...]); NULL if not recorded',
             ),
+            Column(
+                "concrete_inputs",
+                "VARCHAR",
+                "Recorded scalar arguments as JSON text, one per input, tensors as \"\" "
+                '(["", "", "0.", "True"]: the profiler\'s Concrete Inputs, recorded with the '
+                "shapes by PyTorch 2.1 and later); NULL if not recorded",
+            ),
         ),
     ),
     Table(

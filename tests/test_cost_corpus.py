@@ -96,6 +96,19 @@ def test_mi300_qwen_hipblaslt_gemms(corpus: Path) -> None:
     assert row["achieved_tflops"] and row["bound"] == "compute"
 
 
+def test_mi300_qwen_causal_attention_is_costed_as_causal(corpus: Path) -> None:
+    """Qwen's prefill attention records is_causal=True ([16, 559, 16, 64] per call, 24
+    calls): the kernels compute half the score matrix, 0.246 TFLOP, about 63 TFLOP/s in
+    3.9 ms. Counting the whole square (0.491 TFLOP) doubled the achieved rate and halved
+    the time it would give back."""
+    db = corpus_db(corpus, "mi300_qwen_inference.json.gz", kind="engines")
+    (attn,) = [f for f in _mine(db) if f.evidence["operator"] == "aten::_flash_attention_forward"]
+    pairs = 559 * 560 // 2
+    assert attn.evidence["cost"]["flops"] == 24 * 2 * 16 * 16 * pairs * 128
+    assert 55 < attn.evidence["cost"]["achieved_tflops"] < 70
+    assert "63.0 TFLOP/s" in attn.title
+
+
 def test_flash_attention_is_not_told_to_use_sdpa(corpus: Path) -> None:
     """Both MI300X traces already run attention as FlashAttention
     (`aten::_scaled_dot_product_flash_attention` -> `_flash_attention_forward` ->

@@ -121,6 +121,51 @@ def test_sdpa_layouts() -> None:
     assert c2 is not None and c2.flops == c.flops and c2.bytes == c.bytes
 
 
+def test_causal_attention_counts_the_pairs_its_mask_keeps() -> None:
+    """The profiler records an attention call's scalars ("Concrete Inputs"): with
+    is_causal, the kernel computes only the pairs on and below the diagonal, about half
+    of a square score matrix (a Qwen prefill on MI300X: [16, 559, 16, 64], is_causal True)."""
+    blhd = [16, 559, 16, 64]
+    shapes, types = [blhd, blhd, blhd], [BF, BF, BF]
+    flash = "aten::_flash_attention_forward"
+    scalars = ["", "", "", "", "", "559", "559", "0.", "True", "False", "0.125"]
+    causal = op_cost(flash, shapes, types, scalars=scalars)
+    full = op_cost(flash, shapes, types)
+    assert causal is not None and full is not None
+    assert full.flops == 2 * 16 * 16 * 559 * 559 * 128
+    assert causal.flops == 2 * 16 * 16 * (559 * 560 // 2) * 128
+    assert causal.bytes == full.bytes  # every input is still read once
+    # is_causal False, or a value that is no boolean where the schema puts it: no mask
+    off = op_cost(flash, shapes, types, scalars=[*scalars[:8], "False", *scalars[9:]])
+    odd = op_cost(flash, shapes, types, scalars=[*scalars[:8], "", *scalars[9:]])
+    assert off is not None and odd is not None and off.flops == odd.flops == full.flops
+    # SDPA's own position (sixth argument), [B, H, L, d]
+    bhld = [2, 8, 100, 64]
+    sdpa = op_cost(
+        "aten::scaled_dot_product_attention",
+        [bhld, bhld, bhld, [], [], [], [], []],
+        [BF, BF, BF, "", "Scalar", "Scalar", "Scalar", "Scalar"],
+        scalars=["", "", "", "", "0.", "True", "0.125", "False"],
+    )
+    assert sdpa is not None and sdpa.flops == 2 * 2 * 8 * 5050 * 128
+
+
+def test_causal_masks_aligned_at_either_corner() -> None:
+    """PyTorch's is_causal keeps query i to keys 0..i (top left); the memory-efficient
+    kernel's mask type 2 aligns the diagonal at the bottom right, as in decode with a
+    cache: each of 4 queries over 10 keys then sees 7, 8, 9 and 10 keys."""
+    q, kv = [1, 4, 1, 64], [1, 10, 1, 64]
+    name = "aten::_efficient_attention_forward"
+    base = ["", "", "", "", "", "", "4", "10", "0.", "2", "False", "0.125"]
+    bottom = op_cost(name, [q, kv, kv], [BF, BF, BF], scalars=base)
+    top = op_cost(name, [q, kv, kv], [BF, BF, BF], scalars=[*base[:9], "1", *base[10:]])
+    none = op_cost(name, [q, kv, kv], [BF, BF, BF], scalars=[*base[:9], "0", *base[10:]])
+    assert bottom is not None and top is not None and none is not None
+    assert bottom.flops == 2 * (7 + 8 + 9 + 10) * 128
+    assert top.flops == 2 * (1 + 2 + 3 + 4) * 128
+    assert none.flops == 2 * 4 * 10 * 128
+
+
 def test_memory_bound_ops() -> None:
     add = op_cost("aten::add", [[1024, 1024], [1024], []], ["float", "float", "Scalar"])
     assert add is not None and add.kind == MEMORY

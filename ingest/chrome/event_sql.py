@@ -32,6 +32,7 @@ _ARGS: list[tuple[str, str, str]] = [
     ("est. achieved occupancy %", "occ", "DOUBLE"),
     ("Input Dims", "in_dims", "VARCHAR"),
     ("Input type", "in_types", "VARCHAR"),
+    ("Concrete Inputs", "concrete", "VARCHAR"),
     ("name", "arg_name", "VARCHAR"),
     ("Collective name", "coll", "VARCHAR"),
     ("In msg nelems", "in_n", "BIGINT"),
@@ -218,7 +219,7 @@ ROUTE_SQL = [
     INSERT INTO cpu_ops
     SELECT nextval('tracelens_op_seq'), pid, tid, name,
            CASE WHEN cat = 'operator' THEN 'cpu_op' ELSE cat END,
-           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, in_dims, in_types
+           ts_ns, ts_ns + dur_ns, NULL, NULL, {_EXTERNAL_ID}, in_dims, in_types, concrete
     FROM blob WHERE {_VALID_X} AND cat IN ('cpu_op', 'operator', 'python_function')
     """,
     f"""

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from tracelens.core.gpu_specs import GpuSpec
 from tracelens.core.op_cost import (
     ATTENTION,
+    ATTENTION_OPS,
     CONV,
     CONV_BWD_WEIGHT,
     CONV_BWD_WITH_WEIGHT,
@@ -238,7 +239,9 @@ captured AS (
     FROM captured_launches WHERE op_seq IS NOT NULL
 )
 SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels,
-       p.input_shapes AS parent_shapes
+       p.input_shapes AS parent_shapes,
+       -- an attention call's scalars say its mask; other calls' would only split keys
+       CASE WHEN o.name IN ({_sql_names(ATTENTION_OPS)}) THEN o.concrete_inputs END AS scalars
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
 -- a weight gradient's weight shape is its backward parent's third input
 LEFT JOIN cpu_ops p ON p.op_id = o.parent_id
@@ -248,7 +251,7 @@ UNION ALL
 -- a graph replay's operator call: the shapes recorded when the graph was captured, which
 -- every replay runs (replay op ids are minus (replay * 2^20 + position in the capture))
 SELECT cl.op_name, cl.input_shapes, cl.input_types, c.op_id, c.ns, c.kernels,
-       NULL AS parent_shapes
+       NULL AS parent_shapes, NULL AS scalars
 FROM calls c JOIN captured cl ON cl.capture_id = c.capture_id
  AND cl.op_seq = (-c.op_id) % {REPLAY_OP_SPAN}
 WHERE c.op_id < 0
@@ -257,8 +260,8 @@ WHERE c.op_id < 0
 # The calls the per-key costs apply to: every call of _CALLS but those explicit attention
 # claimed, with its convolution output (``"56,56"``) where one was read.
 _COSTED_CALLS = f"""
-SELECT c.name, c.input_shapes, c.input_types, co.out_text, c.parent_shapes, c.op_id, c.ns,
-       c.kernels
+SELECT c.name, c.input_shapes, c.input_types, co.out_text, c.parent_shapes, c.scalars,
+       c.op_id, c.ns, c.kernels
 FROM ({_CALLS}) c LEFT JOIN cost_conv_out co ON co.op_id = c.op_id
 WHERE NOT EXISTS (SELECT 1 FROM cost_claimed x WHERE x.op_id = c.op_id)
 """
@@ -268,9 +271,9 @@ WHERE NOT EXISTS (SELECT 1 FROM cost_claimed x WHERE x.op_id = c.op_id)
 _CALL_KEYS = f"""
 CREATE OR REPLACE TEMP TABLE cost_keys AS
 SELECT row_number() OVER (ORDER BY first) AS key_id,
-       name, input_shapes, input_types, out_text, parent_shapes
+       name, input_shapes, input_types, out_text, parent_shapes, scalars
 FROM (
-    SELECT name, input_shapes, input_types, out_text, parent_shapes,
+    SELECT name, input_shapes, input_types, out_text, parent_shapes, scalars,
            min(CASE WHEN op_id >= 0 THEN op_id ELSE {2**62} - op_id END) AS first
     FROM ({_COSTED_CALLS}) GROUP BY ALL
 )
@@ -297,6 +300,7 @@ per AS (
      AND ck.input_types IS NOT DISTINCT FROM c.input_types
      AND ck.out_text IS NOT DISTINCT FROM c.out_text
      AND ck.parent_shapes IS NOT DISTINCT FROM c.parent_shapes
+     AND ck.scalars IS NOT DISTINCT FROM c.scalars
     JOIN costs k ON k.key_id = ck.key_id
     LEFT JOIN cost_grid_bound g ON g.op_id = c.op_id
 )
@@ -476,14 +480,14 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
     db.con.execute(_CALL_KEYS)
     key_ids: list[int] = []
     sums_of_keys: list[tuple[float, float, float, float]] = []
-    for key_id, name, shapes_text, types_text, out_text, parent_text in db.iter_rows(
+    for key_id, name, shapes_text, types_text, out_text, parent_text, scalars in db.iter_rows(
         "SELECT * FROM cost_keys ORDER BY key_id"
     ):
         est = ops.get(name)
         if est is None:
             est = ops[name] = OpEstimate(name)
         out = [int(v) for v in out_text.split(",")] if out_text else None
-        sums = _first_of_key(est, spec, t, name, shapes_text, types_text, out, parent_text)
+        sums = _first_of_key(est, spec, t, name, shapes_text, types_text, out, parent_text, scalars)
         if sums is not None:
             key_ids.append(key_id)
             sums_of_keys.append(sums)
@@ -512,13 +516,21 @@ def _first_of_key(
     types_text: str | None,
     out: list[int] | None,
     parent_text: str | None = None,
+    scalars_text: str | None = None,
 ) -> tuple[float, float, float, float] | None:
     """A call key's compute and memory times, FLOPs and bytes (None: not costed), applying
     what the key tells of its operator ``est``: its dtype, the fastest math for it, and the
     kind the operator is shown as (its first math kind, else memory)."""
     parent = parse_list(parent_text)
     weight = parent[2] if len(parent) > 2 and isinstance(parent[2], list) else None
-    cost = op_cost(name, parse_list(shapes_text), parse_list(types_text), out, weight)
+    cost = op_cost(
+        name,
+        parse_list(shapes_text),
+        parse_list(types_text),
+        out,
+        weight,
+        parse_list(scalars_text),
+    )
     if cost is None or spec is None:
         return None
     # Shapes no tensor can have (1e308 x 0) give infinite or undefined work: not a cost

@@ -12,10 +12,13 @@ from them the work of the operators that dominate GPU time follows by arithmetic
   ``convolution_backward`` [grad_out, x, w]: twice the forward (input and weight grads);
   ``cudnn_convolution_backward_input``: the forward's FLOPs; ``…_backward_weight`` too,
   with the weight's shape from the backward operator around it.
-- attention q[B,H,L,d], k[B,H,S,d], v[B,H,S,dv]: 2·B·H·L·S·d for QKᵀ plus 2·B·H·L·S·dv
-  for PV, as if no mask (causal masking can halve what a FlashAttention kernel computes:
-  the count is an upper bound there). ``_flash_attention_forward`` and
-  ``_efficient_attention_forward`` take [B,L,H,d].
+- attention q[B,H,L,d], k[B,H,S,d], v[B,H,S,dv]: 2·B·H·P·(d + dv) for QKᵀ and PV over
+  the P query-key pairs it computes: L·S without a mask; with a causal one (the call's
+  recorded ``is_causal``, or ``_efficient_attention_forward``'s mask type) the pairs on
+  and below the diagonal, L(L+1)/2 for a square one, aligned at the top left as PyTorch's
+  ``is_causal`` is (or the bottom right, mask type 2). Where the flag is not recorded the
+  count is that of no mask, an upper bound for a causal call. ``_flash_attention_forward``
+  and ``_efficient_attention_forward`` take [B,L,H,d].
 - softmax, layer/RMS/batch norm and elementwise ops are memory-bound: bytes are the tensor
   inputs plus the output (the broadcast of the inputs; in-place ops write their first input).
 
@@ -88,6 +91,22 @@ CONV_BWD_WITH_WEIGHT = (
 )
 _SDPA_BHLD = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_\w+)$")
 _SDPA_BLHD = {"aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+# Where each attention operator's schema puts ``is_causal`` among its arguments (the
+# profiler records scalars as text in "Concrete Inputs", tensors as ""); an overload that
+# puts another argument there is caught by its value not being a boolean.
+_IS_CAUSAL_AT = {
+    "aten::scaled_dot_product_attention": 5,
+    "aten::_scaled_dot_product_attention_math": 5,
+    "aten::_scaled_dot_product_flash_attention": 4,
+    "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
+    "aten::_scaled_dot_product_efficient_attention": 6,
+    "aten::_scaled_dot_product_cudnn_attention": 6,
+    "aten::_flash_attention_forward": 8,
+}
+# _efficient_attention_forward's custom_mask_type: 0 none, 1 causal from the top left,
+# 2 causal from the bottom right.
+_MASK_TYPE_AT = ("aten::_efficient_attention_forward", 9)
+ATTENTION_OPS = (*_IS_CAUSAL_AT, _MASK_TYPE_AT[0])
 _SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
 _NORM = {
     "aten::layer_norm",
@@ -176,16 +195,42 @@ def attention_lengths(name: str, shapes: list) -> tuple[int, int] | None:
     return (q[1], k[1]) if name in _SDPA_BLHD else (q[2], k[2])
 
 
+def causal_alignment(name: str, scalars: list) -> str | None:
+    """``top_left`` or ``bottom_right`` where an attention call's recorded arguments say
+    its mask is causal, ``none`` where they say it has none, None where they do not say."""
+    if name in _IS_CAUSAL_AT:
+        at = _IS_CAUSAL_AT[name]
+        value = scalars[at] if len(scalars) > at else None
+        return {"True": "top_left", "False": "none"}.get(value) if isinstance(value, str) else None
+    if name == _MASK_TYPE_AT[0]:
+        at = _MASK_TYPE_AT[1]
+        value = scalars[at] if len(scalars) > at else None
+        kinds = {"0": "none", "1": "top_left", "2": "bottom_right"}
+        return kinds.get(value) if isinstance(value, str) else None
+    return None
+
+
+def _attended_pairs(lq: int, s: int, alignment: str | None) -> int:
+    """Query-key pairs an attention of ``lq`` queries over ``s`` keys computes."""
+    if alignment == "top_left":  # query i sees keys 0..i
+        return lq * (lq + 1) // 2 if s >= lq else s * (s + 1) // 2 + (lq - s) * s
+    if alignment == "bottom_right":  # query i sees keys 0..s-lq+i
+        return lq * (s - lq) + lq * (lq + 1) // 2 if s >= lq else s * (s + 1) // 2
+    return lq * s
+
+
 def op_cost(
     name: str,
     shapes: list,
     types: list,
     conv_out_spatial: list[int] | None = None,
     weight: list | None = None,
+    scalars: list | None = None,
 ) -> OpCost | None:
     """The FLOPs and bytes of one call of ``name``; None where the shapes do not say.
 
-    ``weight``: a weight-gradient call's weight shape, from the operator around it."""
+    ``weight``: a weight-gradient call's weight shape, from the operator around it.
+    ``scalars``: the call's recorded scalar arguments (an attention call's mask)."""
     pairs = zip(shapes, types, strict=False)
     tensors = [(s, d) for s, t in pairs if (d := _tensor_dtype(s, t)) is not None]
     if not tensors:
@@ -194,7 +239,7 @@ def op_cost(
     try:
         if name in CONV_BWD_WEIGHT:
             return _weight_grad(shapes, weight, dtype, es)
-        return _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial)
+        return _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial, scalars or [])
     except (IndexError, TypeError, ValueError):
         return None
 
@@ -211,7 +256,7 @@ def _weight_grad(shapes: list, w: list | None, dtype: str, es: int) -> OpCost | 
     return OpCost(CONV, 2.0 * macs, float((_numel(grad) + _numel(x) + _numel(w)) * es), dtype)
 
 
-def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial) -> OpCost | None:
+def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial, scalars) -> OpCost | None:
     def nbytes(shape: list[int], size: int = es) -> int:
         return _numel(shape) * size
 
@@ -282,7 +327,8 @@ def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial) -> OpCost |
         else:  # [B, H, L, d]
             b, h, lq, d = q
             s, dv = k[2], v[3]
-        flops = 2.0 * b * h * lq * s * (d + dv)
+        pairs = _attended_pairs(lq, s, causal_alignment(name, scalars))
+        flops = 2.0 * b * h * pairs * (d + dv)
         moved = nbytes(q) + nbytes(k) + nbytes(v) + b * h * lq * dv * es
         return OpCost(ATTENTION, flops, moved, dtype)
     if name in _SOFTMAX:
