@@ -16,7 +16,22 @@ from dataclasses import dataclass
 
 import duckdb
 
-SCHEMA_VERSION = "3"
+# Raised whenever a table or column changes: a database of another version is ingested
+# again (the service) or refused with a one-line reason (the Python API), never read by
+# queries that expect columns it lacks. 4: cpu_ops.concrete_inputs.
+SCHEMA_VERSION = "4"
+
+
+def stored_schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The table schema a trace database was written with (None: not recorded, or no
+    ``trace_info`` table)."""
+    try:
+        row = con.execute(
+            "SELECT value FROM trace_info WHERE key = 'tracelens_schema_version'"
+        ).fetchone()
+    except duckdb.Error:
+        return None
+    return str(row[0]) if row else None
 
 
 @dataclass(frozen=True)
@@ -208,7 +223,7 @@ CANONICAL_TABLES: tuple[Table, ...] = (
             Column(
                 "concrete_inputs",
                 "VARCHAR",
-                "Recorded scalar arguments as JSON text, one per input, tensors as \"\" "
+                'Recorded scalar arguments as JSON text, one per input, tensors as "" '
                 '(["", "", "0.", "True"]: the profiler\'s Concrete Inputs, recorded with the '
                 "shapes by PyTorch 2.1 and later); NULL if not recorded",
             ),

@@ -8,11 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
 import tracelens
 from ingest.duckdb_connect import connect
+from ingest.errors import TraceInputError
 from ingest.schema import CANONICAL_TABLES, create_schema, set_info
 from tracelens.api.frames import FRAMES_BEGIN, FRAMES_END, LLM_FRAMES, TRACE_FRAMES, frames_markdown
 from tracelens.api.trace import Trace
@@ -107,6 +109,23 @@ def test_a_saved_database_reopens_without_ingest(planted_path: Path, tmp_path: P
         assert again.kernels.equals(expected)
         # Read-only: restrictions copy it, they never write to it.
         assert again.restrict(steps="3").kernels.height == 22
+
+
+def test_a_database_of_an_older_table_schema_is_refused_in_one_line(
+    planted_path: Path, tmp_path: Path
+) -> None:
+    """Its analysis would read columns it lacks (schema 3 had no cpu_ops.concrete_inputs):
+    the reason, not a binder error from deep inside a report."""
+    db = tmp_path / "old.duckdb"
+    tracelens.load(planted_path, db=db).close()
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE cpu_ops DROP COLUMN concrete_inputs")
+    con.execute("UPDATE trace_info SET value = '3' WHERE key = 'tracelens_schema_version'")
+    con.close()
+    with pytest.raises(TraceInputError) as err:
+        tracelens.load(db)
+    message = str(err.value)
+    assert "old.duckdb" in message and "table schema 3" in message and "\n" not in message
 
 
 def test_diff_compares_two_traces(trace: Trace, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
+from ingest.schema import SCHEMA_VERSION
 from tracelens.cli import main as cli_main
 from web.catalog import Catalog, RunStatus
 from web.catalog import runs as catalog_runs
@@ -376,6 +377,38 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
         assert again["status"] == "ready"
         assert client.get(f"/api/runs/{run['id']}/timeline").status_code == 200
         assert [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()] == fids
+
+
+def test_run_of_an_older_table_schema_is_reingested_on_first_use(
+    tmp_path: Path, planted: Path
+) -> None:
+    """A database whose tables an older tracelens wrote (here: schema 3, before
+    cpu_ops.concrete_inputs) is never analyzed as it is: a restricted report would read
+    the column it lacks. It is ingested again from the kept original."""
+    settings = make_settings(tmp_path / "data")
+    with client_for(settings) as client:
+        run = wait_done(client, upload(client, planted).json()["id"])
+    db_path = next((settings.runs_dir / run["id"]).glob("trace.*.duckdb"))
+    con = duckdb.connect(str(db_path))
+    con.execute("ALTER TABLE cpu_ops DROP COLUMN concrete_inputs")
+    con.execute("UPDATE trace_info SET value = '3' WHERE key = 'tracelens_schema_version'")
+    con.close()
+    with client_for(settings) as client:
+        r = client.get(f"/api/runs/{run['id']}/timeline")
+        assert r.status_code == 409 and "older tracelens" in r.json()["error"]
+        again = wait_done(client, run["id"])
+        assert again["status"] == "ready"
+        assert client.get(f"/api/runs/{run['id']}/timeline").status_code == 200
+    # read-only, as the service's own connection to it may still be open in this process
+    newest = max(
+        (settings.runs_dir / run["id"]).glob("trace.*.duckdb"), key=lambda p: p.stat().st_mtime
+    )
+    con = duckdb.connect(str(newest), read_only=True)
+    version = con.execute(
+        "SELECT value FROM trace_info WHERE key = 'tracelens_schema_version'"
+    ).fetchone()
+    con.close()
+    assert version == (SCHEMA_VERSION,)
 
 
 def test_a_stored_report_of_another_shape_is_rebuilt_on_first_use(

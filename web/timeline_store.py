@@ -39,6 +39,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from ingest.schema import SCHEMA_VERSION, stored_schema_version
+
 # Bumped whenever the tl_* tables change shape or meaning, or what they are built from
 # does (4: trace schema 2, gap causes from evidence; 5: flame-chart rows per thread,
 # runtime calls, event refs): an older run is re-ingested when
@@ -224,10 +226,17 @@ def build_timeline_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 class OutdatedTimelineError(Exception):
-    """The trace database has no timeline tables of this version: ingest it again."""
+    """The trace database has no timeline tables of this version, or tables of another
+    schema: ingest it again."""
 
 
 def timeline_meta(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    schema = stored_schema_version(con)
+    if schema != SCHEMA_VERSION:
+        # the analysis (a restricted report) reads columns an older database lacks
+        raise OutdatedTimelineError(
+            f"table schema {schema or 'unknown'}, expected {SCHEMA_VERSION}"
+        )
     try:
         version = con.execute("SELECT version FROM tl_meta").fetchone()
     except duckdb.CatalogException:  # no tl_meta table, or one without a version

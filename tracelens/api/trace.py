@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ingest import LoadedTrace, load_trace
 from ingest.duckdb_connect import connect
+from ingest.errors import TraceInputError
 from ingest.loader import is_tracelens_database
+from ingest.schema import SCHEMA_VERSION, stored_schema_version
 from tracelens.api.export import export_tables
 from tracelens.api.frames import LLM_FRAMES, TRACE_FRAMES, FrameSource, frame_of
 from tracelens.core.findings import Finding
@@ -293,8 +295,20 @@ def open_trace(
 
 
 def open_database(path: Path) -> LoadedTrace:
-    """A trace database file tracelens wrote, read-only, described by its own facts."""
+    """A trace database file tracelens wrote, read-only, described by its own facts.
+
+    A database of another table schema is refused in one line (its analysis would read
+    columns it lacks): the trace is to be analyzed again."""
     con = connect(path, read_only=True)
+    schema = stored_schema_version(con)
+    if schema != SCHEMA_VERSION:
+        con.close()
+        raise TraceInputError(
+            path,
+            f"written by another tracelens (table schema {schema or 'unknown'}; this one "
+            f"reads {SCHEMA_VERSION}): analyze the original trace again, with db= to keep "
+            "a new database",
+        )
     info = dict(con.execute("SELECT key, value FROM trace_info").fetchall())
     source = Path(info.get("source_path", str(path)))
     return LoadedTrace(
