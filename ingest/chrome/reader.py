@@ -32,6 +32,7 @@ from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter
 from ingest.chrome.event_sql import META_NAMES, SEQUENCES, STAGE_DB
 from ingest.chrome.hip_work_items import grids_in_workgroups
 from ingest.chrome.read_stats import ChromeReadStats
+from ingest.chrome.recorded_env import recorded_settings
 from ingest.errors import TraceInputError
 from ingest.gpu_identity import host_model, host_properties, inferred_name
 from ingest.nesting import assign_nesting
@@ -107,6 +108,7 @@ def _insert_threads(con: duckdb.DuckDBPyConnection) -> None:
 
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
     _insert_devices(con, meta)
+    set_info(con, dict(recorded_settings(meta)))
     grids_in_workgroups(con)
     assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])

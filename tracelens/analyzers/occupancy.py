@@ -255,7 +255,12 @@ def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTer
             where = " (in the Triton kernel's configs: smaller blocks or split-K for this shape)"
         elif library == TENSILE and amd:
             where = " (hipBLASLt picks them for bf16/fp16" + (
-                "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes)"
+                (
+                    "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes)"
+                    if wl.tunableop is None or not wl.tunableop.enabled
+                    else "; PyTorch's TunableOp, on in the recorded environment, tries them "
+                    "for your shapes where it tunes)"
+                )
                 if torch
                 else ")"
             )

@@ -250,6 +250,30 @@ def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:
     )
 
 
+def tunableop_advice(wl: Workload) -> str:
+    """The clause telling a PyTorch run on ROCm to let TunableOp pick its GEMMs, worded for
+    what the recorded environment says it already does."""
+    op = wl.tunableop
+    if op is None or not op.enabled:
+        return (
+            "let PyTorch tune them for these shapes (`PYTORCH_TUNABLEOP_ENABLED=1`, kept in "
+            "its results file across runs)"
+        )
+    results = f" (`{op.results_file}`)" if op.results_file else ""
+    if not op.tuning:
+        return (
+            "PyTorch's TunableOp is already on with tuning off (`PYTORCH_TUNABLEOP_TUNING=0` "
+            f"in the recorded environment), so these shapes run what its results file{results} "
+            "holds for them, or the default where it holds none: tune them once "
+            "(`PYTORCH_TUNABLEOP_TUNING=1`) and keep the file, or check that it covers them"
+        )
+    return (
+        "PyTorch's TunableOp is already on and tuning (`PYTORCH_TUNABLEOP_ENABLED=1` in the "
+        "recorded environment): each new shape's first calls are its tuning runs, so judge "
+        f"later steps, and keep its results file{results} for the next run"
+    )
+
+
 def _memory_bound_gemm_advice(wl: Workload, kernel_name: str) -> str:
     """GEMMs that read their weights for few rows: bandwidth, not FLOPs, is the lever."""
     lib = gemm_library(kernel_name)
@@ -257,9 +281,8 @@ def _memory_bound_gemm_advice(wl: Workload, kernel_name: str) -> str:
         tune = "check that the Triton configs (the engine's, for this GPU) cover this batch size"
     elif wl.amd and lib == TENSILE:
         tune = (
-            "let PyTorch tune them for these shapes (`PYTORCH_TUNABLEOP_ENABLED=1`, kept in "
-            "its results file) or use GEMMs tuned for small M (hipBLASLt offline tuning, "
-            "aiter's tuned GEMMs)"
+            f"{tunableop_advice(wl)}; or use GEMMs tuned for small M (hipBLASLt offline "
+            "tuning, aiter's tuned GEMMs)"
         )
     else:
         tune = (
@@ -334,10 +357,9 @@ def advice_for(
             )
         if amd and lib == TENSILE:
             return (
-                "Matrix multiplies dominate (hipBLASLt/Tensile kernels): let PyTorch tune "
-                "them for your shapes with `PYTORCH_TUNABLEOP_ENABLED=1` (kept across runs "
-                "in its results file), keep dimensions multiples of 16, and batch small GEMMs "
-                "into one (`torch.bmm`, grouped GEMM)."
+                f"Matrix multiplies dominate (hipBLASLt/Tensile kernels): {tunableop_advice(wl)}; "
+                "keep dimensions multiples of 16, and batch small GEMMs into one (`torch.bmm`, "
+                "grouped GEMM)."
             )
         return (
             "Matrix multiplies dominate: keep them in bf16/fp16"

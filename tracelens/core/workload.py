@@ -60,6 +60,29 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class TunableOp:
+    """PyTorch's TunableOp as the trace's recorded environment sets it (where a harness
+    wrote the environment into the trace: ``env.PYTORCH_TUNABLEOP_*`` facts)."""
+
+    enabled: bool
+    tuning: bool  # PYTORCH_TUNABLEOP_TUNING, which defaults to on
+    results_file: str | None
+
+    @staticmethod
+    def of(info: dict[str, str]) -> TunableOp | None:
+        """None where the trace does not record whether TunableOp was enabled."""
+        enabled = info.get("env.PYTORCH_TUNABLEOP_ENABLED")
+        if enabled is None:
+            return None
+        tuning = info.get("env.PYTORCH_TUNABLEOP_TUNING", "1")
+        return TunableOp(
+            enabled=enabled.strip() == "1",
+            tuning=tuning.strip() == "1",
+            results_file=info.get("env.PYTORCH_TUNABLEOP_FILENAME"),
+        )
+
+
+@dataclass(frozen=True)
 class Workload:
     kind: str  # training | inference | serving | compute | unknown
     kind_basis: str
@@ -87,6 +110,8 @@ class Workload:
     # allows them is on.
     tf32_convs: bool = False
     tf32_gemms: bool = False
+    # PyTorch's TunableOp as the recorded environment sets it; None where not recorded.
+    tunableop: TunableOp | None = None
 
     @property
     def is_pytorch(self) -> bool:
@@ -290,6 +315,7 @@ def _detect(db: TraceDB) -> Workload:
                 "cudaGraphInstantiateWithFlags",
             }
         ),
+        tunableop=TunableOp.of(db.info),
     )
 
 

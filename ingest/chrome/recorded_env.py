@@ -1,0 +1,38 @@
+"""Environment settings a trace's metadata records, where the recording harness wrote them.
+
+Kineto does not record the process environment, but benchmark harnesses often put it in
+the trace's top-level metadata (AMD's MI300X recordings: ``metadata.system.env``). Advice
+depends on a few of those settings (telling a run to enable PyTorch's TunableOp that
+already has it on is advice it cannot take), so exactly those are kept, as trace facts
+named ``env.<VARIABLE>``. Nothing else is: the same dictionaries hold access tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Variables kept, by prefix: what the advice reads.
+KEPT_PREFIXES = ("PYTORCH_TUNABLEOP_",)
+_MAX_DEPTH = 6
+_MAX_NODES = 20_000
+
+
+def recorded_settings(meta: dict[str, Any]) -> dict[str, str]:
+    """``{"env.NAME": value}`` for the kept variables found in ``meta`` (the first value
+    seen for a name wins); scalar values only, the search bounded in depth and size."""
+    found: dict[str, str] = {}
+    seen = 0
+    stack: list[tuple[Any, int]] = [(meta, 0)]
+    while stack and seen < _MAX_NODES:
+        node, depth = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and key.startswith(KEPT_PREFIXES):
+                    if isinstance(value, (str, int, float, bool)) and f"env.{key}" not in found:
+                        found[f"env.{key}"] = str(value)
+                elif depth < _MAX_DEPTH and isinstance(value, (dict, list)):
+                    stack.append((value, depth + 1))
+        elif isinstance(node, list) and depth < _MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    return found
