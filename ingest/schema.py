@@ -89,7 +89,9 @@ CANONICAL_TABLES: tuple[Table, ...] = (
     Table(
         "trace_info",
         "Facts about the trace as key/value text: format, tool, rank, t0_ns, warnings, "
-        "source file and its sha256, tracelens_schema_version; from Nsight exports also the "
+        "source file and its sha256, tracelens_schema_version; from PyTorch traces also the "
+        "profiler's options recorded as on (profiler_options) and the PyTorch settings a "
+        "harness wrote into the metadata (env.PYTORCH_TUNABLEOP_*); from Nsight exports the "
         "host, host_cpu and host_kernel",
         (
             Column("key", "VARCHAR", "Name of the fact"),

@@ -88,6 +88,9 @@ def read_chrome_trace(
     return stats
 
 
+_PROFILER_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+
+
 def _drop_read_state(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"DETACH DATABASE IF EXISTS {STAGE_DB}")
     for seq in SEQUENCES:
@@ -109,6 +112,11 @@ def _insert_threads(con: duckdb.DuckDBPyConnection) -> None:
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
     _insert_devices(con, meta)
     set_info(con, dict(recorded_settings(meta)))
+    # What the profiler recorded besides the events (PyTorch 2 writes its options at the
+    # top level): Python stacks and allocator events add host time to every operator.
+    options = [k for k in _PROFILER_OPTIONS if meta.get(k) in (1, True)]
+    if options:
+        set_info(con, {"profiler_options": ",".join(options)})
     grids_in_workgroups(con)
     assign_nesting(con, "cpu_ops", "op_id", ["pid", "tid"])
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])

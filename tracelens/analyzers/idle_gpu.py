@@ -29,6 +29,7 @@ from tracelens.analyzers.drained_by_sync import drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.analyzers.launching_thread import with_launching_thread
+from tracelens.analyzers.recording_caveats import has_python_stacks, profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -521,10 +522,16 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 if not w.cuda_graphs
                 else ""
             )
+            look = (
+                "Read the capture's Python stacks over these gaps (its `python_function` "
+                "events) or profile with py-spy"
+                if has_python_stacks(w)
+                else "Profile the host side (py-spy, `with_stack=True`)"
+            )
             return text + (
-                "Profile the host side (py-spy, `with_stack=True`), move CPU work off the "
-                "critical path or to another thread, and queue more GPU work ahead of it "
-                f"(avoid syncs that leave the queue empty){extra}."
+                f"{look}, move CPU work off the critical path or to another thread, and queue "
+                f"more GPU work ahead of it (avoid syncs that leave the queue empty){extra}."
+                + profiler_overhead_caveat(w)
             )
         return text + (
             "Profile the host code (perf, Nsight Systems with `--sample=cpu`), move it off the "
@@ -548,8 +555,11 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
     if any(d["detail"] for d in details):
         if torch:
             how = (
-                "Record with `with_stack=True` (Python functions) and `record_function` ranges "
-                "around host work"
+                "Add `record_function` ranges around host work (the Python stacks are "
+                "recorded already)"
+                if has_python_stacks(w)
+                else "Record with `with_stack=True` (Python functions) and `record_function` "
+                "ranges around host work"
             )
         else:
             how = (

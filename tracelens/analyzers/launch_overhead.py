@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -203,6 +204,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
 
 
 def _advice(ops_text: str, launch_call_ns: int, median_kernel_ns: int, w: Workload) -> str:
+    return _launch_advice(ops_text, launch_call_ns, median_kernel_ns, w) + (
+        profiler_overhead_caveat(w)
+    )
+
+
+def _launch_advice(ops_text: str, launch_call_ns: int, median_kernel_ns: int, w: Workload) -> str:
     where = f" Most tiny kernels come from {ops_text}." if ops_text else ""
     head = (
         f"Each launch call costs the host about {fmt_ns(launch_call_ns)} while the median "

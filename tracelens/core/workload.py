@@ -112,6 +112,15 @@ class Workload:
     tf32_gemms: bool = False
     # PyTorch's TunableOp as the recorded environment sets it; None where not recorded.
     tunableop: TunableOp | None = None
+    # The PyTorch profiler's options the trace records as on (with_stack, profile_memory,
+    # record_shapes, ...); empty where it does not say.
+    profiler_options: tuple[str, ...] = ()
+
+    @property
+    def profiler_host_overhead(self) -> tuple[str, ...]:
+        """The recorded options that add the profiler's own host time to every operator
+        (Python stacks, allocator events)."""
+        return tuple(o for o in self.profiler_options if o in ("with_stack", "profile_memory"))
 
     @property
     def is_pytorch(self) -> bool:
@@ -316,6 +325,7 @@ def _detect(db: TraceDB) -> Workload:
             }
         ),
         tunableop=TunableOp.of(db.info),
+        profiler_options=tuple(o for o in db.info.get("profiler_options", "").split(",") if o),
     )
 
 

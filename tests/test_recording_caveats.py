@@ -1,0 +1,56 @@
+"""Host-side findings of a capture recorded with Python stacks or allocator events say that
+part of the host time is the profiler's own, and never tell it to turn on what it has on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from corpus_cache import corpus_db
+
+from ingest import load_trace
+from tracelens.analyzers import idle_gpu
+from tracelens.core.thresholds import Thresholds
+from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
+
+
+def test_the_profilers_options_are_trace_facts(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    doc = {"traceEvents": events, "with_stack": 1, "profile_memory": 1, "record_shapes": 0}
+    path.write_text(json.dumps(doc))
+    db = TraceDB(load_trace(path, find_captures=False).con)
+    assert db.info["profiler_options"] == "with_stack,profile_memory"
+    w = workload_of(db)
+    assert w.profiler_host_overhead == ("with_stack", "profile_memory")
+
+
+def _host_busy(db: TraceDB) -> list:
+    return [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence.get("cause") == "host_compute"]
+
+
+@pytest.mark.corpus
+def test_bert_on_mi300_is_host_bound_and_the_profiler_shares_the_blame(corpus: Path) -> None:
+    """BERT-small on an MI300X: 60 kernels in a 3.5 ms window, the host issuing them
+    late. It was recorded with with_stack, profile_memory, record_shapes, with_flops and
+    with_modules all on (1,389 Python-function events): every operator carries the
+    profiler's own host time, and the Python stacks are there to read."""
+    findings = _host_busy(corpus_db(corpus, "mi300_bert_small.json.gz", kind="engines"))
+    assert findings
+    for f in findings:
+        assert "`with_stack=True` and `profile_memory=True`" in f.advice
+        assert "part of this host time is the profiler's" in f.advice
+        assert "py-spy, `with_stack=True`" not in f.advice  # it has them already
+
+
+@pytest.mark.corpus
+def test_a_capture_without_those_options_gets_no_caveat(corpus: Path) -> None:
+    db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
+    assert workload_of(db).profiler_host_overhead == ()
+    for f in idle_gpu.analyze(db, Thresholds()):
+        assert "profiler's own host time" not in f.advice
