@@ -608,8 +608,9 @@ def test_host_gaps_opened_by_a_sync_name_the_sync(load) -> None:
     after = f.evidence["after_blocking_call"]
     assert after["gaps"] == f.evidence["gap_count"] == 9  # the last step has no next launch
     assert after["ns"] == f.evidence["gap_ns"] and after["call"] == "cudaDeviceSynchronize"
-    assert "All of these gaps" in f.advice and "in `cudaDeviceSynchronize`" in f.advice
+    assert "All of these gaps" in f.advice and "after `cudaDeviceSynchronize`" in f.advice
     assert "let the queue empty" in f.advice
+    assert "a sync (`cudaDeviceSynchronize`) let the queue run dry" in f.title
 
 
 def test_host_gaps_without_a_sync_name_none(load) -> None:
@@ -619,3 +620,59 @@ def test_host_gaps_without_a_sync_name_none(load) -> None:
     db = load(sc, "chrome")
     (f,) = [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"]
     assert "after_blocking_call" not in f.evidence and "let the queue empty" not in f.advice
+
+
+def _drain_then_refill(*, gets_ahead: bool = True, long_gap_at: int | None = None) -> Scenario:
+    """A 2 ms kernel, a `cudaDeviceSynchronize` that returns as it ends (the queue
+    drained), then ten small kernels the host issues one per 120 us (100 us of
+    `aten::host_work` each, the kernel 20 us): host and GPU in lockstep, a host gap before
+    each. Then (``gets_ahead``) six 300 us kernels issued 10 us apart: the second waits
+    295 us for the GPU, the host is ahead, and no gap follows. ``long_gap_at``: the ramp
+    kernel before which the host works 2 ms instead of 100 us."""
+    sc = Scenario(name="planted_drain_then_refill")
+    sc.launch(None, SMALL_KERNEL, 0, 10 * US, 2_000 * US)
+    sc.api("cudaDeviceSynchronize", 20 * US, 1_992 * US)
+    t = 2_015 * US
+    for i in range(10):
+        work = 2_000 * US if i == long_gap_at else 100 * US
+        op = sc.op("aten::host_work", t, work)
+        sc.launch(op, SMALL_KERNEL, t + work, t + work + 10 * US, 20 * US)
+        t += work + 20 * US
+    if gets_ahead:
+        gpu = t + 10 * US
+        for _ in range(6):
+            sc.launch(None, SMALL_KERNEL, t, max(t + 10 * US, gpu), 300 * US)
+            gpu = max(t + 10 * US, gpu) + 300 * US
+            t += 10 * US
+    return sc
+
+
+def _after_sync(load, sc: Scenario) -> tuple[dict[str, Any], Any]:
+    db = load(sc, "chrome")
+    (f,) = [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"]
+    return f.evidence.get("after_blocking_call", {}), f
+
+
+def test_the_refill_after_a_drain_is_the_syncs_until_the_host_gets_ahead(load) -> None:
+    """The ten host gaps after the sync, not only the one it opened, are its ramp-up: the
+    host gets ahead once the big kernels queue, so with a queue the sync had not emptied
+    none of them would idle the GPU."""
+    after, f = _after_sync(load, _drain_then_refill())
+    assert after["gaps"] == f.evidence["gap_count"] == 10
+    assert after["call"] == "cudaDeviceSynchronize"
+    assert "a sync (`cudaDeviceSynchronize`) let the queue run dry" in f.title
+
+
+def test_a_host_that_never_gets_ahead_keeps_its_gaps(load) -> None:
+    """Without the big kernels the host never gets ahead: the program is bound by its host
+    code, and only the gap the sync itself opened is the sync's."""
+    after, f = _after_sync(load, _drain_then_refill(gets_ahead=False))
+    assert f.evidence["gap_count"] == 10 and after["gaps"] == 1
+    assert "a sync" not in f.title and "aten::host_work" in f.title
+
+
+def test_a_long_host_phase_ends_the_refill(load) -> None:
+    """2 ms of host work before the sixth small kernel is a phase of its own (longer than
+    idle_ramp_max_gap_ns): the ramp-up counts the five gaps before it, not it or after."""
+    after, f = _after_sync(load, _drain_then_refill(long_gap_at=5))
+    assert f.evidence["gap_count"] == 10 and after["gaps"] == 5

@@ -31,7 +31,8 @@ def test_the_profilers_options_are_trace_facts(tmp_path: Path) -> None:
 
 
 def _host_busy(db: TraceDB) -> list:
-    return [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence.get("cause") == "host_compute"]
+    found = idle_gpu.analyze(db, Thresholds())
+    return [f for f in found if f.evidence.get("cause") == "host_compute"]
 
 
 @pytest.mark.corpus

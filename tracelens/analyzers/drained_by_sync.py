@@ -9,12 +9,23 @@ profiling harness calls `torch.cuda.synchronize()` for 13 ms while 463 kernels i
 before the capture drain; it returns 1.6 µs after the GPU goes idle, and the model's
 next forward takes 624 µs of Python to issue its first kernel. Profiling that Python
 helps less than not synchronizing there.
+
+The queue does not refill at once: after the drain, host and GPU run in lockstep, each
+short host stretch an idle gap, until the host gets ahead again (a launch waits for the GPU
+at least ``idle_ramp_lead_ns``). Those gaps are the drain's too, its ramp-up: Qwen's
+forward leaves 16 such gaps (2.3 ms) over the next 5 ms after a mask check's blocking
+copy, then its launches wait 200-300 µs for the GPU and no host gap follows. Where the
+host never gets ahead again (a program bound by its host code), only the gaps the call
+itself opened are counted, and a gap longer than ``idle_ramp_max_gap_ns`` ends the
+ramp-up: a host phase of its own (AlexNet's 10 s of allocations and cuDNN autotuning after
+a sync is no refill).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ingest.derive_gaps import LAUNCH_CALLS
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -37,6 +48,38 @@ pairs AS (
      -- return just before the last kernel ends
      AND b.end_ns BETWEEN gt.start_ns - ? AND gt.start_ns + ?
 ),
+-- the ramp-up after each drain: until the thread's first launch that waited at least the
+-- lead for the GPU (the host ahead again); none where it never does
+leads AS (
+    SELECT a.pid, a.tid, a.end_ns AS launched
+    FROM api_calls a JOIN kernels k ON k.correlation_id = a.correlation_id
+    WHERE a.name IN ({launch_calls}) AND k.start_ns - a.end_ns >= ?
+),
+-- ... and before the thread's first longer gap: a host phase of its own (allocations,
+-- autotuning, a warm-up), not the refill of a queue
+long_gaps AS (SELECT pid, tid, start_ns FROM gt WHERE end_ns - start_ns > ?),
+ahead AS (
+    SELECT p.*, (SELECT min(l.launched) FROM leads l
+                 WHERE l.pid = p.pid AND l.tid = p.tid AND l.launched >= p.b_end) AS ahead_at,
+           (SELECT min(x.start_ns) FROM long_gaps x
+            WHERE x.pid = p.pid AND x.tid = p.tid AND x.start_ns > p.start_ns) AS phase_at
+    FROM pairs p
+),
+-- no ramp-up where the host never gets ahead (least() would skip that NULL)
+ramps AS (
+    SELECT *, CASE WHEN ahead_at IS NOT NULL THEN least(ahead_at, coalesce(phase_at, ahead_at))
+              END AS ramp_end
+    FROM ahead
+),
+-- the drain's later gaps of the same thread, up to the end of its ramp-up
+ramped AS (
+    SELECT gt.start_ns, gt.end_ns - gt.start_ns AS ns, r.pid, r.tid, r.name, r.b_start,
+           r.b_end, r.top_op, r.annotation
+    FROM ramps r JOIN gt ON gt.pid = r.pid AND gt.tid = r.tid
+     AND gt.start_ns > r.start_ns AND gt.start_ns < r.ramp_end
+    UNION ALL
+    SELECT start_ns, ns, pid, tid, name, b_start, b_end, top_op, annotation FROM pairs
+),
 -- where each call was made: the innermost Python function around it outside PyTorch's
 -- own package (the program's code that asked for the sync), else the innermost one that
 -- is not a built-in (whose repr names an object address): `moca/.../profile.py(34):
@@ -49,7 +92,7 @@ framed AS (
                  WHERE o.pid = p.pid AND o.tid = p.tid AND o.category = 'python_function'
                    AND o.name NOT LIKE '<built-in%'
                    AND o.start_ns <= p.b_start AND o.end_ns >= p.b_end) AS frame
-    FROM pairs p
+    FROM ramped p
 ),
 hit AS (
     SELECT start_ns, any_value(ns) AS ns, arg_max(name, b_end) AS call,
@@ -84,6 +127,10 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
     """The gaps of ``cause`` (a subquery named ``gaps``) a blocking call opened."""
     require(db, BLOCKING_CALLS)
     slack = t.idle_after_sync_ns
-    sql = _DRAINED.format(gaps=gaps, thread=with_launching_thread("g", keep_unmatched=False))
-    row = db.dicts(sql, [cause, slack, slack])[0]
+    sql = _DRAINED.format(
+        gaps=gaps,
+        thread=with_launching_thread("g", keep_unmatched=False),
+        launch_calls=", ".join(f"'{c}'" for c in LAUNCH_CALLS),
+    )
+    row = db.dicts(sql, [cause, slack, slack, t.idle_ramp_lead_ns, t.idle_ramp_max_gap_ns])[0]
     return DrainedBySync(int(row["n"]), int(row["ns"]), row["call"], row["site"])

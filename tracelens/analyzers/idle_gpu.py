@@ -12,6 +12,7 @@ replay.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ingest.derive_gaps import (
@@ -25,7 +26,7 @@ from ingest.derive_gaps import (
 )
 from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
-from tracelens.analyzers.drained_by_sync import drained_by_sync
+from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.analyzers.launching_thread import with_launching_thread
@@ -219,6 +220,7 @@ def _title(
     in_graph: dict[str, Any] | None = None,
     flush_ns: int = 0,
     flush_name: str | None = None,
+    drained: DrainedBySync | None = None,
 ) -> str:
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
         call = in_graph["graph_launch_call"]
@@ -247,6 +249,14 @@ def _title(
                 f"the host was busy ({fmt_ns(flush_ns)} in the harness's cache flush "
                 f"`{_short(flush_name)}` between passes, not counted{allocating}) before the "
                 "next launch"
+            )
+        if drained is not None and drained.call and 2 * drained.ns >= ns:
+            # most of the time follows a sync that let the queue run dry: name the sync,
+            # whose removal gives it back, not the code that refilled the queue
+            where = f" from `{_site(drained.site)}`" if drained.site else ""
+            return (
+                f"a sync (`{drained.call}`{where}) let the queue run dry before the host's "
+                f"next work ({share} in `{top}`{allocating})"
             )
         return f"the host was busy ({share} in `{top}`{allocating}) before the next launch"
     return CAUSE_TITLES.get(cause, cause)
@@ -291,6 +301,18 @@ def _mostly_in_graph_launch(ev: dict[str, Any], gap_ns: int) -> bool:
 
 def _short(name: str, limit: int = 80) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+# A Python function as the profiler names it: `path/to/file.py(276): function`.
+_PY_FRAME = re.compile(r"^(?:.*/)?([^/]+\.py\(\d+\): .+)$")
+
+
+def _site(name: str) -> str:
+    """A call site for a title: a Python frame by its file's name, not its whole path
+    (`/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py(276): …`
+    reads as `cuda_graph_runner.py(276): populate_from_forward_batch`)."""
+    m = _PY_FRAME.match(name)
+    return _short(m.group(1) if m else name)
 
 
 def _top(details: list[dict]) -> str:
@@ -589,13 +611,13 @@ def _drained_advice(ev: dict[str, Any]) -> str:
     share = 100.0 * int(ev["drained_ns"]) / max(1, int(ev["gap_ns"]))
     return (
         f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
-        f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) opened while the thread "
-        f"was blocked in a sync (most of the time in `{ev['drained_call']}`"
+        f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) follow a sync that "
+        f"returned as the GPU ran dry (most of the time after `{ev['drained_call']}`"
         + (f", from `{site}`" if site else "")
-        + "), which returned as the GPU ran dry: the sync let the queue empty, so the host "
-        "work after it ran on an idle GPU. Removing the sync, or issuing the next work "
-        "before it, hides that host time behind the queued kernels; shortening the host "
-        "work helps only where it stays. "
+        + "): the sync let the queue empty, and the host work after it ran on an idle GPU, "
+        "gap after gap, until the host got ahead again. Removing the sync, or issuing the "
+        "next work before it, hides that host time behind the queued kernels; shortening "
+        "the host work helps only where it stays. "
         + (
             "Where the device synchronize is a benchmark's or profiling harness's own "
             "(around the measured step), the gap is the harness's: the program without it "
@@ -987,7 +1009,9 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "flush_name": flush.name,
                     "flush_frees": flush.frees,
                 }
-            title = _title(cause, details, ns, kinds, alloc, in_graph, flush.ns, flush.name)
+            title = _title(
+                cause, details, ns, kinds, alloc, in_graph, flush.ns, flush.name, drained
+            )
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
             amount = _title_amount(claim, ns, share, lo, hi, after_ns)

@@ -39,6 +39,13 @@ class Thresholds:
     # Idle GPU: a host gap that opened while a blocking call on the launching thread ran,
     # the call returning within this long (ns), was opened by that call draining the queue.
     idle_after_sync_ns: int = 50_000
+    # Idle GPU: after a blocking call drained the queue, the thread's later host gaps are
+    # its ramp-up until one of its launches waits at least this long (ns) for the GPU (the
+    # host ahead again); a thread that never gets ahead keeps its gaps as its own.
+    idle_ramp_lead_ns: int = 200_000
+    # Idle GPU: ... and a host gap longer than this (ns) ends that ramp-up: a host phase of
+    # its own (allocations, autotuning), not the refill of the queue.
+    idle_ramp_max_gap_ns: int = 1_000_000
     # Idle GPU: GPU-side waits at least this long (ns) are checked for a blocked host.
     idle_blocked_min_gap_ns: int = 100_000
     # Idle GPU: a wait on unrecorded work preceded by GPU work of at most this share (%) of
