@@ -201,3 +201,12 @@ def test_the_typed_llm_section_gives_its_latency_part(planted: dict[str, dict[st
     engines = Report.of(planted["vllm"]).llm
     assert isinstance(engines, LlmSection) and engines.latency is None
     assert engines.engine_steps is not msgspec.UNSET
+
+
+def test_uncosted_findings_lead_only_where_their_time_dwarfs_the_costed_impacts() -> None:
+    from tracelens.report.render.minor import uncosted_leads
+
+    assert uncosted_leads([7_170_000], [532_000])  # vLLM's MoE against its one GEMM finding
+    assert uncosted_leads([1_000], [])  # nothing costed to give back
+    assert not uncosted_leads([600_000], [400_000])  # comparable: ranked findings first
+    assert not uncosted_leads([], [400_000])

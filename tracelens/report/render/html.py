@@ -28,7 +28,12 @@ from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.ranks.grouping import finding_scope
 from tracelens.report.build import optional_sections
 from tracelens.report.model import Workload
-from tracelens.report.render.minor import MINOR_SEVERITY, UNCOSTED_HEADING
+from tracelens.report.render.minor import (
+    MINOR_SEVERITY,
+    UNCOSTED_HEADING,
+    UNCOSTED_LEAD_HEADING,
+    uncosted_leads,
+)
 from tracelens.report.render.workload import workload_line
 
 HERE = Path(__file__).resolve().parent
@@ -70,14 +75,16 @@ def _workload_line(report: Mapping[str, Any]) -> str | None:
     return workload_line(msgspec.convert(workload, Workload)) if workload else None
 
 
-def _split_findings(findings: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
-    """:func:`tracelens.report.render.minor.split_findings` of the findings' JSON form."""
+def _split_findings(findings: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """:func:`tracelens.report.render.minor.split_findings` of the findings' JSON form, and
+    whether the un-costed go first (:func:`~tracelens.report.render.minor.uncosted_leads`)."""
     info = [f for f in findings if f["severity"] == MINOR_SEVERITY]
-    return (
-        [f for f in findings if f["severity"] != MINOR_SEVERITY],
-        [f for f in info if not f.get("costed", True)],
-        [f for f in info if f.get("costed", True)],
+    major = [f for f in findings if f["severity"] != MINOR_SEVERITY]
+    uncosted = [f for f in info if not f.get("costed", True)]
+    lead = uncosted_leads(
+        [int(f.get("subject_ns") or 0) for f in uncosted], [int(f["impact_ns"]) for f in major]
     )
+    return major, uncosted, [f for f in info if f.get("costed", True)], lead
 
 
 def generic_sections(report: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
@@ -111,6 +118,7 @@ def html_environment(*template_dirs: Path) -> Environment:
     env.globals["generic_sections"] = generic_sections
     env.globals["split_findings"] = _split_findings
     env.globals["uncosted_heading"] = UNCOSTED_HEADING
+    env.globals["uncosted_lead_heading"] = UNCOSTED_LEAD_HEADING
     return env
 
 

@@ -11,7 +11,13 @@ from msgspec import UNSET
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_markdown
-from tracelens.report.render.minor import UNCOSTED_HEADING, minor_line, split_findings
+from tracelens.report.render.minor import (
+    UNCOSTED_HEADING,
+    UNCOSTED_LEAD_HEADING,
+    minor_line,
+    split_findings,
+    uncosted_leads,
+)
 from tracelens.report.render.workload import workload_line
 
 _CODE_SPAN = re.compile(r"(`[^`\n]*`)")
@@ -106,6 +112,18 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
     out += ["## Findings", ""]
     shown = report.findings[:max_findings] if max_findings else report.findings
     findings, uncosted, minor = split_findings(shown)
+    lead = uncosted_leads([f.subject_ns for f in uncosted], [f.impact_ns for f in findings])
+    uncosted_block: list[str] = []
+    if uncosted:
+        uncosted_block += [f"**{UNCOSTED_LEAD_HEADING if lead else UNCOSTED_HEADING}:**", ""]
+        uncosted_block += [
+            f"- {md_text(f.title)}: {fmt_ns(f.subject_ns)}. {md_text(f.impact_basis)} "
+            f"(`{f.analyzer}` · `{f.id}`)"
+            for f in uncosted
+        ]
+        uncosted_block.append("")
+    if lead:
+        out += uncosted_block
     if not findings:
         out += ["No significant findings." if minor or uncosted else "No findings.", ""]
     else:
@@ -118,14 +136,8 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
         out.append("")
     for f in findings:
         out.append(finding_markdown(f))
-    if uncosted:
-        out += [f"**{UNCOSTED_HEADING}:**", ""]
-        out += [
-            f"- {md_text(f.title)}: {fmt_ns(f.subject_ns)}. {md_text(f.impact_basis)} "
-            f"(`{f.analyzer}` · `{f.id}`)"
-            for f in uncosted
-        ]
-        out.append("")
+    if not lead:
+        out += uncosted_block
     if minor:
         out += [_cell(minor_line(minor)), ""]
     out += _stats_table("Top kernels", "kernel", report.top_kernels, name_width=120)

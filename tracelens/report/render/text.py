@@ -11,9 +11,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.core.units import fmt_bytes, fmt_ns
-from tracelens.report.model import KernelStats, Report
+from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_text
-from tracelens.report.render.minor import UNCOSTED_HEADING, minor_line, split_findings
+from tracelens.report.render.minor import (
+    UNCOSTED_HEADING,
+    UNCOSTED_LEAD_HEADING,
+    minor_line,
+    split_findings,
+    uncosted_leads,
+)
 from tracelens.report.render.workload import workload_line
 
 SEVERITY_STYLE = {
@@ -59,6 +65,9 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
 
     shown = report.findings[:max_findings] if max_findings else report.findings
     findings, uncosted, minor = split_findings(shown)
+    lead = uncosted_leads([f.subject_ns for f in uncosted], [f.impact_ns for f in findings])
+    if lead:
+        _uncosted_table(console, uncosted, UNCOSTED_LEAD_HEADING)
     if not findings:
         console.print(
             "[green]No significant findings.[/green]"
@@ -96,16 +105,8 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
                     border_style=SEVERITY_STYLE[f.severity].replace("bold ", ""),
                 )
             )
-    if uncosted:
-        table = Table(title=UNCOSTED_HEADING, expand=True)
-        table.add_column("GPU time", justify="right", no_wrap=True)
-        table.add_column("finding", ratio=1)
-        for f in uncosted:
-            table.add_row(
-                fmt_ns(f.subject_ns),
-                Text(f"{f.title}\n{f.impact_basis}\n{f.analyzer} · {f.id}"),
-            )
-        console.print(table)
+    if uncosted and not lead:
+        _uncosted_table(console, uncosted, UNCOSTED_HEADING)
     if minor:
         console.print(Text(minor_line(minor), style="dim"))
     tables: tuple[tuple[str, Sequence[KernelStats]], ...] = (
@@ -130,3 +131,15 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
                 fmt_ns(r.max_ns),
             )
         console.print(t)
+
+
+def _uncosted_table(console: Console, uncosted: Sequence[Finding], title: str) -> None:
+    table = Table(title=title, expand=True)
+    table.add_column("GPU time", justify="right", no_wrap=True)
+    table.add_column("finding", ratio=1)
+    for f in uncosted:
+        table.add_row(
+            fmt_ns(f.subject_ns),
+            Text(f"{f.title}\n{f.impact_basis}\n{f.analyzer} · {f.id}"),
+        )
+    console.print(table)
