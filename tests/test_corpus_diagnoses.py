@@ -442,29 +442,33 @@ def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Pat
     assert_fits_workload(r)
 
 
-def test_mi300_qwen_host_gaps_follow_the_syncs_that_drained_the_queue(corpus: Path) -> None:
-    """The profiling harness calls `torch.cuda.synchronize()` as the step begins: the host
-    sits 13.1 ms in `hipDeviceSynchronize` while the 463 kernels issued before the capture
-    drain, and returns as the GPU runs dry. The forward's Python then runs on an idle GPU:
-    624, 168 and 97 µs of host gaps before the model's own sync, transformers' mask check
-    (`_ignore_causal_mask_sdpa`, a blocking `hipMemcpyWithStream` at +14.3 ms), drains
-    the queue again. Host and GPU then run in lockstep, 15 more gaps (2.3 ms), until the
-    launches wait 200-300 µs for the GPU from +19.6 ms on (the host ahead again) and no
-    host gap follows. A first reading blamed `nn.Module: Qwen2Model_0`; a second counted
-    only the two gaps the harness's sync itself opened (797 µs); the expert reads all 18
-    (3.16 ms) as the refill after those syncs, most of it after the model's own mask
-    check: a sync in every forward, which the harness's removal would not remove, so the
-    title names it."""
+def test_mi300_qwen_host_gaps_are_the_refill_after_the_harness_sync(corpus: Path) -> None:
+    """The profiling harness calls `torch.cuda.synchronize()` as the step begins
+    (`synchronize_each_step: true` in the trace's metadata): the host sits 13.05 ms in
+    `hipDeviceSynchronize` while the 463 kernels issued before the capture drain, and
+    returns as the GPU runs dry. The forward then runs in lockstep with the GPU, a host gap
+    before each launch (the first, 624 µs, under `nn.Module: Qwen2Model_0`), until from
+    about +19.4 ms its launches wait 200-300 µs for the GPU and no host gap follows: all 18
+    host gaps (3.16 ms) are the refill of the queue that sync emptied. transformers' mask
+    check (`_ignore_causal_mask_sdpa`) makes a blocking 1-byte copy at +14.29 ms, but 34 µs
+    long and 1 µs after the last kernel ended: the queue was empty already, and it drains
+    nothing. Readings before: 'host busy in Qwen2Model' (no cause), then two gaps (797 µs)
+    for the harness's sync, then (wrongly) the refill credited to the mask check. The
+    expert's verdict: a harness artefact, which a loop without the per-step sync does not
+    pay."""
     r = report_of(corpus, "engines/mi300_qwen_inference.json.gz")
     (host,) = [f for f in r["findings"] if f["evidence"].get("cause") == "host_compute"]
     after = host["evidence"]["after_blocking_call"]
-    site = "transformers/modeling_attn_mask_utils.py(243): _ignore_causal_mask_sdpa"
-    assert after == {"gaps": 18, "ns": 3_159_197, "call": "hipMemcpyWithStream", "site": site}
+    site = "moca/library/profiling/profile.py(34): run_torch_profiler"
+    assert after == {"gaps": 18, "ns": 3_159_197, "call": "hipDeviceSynchronize", "site": site}
     assert after["gaps"] == host["evidence"]["gap_count"]
-    assert "`hipMemcpyWithStream` from `modeling_attn_mask_utils.py(243):" in host["title"]
-    assert "most time in `nn.Module: Qwen2Model_0`" in host["title"]
-    assert "most of the time after `hipMemcpyWithStream`" in host["advice"]
-    assert "let the queue empty" in host["advice"]
+    assert (
+        "a sync (`hipDeviceSynchronize` from `profile.py(34): run_torch_profiler`)"
+        in (host["title"])
+    )
+    assert "gap after gap, until the host got ahead again" in host["advice"]
+    assert "the gap is the harness's" in host["advice"]
+    assert "hipMemcpyWithStream" not in host["advice"]
 
 
 def test_mi300_bert_small_is_host_bound(corpus: Path) -> None:

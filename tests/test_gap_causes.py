@@ -622,13 +622,17 @@ def test_host_gaps_without_a_sync_name_none(load) -> None:
     assert "after_blocking_call" not in f.evidence and "let the queue empty" not in f.advice
 
 
-def _drain_then_refill(*, gets_ahead: bool = True, long_gap_at: int | None = None) -> Scenario:
+def _drain_then_refill(
+    *, gets_ahead: bool = True, long_gap_at: int | None = None, short_sync_at: int | None = None
+) -> Scenario:
     """A 2 ms kernel, a `cudaDeviceSynchronize` that returns as it ends (the queue
     drained), then ten small kernels the host issues one per 120 us (100 us of
     `aten::host_work` each, the kernel 20 us): host and GPU in lockstep, a host gap before
     each. Then (``gets_ahead``) six 300 us kernels issued 10 us apart: the second waits
     295 us for the GPU, the host is ahead, and no gap follows. ``long_gap_at``: the ramp
-    kernel before which the host works 2 ms instead of 100 us."""
+    kernel before which the host works 2 ms instead of 100 us. ``short_sync_at``: the ramp
+    kernel after which the host blocks 20 us in a `cudaStreamSynchronize` that returns as
+    it ends: the queue was empty already."""
     sc = Scenario(name="planted_drain_then_refill")
     sc.launch(None, SMALL_KERNEL, 0, 10 * US, 2_000 * US)
     sc.api("cudaDeviceSynchronize", 20 * US, 1_992 * US)
@@ -637,6 +641,8 @@ def _drain_then_refill(*, gets_ahead: bool = True, long_gap_at: int | None = Non
         work = 2_000 * US if i == long_gap_at else 100 * US
         op = sc.op("aten::host_work", t, work)
         sc.launch(op, SMALL_KERNEL, t + work, t + work + 10 * US, 20 * US)
+        if i == short_sync_at:
+            sc.api("cudaStreamSynchronize", t + work + 12 * US, 20 * US)
         t += work + 20 * US
     if gets_ahead:
         gpu = t + 10 * US
@@ -676,3 +682,13 @@ def test_a_long_host_phase_ends_the_refill(load) -> None:
     idle_ramp_max_gap_ns): the ramp-up counts the five gaps before it, not it or after."""
     after, f = _after_sync(load, _drain_then_refill(long_gap_at=5))
     assert f.evidence["gap_count"] == 10 and after["gaps"] == 5
+
+
+def test_a_short_sync_on_an_empty_queue_drains_nothing(load) -> None:
+    """A 20 us stream synchronize in the middle of the refill returns as its kernel ends,
+    but the queue was empty already: it blocked no longer than a copy's own latency, so
+    the refill stays the device synchronize's (Qwen's mask-check copy after the harness's
+    sync)."""
+    after, f = _after_sync(load, _drain_then_refill(short_sync_at=3))
+    assert after["gaps"] == f.evidence["gap_count"] == 10
+    assert after["call"] == "cudaDeviceSynchronize"

@@ -12,9 +12,11 @@ helps less than not synchronizing there.
 
 The queue does not refill at once: after the drain, host and GPU run in lockstep, each
 short host stretch an idle gap, until the host gets ahead again (a launch waits for the GPU
-at least ``idle_ramp_lead_ns``). Those gaps are the drain's too, its ramp-up: Qwen's
-forward leaves 16 such gaps (2.3 ms) over the next 5 ms after a mask check's blocking
-copy, then its launches wait 200-300 µs for the GPU and no host gap follows. Where the
+at least ``idle_ramp_lead_ns``). Those gaps are the drain's too, its ramp-up: after the
+harness's sync Qwen's forward leaves 18 host gaps (3.2 ms) over the next 6 ms, then its
+launches wait 200-300 µs for the GPU and no host gap follows. A blocking call counts as a
+drain only where it waited at least ``idle_drain_min_wait_ns``: the forward's mask check
+makes a 34 µs blocking copy 1 µs after the last kernel ended, on a queue already empty. Where the
 host never gets ahead again (a program bound by its host code), only the gaps the call
 itself opened are counted, and a gap longer than ``idle_ramp_max_gap_ns`` ends the
 ramp-up: a host phase of its own (AlexNet's 10 s of allocations and cuDNN autotuning after
@@ -47,6 +49,9 @@ pairs AS (
      -- host and GPU clocks differ by microseconds: a device synchronize can appear to
      -- return just before the last kernel ends
      AND b.end_ns BETWEEN gt.start_ns - ? AND gt.start_ns + ?
+     -- it waited for queued work or a dependency: a call as short as its own copy found
+     -- the queue empty already (Qwen's 34 us mask-check copy, 1 us after the last kernel)
+     AND b.end_ns - b.start_ns >= ?
 ),
 -- the ramp-up after each drain: until the thread's first launch that waited at least the
 -- lead for the GPU (the host ahead again); none where it never does
@@ -105,7 +110,7 @@ top_call AS (
     ORDER BY sum(ns) DESC, call LIMIT 1
 )
 SELECT count(*) AS n, coalesce(sum(ns), 0) AS ns, any_value(top_call.call) AS call,
-       any_value(top_call.site) AS site
+       any_value(top_call.site) AS site, (SELECT count(*) FROM pairs) AS drains
 FROM hit LEFT JOIN top_call ON true
 """
 
@@ -121,6 +126,8 @@ class DrainedBySync:
     # innermost Python function around it outside PyTorch (else inside it, never a
     # built-in), else the outermost operator, else the annotation range
     site: str | None
+    # the gaps the calls themselves opened; the rest are their ramp-ups
+    drains: int = 0
 
 
 def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> DrainedBySync:
@@ -132,5 +139,8 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
         thread=with_launching_thread("g", keep_unmatched=False),
         launch_calls=", ".join(f"'{c}'" for c in LAUNCH_CALLS),
     )
-    row = db.dicts(sql, [cause, slack, slack, t.idle_ramp_lead_ns, t.idle_ramp_max_gap_ns])[0]
-    return DrainedBySync(int(row["n"]), int(row["ns"]), row["call"], row["site"])
+    params = [cause, slack, slack, t.idle_drain_min_wait_ns, t.idle_ramp_lead_ns]
+    row = db.dicts(sql, [*params, t.idle_ramp_max_gap_ns])[0]
+    return DrainedBySync(
+        int(row["n"]), int(row["ns"]), row["call"], row["site"], int(row["drains"] or 0)
+    )

@@ -237,8 +237,14 @@ def _title(
         return _NOTHING
     if cause == "host_compute" and details and details[0]["detail"]:
         # the code covering the largest share: "mostly" from half of the time up
-        share = "mostly" if 2 * int(details[0]["ns"]) >= ns else "most time"
-        top = _short(details[0]["detail"])
+        share = (
+            "all"
+            if int(details[0]["ns"]) >= ns
+            else "mostly"
+            if 2 * int(details[0]["ns"]) >= ns
+            else "most time"
+        )
+        top = _site(details[0]["detail"])
         allocating = ""
         if alloc and alloc.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * ns:
             # summed over the gaps, wherever each call ran: not inside the code named first
@@ -614,10 +620,14 @@ def _drained_advice(ev: dict[str, Any]) -> str:
         f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) follow a sync that "
         f"returned as the GPU ran dry (most of the time after `{ev['drained_call']}`"
         + (f", from `{site}`" if site else "")
-        + "): the sync let the queue empty, and the host work after it ran on an idle GPU, "
-        "gap after gap, until the host got ahead again. Removing the sync, or issuing the "
-        "next work before it, hides that host time behind the queued kernels; shortening "
-        "the host work helps only where it stays. "
+        + "): the sync let the queue empty, and the host work after it ran on an idle GPU"
+        + (
+            ", gap after gap, until the host got ahead again"
+            if n > int(ev.get("drained_drains", n))
+            else ""
+        )
+        + ". Removing the sync, or issuing the next work before it, hides that host time "
+        "behind the queued kernels; shortening the host work helps only where it stays. "
         + (
             "Where the device synchronize is a benchmark's or profiling harness's own "
             "(around the measured step), the gap is the harness's: the program without it "
@@ -1000,6 +1010,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "drained_ns": drained.ns,
                     "drained_call": drained.call,
                     "drained_site": drained.site,
+                    "drained_drains": drained.drains,
                     "gap_count": n,
                 }
             flush = flush_in_gaps(db, gaps, cause)

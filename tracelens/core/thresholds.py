@@ -39,6 +39,9 @@ class Thresholds:
     # Idle GPU: a host gap that opened while a blocking call on the launching thread ran,
     # the call returning within this long (ns), was opened by that call draining the queue.
     idle_after_sync_ns: int = 50_000
+    # Idle GPU: ... where the call blocked at least this long (ns): a shorter one is its own
+    # copy's latency, the queue empty already when it began.
+    idle_drain_min_wait_ns: int = 50_000
     # Idle GPU: after a blocking call drained the queue, the thread's later host gaps are
     # its ramp-up until one of its launches waits at least this long (ns) for the GPU (the
     # host ahead again); a thread that never gets ahead keeps its gaps as its own.
