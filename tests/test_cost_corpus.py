@@ -112,6 +112,20 @@ def test_mi300_qwen_causal_attention_is_costed_as_causal(corpus: Path) -> None:
     assert attn.evidence["cost"]["flops"] == 24 * 2 * 16 * 16 * pairs * 128
     assert 55 < attn.evidence["cost"]["achieved_tflops"] < 70
     assert "63.0 TFLOP/s" in attn.title
+    # its math at 50% (538 µs) takes longer than its bytes at 70% (474 µs): the ideal is the
+    # compute term, and the label says the same
+    assert attn.evidence["cost"]["bound"] == "compute" and "memory-bound" not in attn.title
+    assert "(compute-bound:" in attn.impact_basis and "ideal 538 µs" in attn.impact_basis
+
+
+def test_mi300_bert_attention_in_tiny_grids_is_latency_bound(corpus: Path) -> None:
+    """BERT-small's attention (batch 1, 512 tokens) runs in grids that leave most of the
+    MI300X idle: neither of its roofs bounds it (1.4 TFLOP/s, 20 GB/s), launch latency
+    does, and the title says so rather than "memory-bound"."""
+    db = corpus_db(corpus, "mi300_bert_small.json.gz", kind="engines")
+    (attn,) = [f for f in _mine(db) if f.evidence["operator"] == "aten::_flash_attention_forward"]
+    assert "its grids too small for the GPU (latency-bound)" in attn.title
+    assert "memory-bound" not in attn.title
 
 
 def test_flash_attention_is_not_told_to_use_sdpa(corpus: Path) -> None:

@@ -89,6 +89,9 @@ class OpEstimate:
     # FP32 data where the GPU has it): no kernel runs faster, so FLOPs implying more are
     # an estimate gone wrong (a misread output size), not a fast kernel
     ceiling_tflops: float | None = None
+    # the efficiencies its math and its bytes are judged at (thresholds)
+    math_eff: float = 1.0
+    mem_eff: float = 1.0
 
     @property
     def estimated_tflops(self) -> float | None:
@@ -116,11 +119,15 @@ class OpEstimate:
 
     @property
     def bound(self) -> str | None:
+        """Which resource's time is the longer at the realistic efficiencies the ideal is
+        judged at (the ridge of the derated roofs): the same term that sets the ideal, so a
+        basis reading "ideal 538 µs" from its math never calls the operator memory-bound."""
         if not self.costed_ns or self.flops_uncertain:
             return None
         if self.kind == MEMORY or not self.peak_tflops or not self.mem_gbps:
             return "memory"
-        ridge = (self.now_tflops or self.peak_tflops) * 1e3 / self.mem_gbps  # FLOP per byte
+        math = (self.now_tflops or self.peak_tflops) * self.math_eff
+        ridge = math * 1e3 / (self.mem_gbps * self.mem_eff)  # FLOP per byte
         return "compute" if (self.intensity or 0.0) >= ridge else "memory"
 
     def evidence(self) -> dict:
@@ -557,6 +564,8 @@ def _first_of_key(
             else None
         )
     est.mem_gbps = spec.peaks.mem_gbps
+    est.math_eff = math_efficiency(est.kind, t)[0]
+    est.mem_eff = t.cost_memory_efficiency
     return compute_ns, memory_ns, cost.flops, cost.bytes
 
 

@@ -105,7 +105,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         tflops, gbps = est.achieved_tflops, est.achieved_gbps
         # the rate of the resource that bounds it: a decode GEMM's TFLOP/s says nothing
         memory_bound = est.kind == "memory" or est.bound == "memory"
-        if est.costed_ns and tflops is not None and tflops >= 0.1 and not memory_bound:
+        if est.costed_ns and _mostly_grid_bound(est):
+            # calls too small for the GPU: neither roof bounds them, launch latency does
+            rate = f"{tflops:.1f} TFLOP/s, " if tflops is not None and tflops >= 0.1 else ""
+            achieved = f", {rate}its grids too small for the GPU (latency-bound)"
+        elif est.costed_ns and tflops is not None and tflops >= 0.1 and not memory_bound:
             achieved = f", {tflops:.1f} TFLOP/s"
         elif est.costed_ns and gbps is not None and gbps >= 1:
             achieved = f", {gbps:.0f} GB/s" + (
