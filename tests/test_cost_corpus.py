@@ -107,7 +107,9 @@ def test_mi300_qwen_causal_attention_is_costed_as_causal(corpus: Path) -> None:
     3.9 ms. Counting the whole square (0.491 TFLOP) doubled the achieved rate and halved
     the time it would give back."""
     db = corpus_db(corpus, "mi300_qwen_inference.json.gz", kind="engines")
-    (attn,) = [f for f in _mine(db) if f.evidence["operator"] == "aten::_flash_attention_forward"]
+    (attn,) = [
+        f for f in _mine(db) if f.evidence.get("operator") == "aten::_flash_attention_forward"
+    ]
     pairs = 559 * 560 // 2
     assert attn.evidence["cost"]["flops"] == 24 * 2 * 16 * 16 * pairs * 128
     assert 55 < attn.evidence["cost"]["achieved_tflops"] < 70
@@ -123,7 +125,9 @@ def test_mi300_bert_attention_in_tiny_grids_is_latency_bound(corpus: Path) -> No
     MI300X idle: neither of its roofs bounds it (1.4 TFLOP/s, 20 GB/s), launch latency
     does, and the title says so rather than "memory-bound"."""
     db = corpus_db(corpus, "mi300_bert_small.json.gz", kind="engines")
-    (attn,) = [f for f in _mine(db) if f.evidence["operator"] == "aten::_flash_attention_forward"]
+    (attn,) = [
+        f for f in _mine(db) if f.evidence.get("operator") == "aten::_flash_attention_forward"
+    ]
     assert "its grids too small for the GPU (latency-bound)" in attn.title
     assert "memory-bound" not in attn.title
 
