@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
-from ingest.schema import SCHEMA_VERSION
+from ingest.schema import SCHEMA_VERSION, stored_schema_version
 from tracelens.cli import main as cli_main
 from web.catalog import Catalog, RunStatus
 from web.catalog import runs as catalog_runs
@@ -356,6 +356,14 @@ def test_optional_report_sections_get_a_panel_on_the_run_page(
         )
 
 
+def _rewrite_run_database(run_dir: Path, *statements: str) -> None:
+    """Make a stored run's database what an older tracelens would have left."""
+    con = duckdb.connect(str(next(run_dir.glob("trace.*.duckdb"))))
+    for statement in statements:
+        con.execute(statement)
+    con.close()
+
+
 def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
     tmp_path: Path, planted: Path
 ) -> None:
@@ -363,11 +371,11 @@ def test_run_ingested_by_an_older_version_is_reingested_on_first_use(
     with client_for(settings) as client:
         run = wait_done(client, upload(client, planted).json()["id"])
         fids = [f["id"] for f in client.get(f"/api/runs/{run['id']}/findings").json()]
-    db_path = next((settings.runs_dir / run["id"]).glob("trace.*.duckdb"))
-    con = duckdb.connect(str(db_path))  # what an older tracelens left: no versioned tl_meta
-    con.execute("DROP TABLE tl_meta")
-    con.execute("CREATE TABLE tl_meta AS SELECT 0::BIGINT AS t0_ns, 1::BIGINT AS span_ns")
-    con.close()
+    _rewrite_run_database(  # what an older tracelens left: no versioned tl_meta
+        settings.runs_dir / run["id"],
+        "DROP TABLE tl_meta",
+        "CREATE TABLE tl_meta AS SELECT 0::BIGINT AS t0_ns, 1::BIGINT AS span_ns",
+    )
     with client_for(settings) as client:
         r = client.get(f"/api/runs/{run['id']}/timeline")
         assert r.status_code == 409 and "older tracelens" in r.json()["error"]
@@ -388,11 +396,11 @@ def test_run_of_an_older_table_schema_is_reingested_on_first_use(
     settings = make_settings(tmp_path / "data")
     with client_for(settings) as client:
         run = wait_done(client, upload(client, planted).json()["id"])
-    db_path = next((settings.runs_dir / run["id"]).glob("trace.*.duckdb"))
-    con = duckdb.connect(str(db_path))
-    con.execute("ALTER TABLE cpu_ops DROP COLUMN concrete_inputs")
-    con.execute("UPDATE trace_info SET value = '3' WHERE key = 'tracelens_schema_version'")
-    con.close()
+    _rewrite_run_database(
+        settings.runs_dir / run["id"],
+        "ALTER TABLE cpu_ops DROP COLUMN concrete_inputs",
+        "UPDATE trace_info SET value = '3' WHERE key = 'tracelens_schema_version'",
+    )
     with client_for(settings) as client:
         r = client.get(f"/api/runs/{run['id']}/timeline")
         assert r.status_code == 409 and "older tracelens" in r.json()["error"]
@@ -404,11 +412,9 @@ def test_run_of_an_older_table_schema_is_reingested_on_first_use(
         (settings.runs_dir / run["id"]).glob("trace.*.duckdb"), key=lambda p: p.stat().st_mtime
     )
     con = duckdb.connect(str(newest), read_only=True)
-    version = con.execute(
-        "SELECT value FROM trace_info WHERE key = 'tracelens_schema_version'"
-    ).fetchone()
+    version = stored_schema_version(con)
     con.close()
-    assert version == (SCHEMA_VERSION,)
+    assert version == SCHEMA_VERSION
 
 
 def test_a_stored_report_of_another_shape_is_rebuilt_on_first_use(

@@ -42,8 +42,6 @@ _ARGS: list[tuple[str, str, str]] = [
     ("cuda_sync_kind", "sync_kind", "VARCHAR"),
     ("kernel", "launched", "VARCHAR"),
 ]
-# Kineto spells a few keys differently across versions ("External id" / "external id")
-# and reuses one key in two cases ("bytes" on copies, "Bytes" on memory events).
 _ARG_KEYS = [key for key, _, _ in _ARGS]
 
 _MAX_OBJECT = DEFAULT_MAX_EVENT_BYTES + 1024
@@ -92,22 +90,22 @@ def _nanoseconds(t: str, base: int) -> str:
 
 
 def stage_sql(table: str, variant: str, precise: bool = False, base: int = 0) -> str:
-    """Staging query for one blob, creating ``table``.
+    """Staging query for a set of blob files (the list parameter), creating ``table``.
 
     DuckDB's JSON reader matches STRUCT fields to keys case-sensitively and parses straight
     into them, which is several times faster than keeping ``args`` as JSON text and
     extracting paths. A STRUCT cannot declare two keys that differ only in case, so the
-    modern and the 2021 spelling of the external id each get their variant; a blob holding
-    both falls back to JSON paths.
+    modern and the 2021 spelling of the external id each get their variant; files holding
+    both fall back to JSON paths.
 
     Text with more digits than a DECIMAL's scale is rounded by a slow path of DuckDB's
     parser (4x slower for 16 decimals). ``precise`` reads times with 16 decimals instead
     (exact for up to 16) and rounds to 6 in SQL, which is the same value except where
     rounding a 17th or later digit landed exactly on a 6-decimal half: ``tie6`` marks those
-    rows so the blob can be read again the standard way (:func:`_needs_standard_read`).
+    rows so the files can be read again the standard way (``ingest.chrome.batch_load``).
 
-    ``base`` is a whole microsecond near the blob's times (:func:`_time_base`); only speed
-    depends on it.
+    ``base`` is a whole microsecond near the files' times
+    (:func:`ingest.chrome.blob_files.time_base`); only speed depends on it.
     """
     if variant == "json":
         paths = [f'$."{k}"' for k in _ARG_KEYS]
@@ -150,7 +148,7 @@ def stage_sql(table: str, variant: str, precise: bool = False, base: int = 0) ->
     """
 
 
-# The first whole microseconds of times near the start of a blob, for _time_base.
+# The first whole microseconds of times near the start of a blob, for blob_files.time_base.
 TIME_INTEGERS = re.compile(rb'"ts"\s*:\s*([0-9]{1,16})[.,}\s]')
 BASE_MARGIN = 10**10  # µs (under three hours) before the earliest time seen
 MAX_BASE = 9 * 10**15  # base * 1000 must fit BIGINT
@@ -162,8 +160,8 @@ SAMPLE = 64 * 1024
 OVERLONG_DECIMALS = re.compile(rb"\.[0-9]{17}")
 
 # The profiler's allocator events ("[memory]" instants) carry "Bytes", which a STRUCT
-# cannot hold beside the copies' "bytes": they get their own pass, only in blobs that
-# have them.
+# cannot hold beside the copies' "bytes": they get their own pass, only over batches whose
+# census counted them.
 _MEMORY_KEYS = ["Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"]
 MEMORY_SQL = f"""
     INSERT INTO memory_events

@@ -30,7 +30,7 @@ from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
 from tracelens.analyzers.launching_thread import with_launching_thread
-from tracelens.analyzers.recording_caveats import has_python_stacks, profiler_overhead_caveat
+from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -553,7 +553,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             look = (
                 "Read the capture's Python stacks over these gaps (its `python_function` "
                 "events) or profile with py-spy"
-                if has_python_stacks(w)
+                if w.python_stacks
                 else "Profile the host side (py-spy, `with_stack=True`)"
             )
             return text + (
@@ -585,7 +585,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             how = (
                 "Add `record_function` ranges around host work (the Python stacks are "
                 "recorded already)"
-                if has_python_stacks(w)
+                if w.python_stacks
                 else "Record with `with_stack=True` (Python functions) and `record_function` "
                 "ranges around host work"
             )

@@ -257,7 +257,7 @@ def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTer
             where = " (hipBLASLt picks them for bf16/fp16" + (
                 (
                     "; `PYTORCH_TUNABLEOP_ENABLED=1` lets PyTorch try them for your shapes)"
-                    if wl.tunableop is None or not wl.tunableop.enabled
+                    if not wl.tunableop_on
                     else "; PyTorch's TunableOp, on in the recorded environment, tries them "
                     "for your shapes where it tunes)"
                 )

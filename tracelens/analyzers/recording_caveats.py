@@ -25,8 +25,3 @@ def profiler_overhead_caveat(w: Workload) -> str:
         "operator (several microseconds a call with Python stacks): part of this host time "
         "is the profiler's, so confirm the gain in a capture without them."
     )
-
-
-def has_python_stacks(w: Workload) -> bool:
-    """The capture recorded Python stacks: telling it to record them is no advice."""
-    return "with_stack" in w.profiler_options

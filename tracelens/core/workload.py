@@ -117,6 +117,16 @@ class Workload:
     profiler_options: tuple[str, ...] = ()
 
     @property
+    def tunableop_on(self) -> bool:
+        """The recorded environment has PyTorch's TunableOp enabled."""
+        return self.tunableop is not None and self.tunableop.enabled
+
+    @property
+    def python_stacks(self) -> bool:
+        """The capture recorded Python stacks (``with_stack=True``)."""
+        return "with_stack" in self.profiler_options
+
+    @property
     def profiler_host_overhead(self) -> tuple[str, ...]:
         """The recorded options that add the profiler's own host time to every operator
         (Python stacks, allocator events)."""
