@@ -18,6 +18,13 @@ decompressed size, at least 512 MiB, raised after ingest to 256 bytes per stored
 of memory, the report is built again under the whole share
 (:meth:`IngestLimits.raise_to_ceiling`).
 
+A small input also runs on one DuckDB thread (:meth:`IngestLimits.for_input`, until
+:meth:`IngestLimits.for_rows` finds more rows than that input size holds): every
+query's thread pool costs memory of its own, 5-14 MB of peak RSS on traces under
+16 MiB, where a second core saves nothing (their ~130 analysis queries take ~2 ms each,
+planning and starting more than scanning). From ~30 MB on, both cores pay: one thread was
+12-15 % slower on the 34-35 MB traces of the corpus.
+
 Environment variables (all optional):
 
 - ``TRACELENS_MEMORY_LIMIT``: bytes (or ``4GB``-style) one ingest's database may use
@@ -62,6 +69,9 @@ _BYTES_PER_ROW = 256
 # and a runaway stops at it instead of at a full disk.
 _SPILL_FLOOR = 4 * GIB
 _SPILL_PER_INPUT_BYTE = 4
+# Inputs up to this size (decompressed) and up to this many stored rows run on one thread.
+_ONE_THREAD_INPUT = 16 * MIB
+_ONE_THREAD_ROWS = 100_000
 _UNITS = {
     "": 1,
     "b": 1,
@@ -132,6 +142,8 @@ class IngestLimits:
     spill_bytes: int = _SPILL_FLOOR
     # TRACELENS_MAX_SPILL_BYTES was set: taken as given whatever the input.
     spill_given: bool = False
+    # DuckDB threads for this ingest: 1 for a small input, 0 for DuckDB's default (a core each).
+    threads: int = 0
 
     @classmethod
     def from_env(cls, concurrent: int = 1) -> IngestLimits:
@@ -162,7 +174,8 @@ class IngestLimits:
     def for_input(self, input_bytes: int) -> IngestLimits:
         """These limits for one input of ``input_bytes`` (decompressed): the memory limit
         is half of it, at least 512 MiB, at most the share (or the limit given); the spill
-        quota four times it, at least 4 GiB (or the quota given)."""
+        quota four times it, at least 4 GiB (or the quota given); one thread up to
+        16 MiB."""
         spill = (
             self.spill_bytes
             if self.spill_given
@@ -174,17 +187,25 @@ class IngestLimits:
             else min(self.ceiling, max(_INPUT_FLOOR, input_bytes // 2))
         )
         return dataclasses.replace(
-            self, memory_bytes=memory, ceiling_bytes=self.ceiling, spill_bytes=spill
+            self,
+            memory_bytes=memory,
+            ceiling_bytes=self.ceiling,
+            spill_bytes=spill,
+            threads=1 if input_bytes <= _ONE_THREAD_INPUT else 0,
         )
 
     def for_rows(self, rows: int) -> IngestLimits:
         """Raised, once ingest has counted them, to ``_BYTES_PER_ROW`` per stored row for the
         analysis: its joins and sorts follow rows, not bytes (1 M tiny events are 110 MB of
-        JSON and as many rows as 400 MB of a training trace)."""
+        JSON and as many rows as 400 MB of a training trace). More than 100,000 rows are
+        analysed on every core, whatever the input's size."""
+        threads = self.threads if rows <= _ONE_THREAD_ROWS else 0
         if self.memory_given:
-            return self
+            return dataclasses.replace(self, threads=threads)
         memory = min(self.ceiling, max(self.memory_bytes, rows * _BYTES_PER_ROW))
-        return dataclasses.replace(self, memory_bytes=memory, ceiling_bytes=self.ceiling)
+        return dataclasses.replace(
+            self, memory_bytes=memory, ceiling_bytes=self.ceiling, threads=threads
+        )
 
     def spill_dir(self, db_path: Path | None) -> Path:
         if self.temp_dir is not None:
@@ -204,9 +225,13 @@ class IngestLimits:
         """Only the memory limit: DuckDB refuses a new spill directory once it has spilled."""
         con.execute(f"SET memory_limit = '{self.memory_bytes // MIB}MiB'")
 
+    def set_threads(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"SET threads = {self.threads}" if self.threads else "RESET threads")
+
     def configure(self, con: duckdb.DuckDBPyConnection, db_path: Path | None) -> None:
         """Bound ``con``'s memory and let it spill under ``spill_dir``, up to the quota
         (set here only: DuckDB refuses a quota below what it has already spilled)."""
         self.set_memory(con)
+        self.set_threads(con)
         con.execute(f"SET temp_directory = '{self.spill_dir(db_path)}'")
         con.execute(f"SET max_temp_directory_size = '{self.spill_bytes // MIB}MiB'")

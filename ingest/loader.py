@@ -271,6 +271,7 @@ def load_trace(
         redact_tables(con)
         limits = limits.for_rows(_stored_rows(con))
         limits.set_memory(con)
+        limits.set_threads(con)
         set_info(
             con,
             {

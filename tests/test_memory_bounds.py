@@ -166,6 +166,46 @@ def test_the_memory_limit_follows_the_input(tmp_path: Path, monkeypatch) -> None
     assert limit is not None and limit[0] in {"512.0 MiB", "512 MiB"}, limit
 
 
+def test_a_small_input_runs_on_one_thread_and_a_large_one_on_every_core(tmp_path: Path) -> None:
+    """Each DuckDB thread costs memory of its own (5-14 MB of peak RSS on the corpus traces
+    under 16 MiB) and saves nothing on ~2 ms queries; past 16 MiB of input, or past
+    100,000 stored rows, the second core pays (12-15 % on the 34 MB traces)."""
+    import duckdb
+
+    from ingest import load_trace
+
+    every_core = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    mib = 1024 * 1024
+    share = IngestLimits.from_env()
+    assert share.threads == 0
+    assert share.for_input(16 * mib).threads == 1
+    assert share.for_input(16 * mib + 1).threads == 0
+    assert share.for_input(mib).for_rows(100_000).threads == 1
+    assert share.for_input(mib).for_rows(100_001).threads == 0
+    assert share.for_input(64 * mib).for_rows(10).threads == 0
+
+    def threads_after_ingest(inflated: int) -> tuple[int, int]:
+        bomb = tmp_path / f"events-{inflated}.json.gz"
+        _tiny_event_bomb(bomb, inflated)
+        loaded = load_trace(bomb)
+        try:
+            row = loaded.con.execute("SELECT current_setting('threads')").fetchone()
+            rows = loaded.con.execute(
+                "SELECT sum(estimated_size) FROM duckdb_tables() WHERE NOT temporary"
+            ).fetchone()
+        finally:
+            loaded.close()
+        assert row is not None and rows is not None
+        return int(row[0]), int(rows[0])
+
+    assert threads_after_ingest(2 * mib)[0] == 1
+    # Small on disk and under 16 MiB inflated, but more rows than the analysis should run
+    # on one thread.
+    threads, rows = threads_after_ingest(14 * mib)
+    assert rows > 100_000 and (threads,) == every_core
+    assert (threads_after_ingest(20 * mib)[0],) == every_core
+
+
 def test_a_small_gzip_of_millions_of_events_is_bounded_without_any_setting(
     tmp_path: Path,
 ) -> None:
