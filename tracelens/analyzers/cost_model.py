@@ -575,6 +575,14 @@ SELECT o.op_id, o.name, o.input_shapes, o.input_types, o.pid, o.tid, o.start_ns,
 FROM cpu_ops o LEFT JOIN cpu_ops p ON p.op_id = o.parent_id
 WHERE o.name IN ('aten::bmm', 'aten::matmul', 'aten::softmax', 'aten::_softmax')
   AND coalesce(p.name, '') NOT IN ('aten::matmul', 'aten::softmax')
+-- Only a softmax and its two neighbours can form the matmul-softmax-matmul triple, so the
+-- other calls need not reach Python (a model's every Linear on 3-d input is an
+-- aten::matmul). A softmax's neighbours are kept, so the triples, and the greedy matching
+-- over them, are the same as over the whole sequence.
+WINDOW w AS (PARTITION BY o.pid, o.tid, o.parent_id ORDER BY o.start_ns, o.op_id)
+QUALIFY coalesce(o.name IN ('aten::softmax', 'aten::_softmax')
+                 OR lag(o.name IN ('aten::softmax', 'aten::_softmax')) OVER w
+                 OR lead(o.name IN ('aten::softmax', 'aten::_softmax')) OVER w, false)
 ORDER BY o.pid, o.tid, o.parent_id NULLS FIRST, o.start_ns, o.op_id
 """
 
