@@ -19,19 +19,31 @@ from tracelens.testing.planted_dropout import DROPOUT_KERNEL_NS, dropout_in_infe
 from tracelens.testing.scenario import Scenario
 
 
-def _training_mode(tmp_path: Path, sc: Scenario) -> list[dict]:
+def _report(tmp_path: Path, sc: Scenario) -> dict:
     loaded = load_trace(write_chrome_trace(sc, tmp_path / "t.json"))
     try:
-        report = build_report(loaded)
+        return build_report(loaded)
     finally:
         loaded.close()
-    return [f for f in report["findings"] if f["analyzer"] == "training_mode"]
+
+
+def _training_mode(tmp_path: Path, sc: Scenario) -> list[dict]:
+    return [f for f in _report(tmp_path, sc)["findings"] if f["analyzer"] == "training_mode"]
+
+
+def _training_mode_notes(report: dict) -> list[str]:
+    return [n for n in report["notes"] if n.startswith("the model ran in training mode")]
 
 
 def test_dropout_in_an_inference_trace_says_the_model_is_in_training_mode(
     tmp_path: Path,
 ) -> None:
-    (f,) = _training_mode(tmp_path, dropout_in_inference())
+    report = _report(tmp_path, dropout_in_inference())
+    (f,) = [f for f in report["findings"] if f["analyzer"] == "training_mode"]
+    # A minor finding by its time, so the report's header says it too: every other
+    # timing measured the model in training mode.
+    (note,) = _training_mode_notes(report)
+    assert "4 kernels" in note and "model.eval()" in note and f["id"] in note
     assert f["title"].startswith("Dropout runs in an inference trace: the model is in training")
     assert f["evidence"]["dropout_kernels"] == 4
     assert f["evidence"]["dropout_kernel_ns"] == 4 * DROPOUT_KERNEL_NS == f["impact_ns"]
@@ -40,16 +52,19 @@ def test_dropout_in_an_inference_trace_says_the_model_is_in_training_mode(
 
 
 def test_training_and_dropout_free_inference_say_nothing(tmp_path: Path) -> None:
-    assert _training_mode(tmp_path, dropout_in_inference(training=True)) == []
-    assert _training_mode(tmp_path, dropout_in_inference(dropout=False)) == []
+    for sc in (dropout_in_inference(training=True), dropout_in_inference(dropout=False)):
+        report = _report(tmp_path, sc)
+        assert [f for f in report["findings"] if f["analyzer"] == "training_mode"] == []
+        assert _training_mode_notes(report) == []
 
 
 @pytest.mark.corpus
 def test_the_a100_alexnet_benchmark_ran_in_training_mode(corpus: Path) -> None:
     """Expert reading: AlexNet has two dropout layers, and the inference capture runs
     `aten::native_dropout` four times (two passes), each launching a dropout kernel: the
-    benchmark never called ``model.eval()``. Small in time (34 µs), but its outputs were
-    not the model's."""
+    benchmark never called ``model.eval()``. Small in time (34 µs), so a minor finding by
+    its rank, but its outputs were not the model's: the report's header says so, beside
+    the CUDA-context note, where a reader looks before the findings."""
     loaded = load_trace(corpus / "torch/a100_alexnet_inference.json.gz")
     try:
         report = build_report(loaded)
@@ -58,3 +73,4 @@ def test_the_a100_alexnet_benchmark_ran_in_training_mode(corpus: Path) -> None:
     (f,) = [f for f in report["findings"] if f["analyzer"] == "training_mode"]
     assert f["evidence"]["dropout_kernels"] == 4
     assert f["evidence"]["operators"][0]["operator"] == "aten::native_dropout"
+    assert _training_mode_notes(report)[0].endswith(f"(finding training_mode · {f['id']})")

@@ -7,10 +7,14 @@ run) and BatchNorm layers, if any, normalize with each batch's statistics and up
 running ones. ``torch.no_grad()`` and ``torch.inference_mode()`` do not change that; only
 eval mode does. The time it costs is usually small (the dropout kernels themselves), but
 the benchmark measures a different computation from the one it serves, which is why it is
-reported whatever its share.
+reported whatever its share, and named in a note at the top of the report
+(:func:`training_mode_notes`): ranked by time it is a minor finding, but it says what every
+other timing of the report measured.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange
@@ -84,4 +88,19 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 for r in first
             ],
         )
+    ]
+
+
+def training_mode_notes(findings: Sequence[Finding]) -> list[str]:
+    """A report note for the training-mode finding, if any: its own time is small, so it
+    ranks among the minor findings, but it says that the whole capture measured the model
+    in training mode, which a reader must know before acting on any other finding."""
+    return [
+        f"the model ran in training mode: dropout launched {f.evidence['dropout_kernels']} "
+        f"kernel{'s' if f.evidence['dropout_kernels'] != 1 else ''} in this trace with no "
+        "backward pass, so every timing here is of training-mode layers (dropout, and "
+        "BatchNorm on batch statistics if the model has any), not of the model as served: "
+        f"call `model.eval()` before measuring (finding {ANALYZER} · {f.id})"
+        for f in findings
+        if f.analyzer == ANALYZER
     ]

@@ -19,6 +19,7 @@ from ingest.redaction import redact
 from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.analyzers.llm_slo import analyze_slo
+from tracelens.analyzers.training_mode import training_mode_notes
 from tracelens.core.recorded_at import recorded_at_ns
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -183,6 +184,7 @@ def build_report_from_db(
     if not db.devices:
         report["notes"].append("no GPU work recorded in this trace")
     report["notes"].extend(workload_of(db).recording_notes)
+    report["notes"].extend(training_mode_notes(findings))
     report["notes"].extend(replay_attribution_notes(db))
     if db.devices:
         report["notes"].extend(before_host_trace_notes(db))
