@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tracelens.core.gemm_alignment import GemmDims, off_multiple, required_multiple
 from tracelens.core.gpu_specs import GpuSpec
 from tracelens.core.op_cost import (
     ATTENTION,
@@ -92,6 +93,21 @@ class OpEstimate:
     # the efficiencies its math and its bytes are judged at (thresholds)
     math_eff: float = 1.0
     mem_eff: float = 1.0
+    # kernel time of its GEMM calls whose K and N the shapes give, and of those off the
+    # multiple tensor cores want (:mod:`tracelens.core.gemm_alignment`), with the first one
+    gemm_known_ns: int = 0
+    gemm_unaligned_ns: int = 0
+    gemm_multiple: int = 8
+    gemm_example: str | None = None
+
+    @property
+    def gemm_dims(self) -> GemmDims | None:
+        """What its shapes say of its GEMMs' dimensions; None where they say nothing."""
+        if not self.gemm_known_ns:
+            return None
+        return GemmDims(
+            self.gemm_known_ns, self.gemm_unaligned_ns, self.gemm_multiple, self.gemm_example
+        )
 
     @property
     def estimated_tflops(self) -> float | None:
@@ -287,8 +303,9 @@ FROM (
 """
 
 # Per operator, the sums over its costed calls of what each call's key costs: parameters
-# are the costed keys' ids, compute and memory times, FLOPs and bytes (one list each),
-# then the least time a kernel takes. A call's ideal is the longest of its compute time,
+# are the costed keys' ids, compute and memory times, FLOPs, bytes and GEMM alignment (1
+# for K or N off the multiple, 0 for both on it, -1 for no GEMM; one list each), then the
+# least time a kernel takes. A call's ideal is the longest of its compute time,
 # memory time and kernels x that least time, never more than its own time; its impact is
 # its time beyond the ideal (whole nanoseconds, truncated per call), none for calls whose
 # grid leaves most SMs idle.
@@ -296,10 +313,10 @@ _CALL_SUMS = f"""
 WITH costs AS (
     SELECT unnest(?::BIGINT[]) AS key_id, unnest(?::DOUBLE[]) AS compute_ns,
            unnest(?::DOUBLE[]) AS memory_ns, unnest(?::DOUBLE[]) AS flops,
-           unnest(?::DOUBLE[]) AS nbytes
+           unnest(?::DOUBLE[]) AS nbytes, unnest(?::DOUBLE[]) AS unaligned
 ),
 per AS (
-    SELECT c.name, c.ns, g.op_id IS NOT NULL AS grid_bound, k.flops, k.nbytes,
+    SELECT c.name, c.ns, g.op_id IS NOT NULL AS grid_bound, k.flops, k.nbytes, k.unaligned,
            greatest(k.compute_ns, k.memory_ns, c.kernels * ?::DOUBLE) AS ideal
     FROM ({_COSTED_CALLS}) c
     JOIN cost_keys ck ON ck.name = c.name
@@ -314,7 +331,9 @@ per AS (
 SELECT name, sum(ns), sum(flops), sum(nbytes), sum(least(ideal, ns::DOUBLE)),
        coalesce(sum(ns) FILTER (WHERE grid_bound), 0),
        coalesce(sum(CAST(trunc(greatest(0.0, ns::DOUBLE - ideal)) AS BIGINT))
-                FILTER (WHERE NOT grid_bound), 0)
+                FILTER (WHERE NOT grid_bound), 0),
+       coalesce(sum(ns) FILTER (WHERE unaligned >= 0), 0),
+       coalesce(sum(ns) FILTER (WHERE unaligned > 0), 0)
 FROM per GROUP BY name ORDER BY name
 """
 
@@ -486,7 +505,8 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
             ops.setdefault(name, OpEstimate(name)).claimed_ns += int(ns)
     db.con.execute(_CALL_KEYS)
     key_ids: list[int] = []
-    sums_of_keys: list[tuple[float, float, float, float]] = []
+    sums_of_keys: list[tuple[float, float, float, float, float]] = []
+    amd = workload_of(db).amd
     for key_id, name, shapes_text, types_text, out_text, parent_text, scalars in db.iter_rows(
         "SELECT * FROM cost_keys ORDER BY key_id"
     ):
@@ -494,17 +514,21 @@ def _build(db: TraceDB, t: Thresholds) -> CostTables:
         if est is None:
             est = ops[name] = OpEstimate(name)
         out = [int(v) for v in out_text.split(",")] if out_text else None
-        sums = _first_of_key(est, spec, t, name, shapes_text, types_text, out, parent_text, scalars)
+        sums = _first_of_key(
+            est, spec, t, name, shapes_text, types_text, out, parent_text, scalars, amd
+        )
         if sums is not None:
             key_ids.append(key_id)
             sums_of_keys.append(sums)
     if not key_ids:
         return CostTables(spec, ops, attention, claimed)
     columns = [[float(v) for v in column] for column in zip(*sums_of_keys, strict=True)]
-    for name, ns, flops, nbytes, ideal, grid_ns, impact in db.rows(
+    for name, ns, flops, nbytes, ideal, grid_ns, impact, gemm_ns, unaligned_ns in db.rows(
         _CALL_SUMS, [key_ids, *columns, float(t.cost_min_kernel_ns)]
     ):
         est = ops[name]
+        est.gemm_known_ns += int(gemm_ns)
+        est.gemm_unaligned_ns += int(unaligned_ns)
         est.costed_ns += int(ns)
         est.flops += flops
         est.bytes += nbytes
@@ -524,10 +548,12 @@ def _first_of_key(
     out: list[int] | None,
     parent_text: str | None = None,
     scalars_text: str | None = None,
-) -> tuple[float, float, float, float] | None:
-    """A call key's compute and memory times, FLOPs and bytes (None: not costed), applying
-    what the key tells of its operator ``est``: its dtype, the fastest math for it, and the
-    kind the operator is shown as (its first math kind, else memory)."""
+    amd: bool = False,
+) -> tuple[float, float, float, float, float] | None:
+    """A call key's compute and memory times, FLOPs, bytes and GEMM alignment (None: not
+    costed), applying what the key tells of its operator ``est``: its dtype, the fastest
+    math for it, the kind the operator is shown as (its first math kind, else memory), and
+    the first GEMM dimension off the multiple tensor cores want."""
     parent = parse_list(parent_text)
     weight = parent[2] if len(parent) > 2 and isinstance(parent[2], list) else None
     cost = op_cost(
@@ -566,7 +592,14 @@ def _first_of_key(
     est.mem_gbps = spec.peaks.mem_gbps
     est.math_eff = math_efficiency(est.kind, t)[0]
     est.mem_eff = t.cost_memory_efficiency
-    return compute_ns, memory_ns, cost.flops, cost.bytes
+    unaligned = -1.0
+    if cost.kn is not None:
+        est.gemm_multiple = required_multiple(cost.dtype, amd)
+        off = off_multiple(cost.kn, est.gemm_multiple)
+        unaligned = 1.0 if off else 0.0
+        if off and est.gemm_example is None:
+            est.gemm_example = off
+    return compute_ns, memory_ns, cost.flops, cost.bytes, unaligned
 
 
 _ATTN_OPS = """

@@ -142,6 +142,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     grid_bound=_mostly_grid_bound(est),
                     below_roofline=bool(est.costed_ns and impact),
                     memory_bound=est.kind != "memory" and est.bound == "memory",
+                    gemm_dims=est.gemm_dims,
                 ),
             )
         )

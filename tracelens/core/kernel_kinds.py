@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracelens.core.gemm_alignment import GemmDims, dims_clause
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_libraries import TENSILE, TRITON, gemm_library
 
@@ -306,6 +307,7 @@ def advice_for(
     grid_bound: bool = False,
     below_roofline: bool = False,
     memory_bound: bool = False,
+    gemm_dims: GemmDims | None = None,
 ) -> str:
     """The advice for ``kind``, worded for the workload (framework, GPU, what is done).
 
@@ -314,7 +316,9 @@ def advice_for(
     too small for the GPU (bound by latency, not by FLOPs or bytes). ``below_roofline``:
     the cost model finds the kernels well below what their FLOPs and bytes need.
     ``memory_bound``: the cost model finds them bound by memory (a GEMM of few rows, as in
-    decoding, reads its whole weight matrix for them).
+    decoding, reads its whole weight matrix for them). ``gemm_dims``: what the recorded
+    shapes say of its GEMMs' K and N (:mod:`tracelens.core.gemm_alignment`): the advice
+    on dimensions follows it.
     """
     if wl is None:
         return kind.advice
@@ -324,7 +328,11 @@ def advice_for(
     compiled = wl.compiled
     if kind.key == "gemm_fp32":
         return fp32_math_advice(
-            wl, what="These matrix multiplies run in plain FP32", gemms=True, convs=False
+            wl,
+            what="These matrix multiplies run in plain FP32",
+            gemms=True,
+            convs=False,
+            gemm_dims=gemm_dims,
         )
     if kind.key == "gemm" and memory_bound and torch:
         return _memory_bound_gemm_advice(wl, kernel_name)
@@ -338,7 +346,8 @@ def advice_for(
                     if amd
                     else "(cuBLASLt compute types, CUTLASS)"
                 )
-                + " with dimensions multiples of 8/16, and batch small GEMMs together."
+                + _then(dims_clause(gemm_dims, "8/16"))
+                + ", and batch small GEMMs together."
             )
         lib = gemm_library(kernel_name)
         if lib == TRITON:
@@ -357,9 +366,9 @@ def advice_for(
             )
         if amd and lib == TENSILE:
             return (
-                f"Matrix multiplies dominate (hipBLASLt/Tensile kernels): {tunableop_advice(wl)}; "
-                "keep dimensions multiples of 16, and batch small GEMMs into one (`torch.bmm`, "
-                "grouped GEMM)."
+                f"Matrix multiplies dominate (hipBLASLt/Tensile kernels): {tunableop_advice(wl)}"
+                + _then(dims_clause(gemm_dims, "16"))
+                + ", and batch small GEMMs into one (`torch.bmm`, grouped GEMM)."
             )
         return (
             "Matrix multiplies dominate: keep them in bf16/fp16"
@@ -368,10 +377,9 @@ def advice_for(
                 if gpu.tensor_dtypes and not gpu.has_tensor("bf16")
                 else ""
             )
-            + " with dimensions multiples of "
-            + ("16" if amd else "8/16")
-            + ", large enough to fill the GPU; batch small GEMMs together (`torch.bmm`, "
-            "grouped GEMM)."
+            + ", large enough to fill the GPU"
+            + _then(dims_clause(gemm_dims, "16" if amd else "8/16"))
+            + "; batch small GEMMs together (`torch.bmm`, grouped GEMM)."
         )
     if kind.key == "attention":
         if is_fused_attention(kernel_name, op_name) or (
@@ -527,6 +535,7 @@ def fp32_math_advice(
     gemms: bool = True,
     convs: bool = True,
     fft: str | None = None,
+    gemm_dims: GemmDims | None = None,
 ) -> str:
     """How to move FP32 matrix math to tensor cores on this GPU and framework.
 
@@ -534,9 +543,11 @@ def fp32_math_advice(
     for the math it governs, and not where TF32 kernels of that math already run (the
     switch is on: the library keeps FP32 for these shapes, e.g. a 3-channel first
     convolution). ``fft``: a kernel of an FFT convolution among them (cuDNN's choice of
-    algorithm, which runs complex FP32 GEMMs whatever the switch says).
+    algorithm, which runs complex FP32 GEMMs whatever the switch says). ``gemm_dims``: as
+    for :func:`advice_for`.
     """
     gpu = wl.gpu
+    dims = dims_clause(gemm_dims, "8") if gemms else None
     mc = terms_for(gpu.vendor).matrix_cores
     if gpu.tensor_dtypes and not gpu.has_tensor("fp16"):
         return f"{what}; this GPU has no {mc}, so only less work makes them faster."
@@ -560,11 +571,11 @@ def fp32_math_advice(
         if gpu.has_tensor("tf32"):
             return (
                 f"{what}: request {mc} math from {lib} (TF32 compute type for FP32 "
-                "data, or BF16/FP16 inputs) and keep dimensions multiples of 8."
+                f"data, or BF16/FP16 inputs){_then(dims)}."
             )
         return (
             f"{what}: this GPU's {mc} take FP16 inputs: convert operands to FP16 "
-            f"(FP32 accumulate) in {lib} calls and keep dimensions multiples of 8."
+            f"(FP32 accumulate) in {lib} calls{_then(dims)}."
         )
     if gpu.has_tensor("tf32") or gpu.has_tensor("bf16"):
         switches = []
@@ -603,20 +614,26 @@ def fp32_math_advice(
         return (
             f"{what}.{note} Let them use {mc}: {tf32}run under "
             "`torch.autocast('cuda', dtype=torch.bfloat16)`"
-            + ("; keep GEMM dimensions multiples of 8." if gemms else ".")
+            + f"{_then(dims)}."
         )
     return (
         f"{what}. This GPU's {mc} take FP16 inputs only: run "
         "under `torch.autocast('cuda', dtype=torch.float16)`"
         + (" with `torch.cuda.amp.GradScaler`" if wl.is_training or wl.kind == "unknown" else "")
-        + _fp16_layout(gemms, convs)
+        + _fp16_layout(dims, convs)
     )
 
 
-def _fp16_layout(gemms: bool, convs: bool) -> str:
-    """What else FP16 tensor cores want, for the math the advice is about."""
+def _then(clause: str | None) -> str:
+    """``; clause`` to follow a sentence's main advice, or nothing."""
+    return f"; {clause}" if clause else ""
+
+
+def _fp16_layout(dims: str | None, convs: bool) -> str:
+    """What else FP16 tensor cores want, for the math the advice is about (``dims``: the
+    clause on GEMM dimensions, if any)."""
     parts = (["use `channels_last` for convolutions"] if convs else []) + (
-        ["keep GEMM dimensions multiples of 8"] if gemms else []
+        [dims] if dims else []
     )
     if len(parts) == 2:
         return f", {parts[0]}, and {parts[1]}."

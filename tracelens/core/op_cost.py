@@ -134,6 +134,9 @@ class OpCost:
     flops: float
     bytes: float
     dtype: str  # fp32, bf16, ... of the first tensor input
+    # A matrix multiply's inner and output dimensions (K, N): the ones tensor cores want in
+    # multiples (M is the rows, the tokens of a batch, which no model setting pads).
+    kn: tuple[int, int] | None = None
 
 
 def parse_list(text: str | None) -> list:
@@ -280,6 +283,7 @@ def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial, scalars) ->
                 flops + (out if bias_el else 0),
                 (rows * k + k * n + out + bias_el) * es,
                 dtype,
+                (int(k), int(n)),
             )
         if name in ("aten::bmm", "aten::baddbmm") and (len(a) != 3 or len(b) != 3 or a[0] != b[0]):
             return None
@@ -292,7 +296,7 @@ def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial, scalars) ->
         out = batch * m * n
         flops = 2.0 * batch * m * k * n + (out if bias is not None else 0)
         moved = nbytes(a) + nbytes(b) + out * es + (nbytes(bias) if bias else 0)
-        return OpCost(MATMUL, flops, moved, dtype)
+        return OpCost(MATMUL, flops, moved, dtype, (int(k), int(n)))
     if name in _CONV_BWD_INPUT:
         grad, w = shapes[1], shapes[2]
         if len(grad) < 3 or len(w) != len(grad) or grad[1] != w[0]:
