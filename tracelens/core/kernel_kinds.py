@@ -613,8 +613,7 @@ def fp32_math_advice(
             )
         return (
             f"{what}.{note} Let them use {mc}: {tf32}run under "
-            "`torch.autocast('cuda', dtype=torch.bfloat16)`"
-            + f"{_then(dims)}."
+            "`torch.autocast('cuda', dtype=torch.bfloat16)`" + f"{_then(dims)}."
         )
     return (
         f"{what}. This GPU's {mc} take FP16 inputs only: run "
@@ -632,9 +631,7 @@ def _then(clause: str | None) -> str:
 def _fp16_layout(dims: str | None, convs: bool) -> str:
     """What else FP16 tensor cores want, for the math the advice is about (``dims``: the
     clause on GEMM dimensions, if any)."""
-    parts = (["use `channels_last` for convolutions"] if convs else []) + (
-        [dims] if dims else []
-    )
+    parts = (["use `channels_last` for convolutions"] if convs else []) + ([dims] if dims else [])
     if len(parts) == 2:
         return f", {parts[0]}, and {parts[1]}."
     return f", and {parts[0]}." if parts else "."

@@ -96,9 +96,7 @@ def bf16_gemm_near_peak(steps: int = 4) -> Scenario:
     return sc
 
 
-def fp32_gemm_training(
-    device: DeviceSpec, kernel: str, steps: int = 4, n: int = 4096
-) -> Scenario:
+def fp32_gemm_training(device: DeviceSpec, kernel: str, steps: int = 4, n: int = 4096) -> Scenario:
     """A training loop whose 10 ms FP32 ``aten::mm`` (4096², 137.4 GFLOP) dominates, with a
     backward operator and an optimizer step; ``device`` picks the GPU (V100 or A100), ``n``
     the GEMM's output columns (50257 for a GPT-2 vocabulary: off the multiple of 8 tensor
