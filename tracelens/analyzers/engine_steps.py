@@ -475,6 +475,10 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         t,
         # what it is about: every decode step, each reading all the weights for few tokens
         subject_ns=d.total_ns,
+        # its saving is capacity, which the trace cannot price: "little or no time to give
+        # back" would bury the lever of a memory-bound decode step, so it is listed with the
+        # other findings whose savings are unknown, by the decode time it is about
+        costed=False,
         title=f"Decode batches are small for the {gpu}: {median_tokens:.0f} tokens per step "
         f"keep the weight GEMMs memory-bound (compute-bound from about {compute_from:.0f})",
         impact_basis="Capacity, not time: below the ridge point each decode step reads all "
