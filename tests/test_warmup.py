@@ -45,6 +45,15 @@ def test_autotuning_capture_is_reported_as_warmup_first(tmp_path: Path) -> None:
         f for f in report["findings"] if f["analyzer"] == "variance" and "cudnn" in f["title"]
     ]
     assert sum(f["impact_ns"] for f in report["findings"]) <= report["metrics"]["window_ns"]
+    # The warm-up's share is of the whole window; every other costed finding's share is of
+    # the time after it, and each says so: "39 %" of what must not be left to guess.
+    after = report["metrics"]["window_ns"] - span
+    assert top["impact_share_of"] == "the analysed window"
+    rest = [f for f in report["findings"][1:] if f["impact_ns"] > 0]
+    assert rest
+    for f in rest:
+        assert f["impact_share_of"].endswith(" after the warm-up")
+        assert f["impact_pct"] == pytest.approx(100.0 * f["impact_ns"] / after, abs=1e-3)
 
 
 def test_jit_capture_names_compilation(tmp_path: Path) -> None:
@@ -58,6 +67,7 @@ def test_jit_capture_names_compilation(tmp_path: Path) -> None:
 def test_a_steady_state_capture_has_no_warmup_finding(tmp_path: Path) -> None:
     report = _report(training_steps(), tmp_path)
     assert not [f for f in report["findings"] if f["analyzer"] == "warmup"]
+    assert {f["impact_share_of"] for f in report["findings"]} == {"the analysed window"}
 
 
 @pytest.mark.corpus
@@ -80,5 +90,21 @@ def test_alexnet_capture_is_warmup_and_idle_time_leaves_it_out(corpus: Path) -> 
     idle = [f for f in report["findings"] if f["analyzer"] == "idle_gpu"]
     # what is left of idle time is what happened after the warm-up, and says so
     assert all("after the warm-up" in f["title"] for f in idle)
+    # and its share names what it is of, in the JSON and in every renderer
+    assert {f["impact_share_of"] for f in idle} == {"the 79.6 ms after the warm-up"}
+    import io
+
+    import msgspec
+    from rich.console import Console
+
+    from tracelens.report.model import Report
+    from tracelens.report.render.markdown import render_markdown
+    from tracelens.report.render.text import render_text
+
+    typed = msgspec.convert(report, Report)
+    assert "% of the 79.6 ms after the warm-up) —" in render_markdown(typed)
+    buf = io.StringIO()
+    render_text(typed, Console(file=buf, width=400, color_system=None))
+    assert "(39.1% of the 79.6 ms after the warm-up) —" in buf.getvalue()
     assert sum(f["impact_ns"] for f in idle) < 0.01 * report["metrics"]["window_ns"]
     assert not [f for f in report["findings"] if f["analyzer"] == "variance"]

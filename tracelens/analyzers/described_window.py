@@ -19,10 +19,12 @@ from tracelens.analyzers.idle_scope import claim_of
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 
 
-def described_window_ns(findings: list[Finding], db: TraceDB, t: Thresholds) -> int | None:
-    """Nanoseconds the findings describe, where that is less than the whole window.
+def described_window(findings: list[Finding], db: TraceDB, t: Thresholds) -> tuple[int, str] | None:
+    """Nanoseconds the findings describe, where that is less than the whole window, and
+    how a reader is told what their shares are of ("the 79.6 ms after the warm-up").
 
     After a warm-up finding: the window after its span (the claims are not applied on top,
     the span already starts the described part). Otherwise the claimed range across devices,
@@ -32,19 +34,30 @@ def described_window_ns(findings: list[Finding], db: TraceDB, t: Thresholds) -> 
         span = warmup.warmup_span(db, t)
         if span is None:
             return None
-        return max(0, db.window[1] - span.end_ns) or None
+        after = max(0, db.window[1] - span.end_ns)
+        return (after, f"the {fmt_ns(after)} after the warm-up") if after else None
     claims = [claim_of(db, dev.device_id, t) for dev in db.devices]
     if not any(c.capture_start is not None or c.uvm_before_ns or c.uvm_after_ns for c in claims):
         return None
     claimed = max(c.hi_ns for c in claims) - min(c.lo_ns for c in claims)
-    return claimed if claimed > 0 else None
+    if claimed <= 0:
+        return None
+    parts = []
+    if any(c.capture_start is not None for c in claims):
+        parts.append("after the capture-start wait")
+    if any(c.uvm_before_ns or c.uvm_after_ns for c in claims):
+        parts.append("from the first launch to the end of the last launched work")
+    return claimed, f"the {fmt_ns(claimed)} {', '.join(parts)}"
 
 
 def share_of_described_window(findings: list[Finding], db: TraceDB, t: Thresholds) -> None:
-    """Make each costed finding's ``impact_pct`` its share of the described window."""
-    window = described_window_ns(findings, db, t)
-    if window is None:
+    """Make each costed finding's ``impact_pct`` its share of the described window, and
+    say so in its ``impact_share_of``."""
+    described = described_window(findings, db, t)
+    if described is None:
         return
+    window, what = described
     for f in findings:
         if f.analyzer != warmup.ANALYZER and f.impact_ns > 0:
             f.impact_pct = 100.0 * f.impact_ns / window
+            f.impact_share_of = what

@@ -70,6 +70,10 @@ class Finding:
     # no recorded shapes, or no known GPU peaks): its impact_ns of 0 is unknown, not none,
     # and the renderers list it apart from the findings that give back little.
     costed: bool = True
+    # What impact_pct is a share of, as a reader should see it: the analysed window, or
+    # the part of it the findings describe (the time after a warm-up span or after a
+    # capture-start wait; tracelens.analyzers.described_window).
+    impact_share_of: str = "the analysed window"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -146,7 +146,7 @@ class Finding(Struct, forbid_unknown_fields=True):
     severity: SeverityLabel
     # the time it would give back
     impact_ns: int
-    # of metrics.window_ns
+    # of metrics.window_ns, or of the part impact_share_of names
     impact_pct: float
     impact_basis: str
     summary: str
@@ -164,6 +164,10 @@ class Finding(Struct, forbid_unknown_fields=True):
     # unknown rather than nothing (an operator with no recorded shapes or known GPU peaks);
     # required, so a stored report from before it is rebuilt rather than read as costed
     costed: bool
+    # what impact_pct is a share of: "the analysed window", or the part of it the findings
+    # describe ("the 79.6 ms after the warm-up"); required, so a stored report from before
+    # it is rebuilt rather than read as shares of the whole window
+    impact_share_of: str
 
 
 class KernelStats(Struct, forbid_unknown_fields=True):

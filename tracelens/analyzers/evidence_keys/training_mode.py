@@ -7,7 +7,9 @@ from tracelens.analyzers.evidence_keys.model import COUNT, NS, ROWS, TEXT, Analy
 EVIDENCE = AnalyzerEvidence(
     "training_mode",
     "One finding when an inference or serving trace (no backward, no optimizer step) runs "
-    "dropout kernels: the model was left in training mode",
+    "dropout kernels: the model was left in training mode. The report's `notes` then hold a "
+    "line starting `the model ran in training mode`, naming this finding's id: by its time "
+    "the finding is minor, but every other timing of the report measured that computation",
     keys=(
         Key("dropout_kernels", COUNT, "Kernels the dropout operators launched"),
         Key("dropout_kernel_ns", NS, "Their summed duration: the impact"),

@@ -70,7 +70,7 @@ def finding_markdown(
     was not the whole (the restriction's note), since the impact is a share of that part."""
     out = [f"{heading} \\[{f.severity.upper()}\\] {md_text(f.title)}", ""]
     out.append(
-        f"**Impact:** {fmt_ns(f.impact_ns)} ({f.impact_pct:.2f}% of the analysed window)"
+        f"**Impact:** {fmt_ns(f.impact_ns)} ({f.impact_pct:.2f}% of {f.impact_share_of})"
         f" — {md_text(f.impact_basis)}"
     )
     if scope:

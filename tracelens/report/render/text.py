@@ -94,7 +94,11 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
         for i, f in enumerate(findings, 1):
             body = Group(
                 Text(f.summary),
-                Text(f"Impact: {fmt_ns(f.impact_ns)} — {f.impact_basis}", style="dim"),
+                Text(
+                    f"Impact: {fmt_ns(f.impact_ns)} ({f.impact_pct:.1f}% of "
+                    f"{f.impact_share_of}) — {f.impact_basis}",
+                    style="dim",
+                ),
                 Markdown("**What to do:** " + f.advice),
             )
             console.print(
