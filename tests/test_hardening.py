@@ -188,6 +188,7 @@ def test_markdown_output_escapes_names_from_the_trace() -> None:
         supersedes=[],
         subject_ns=1,
         costed=True,
+        impact_share_of="the analysed window",
     )
     md = finding_markdown(f)
     assert "\n# pwned" not in md and "\n## heading" not in md

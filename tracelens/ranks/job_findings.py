@@ -106,6 +106,8 @@ def straggler_findings(
                 "impact_pct": round(pct, 3),
                 "subject_ns": s.held_back_ns,
                 "costed": True,
+                # the job's findings are shares of the median rank's window (its analysed window)
+                "impact_share_of": "the median rank's analysed window",
                 "impact_basis": "Each collective it reaches last could start when the "
                 "second-to-last rank arrived: that lead on the aligned clock, summed over "
                 "those collectives.",
@@ -216,6 +218,8 @@ def imbalance_finding(
         "impact_pct": 0.0,
         "subject_ns": int(extra),
         "costed": True,
+        # the job's findings are shares of the median rank's window (its analysed window)
+        "impact_share_of": "the median rank's analysed window",
         "impact_basis": "Informational: uneven work costs time only where the others wait "
         "for it in a collective"
         + ("; the straggler finding counts that time." if straggles else "."),

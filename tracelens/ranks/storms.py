@@ -80,6 +80,8 @@ def storm_finding(
         "impact_pct": round(pct, 3),
         "subject_ns": impact,
         "costed": True,
+        # the job's findings are shares of the median rank's window (its analysed window)
+        "impact_share_of": "the median rank's analysed window",
         "impact_basis": "Per rank: the small collectives' kernel time minus the same bytes "
         f"in {fmt_bytes(t.comm_storm_bucket_bytes)} buckets (one small collective's median "
         "time per bucket, plus the bytes at the rank's best large-collective rate), times "
