@@ -43,12 +43,25 @@ def test_dropout_in_an_inference_trace_says_the_model_is_in_training_mode(
     # A minor finding by its time, so the report's header says it too: every other
     # timing measured the model in training mode.
     (note,) = _training_mode_notes(report)
-    assert "4 kernels" in note and "model.eval()" in note and f["id"] in note
+    assert "4 kernels (120 µs)" in note and "model.eval()" in note and f["id"] in note
+    # proportionate: only dropout's outputs differ here, the other layers time as in eval
+    assert "no BatchNorm ran" in note and f["evidence"]["batch_norm_calls"] == 0
     assert f["title"].startswith("Dropout runs in an inference trace: the model is in training")
     assert f["evidence"]["dropout_kernels"] == 4
     assert f["evidence"]["dropout_kernel_ns"] == 4 * DROPOUT_KERNEL_NS == f["impact_ns"]
     assert "model.eval()" in f["advice"] and "inference_mode" in f["advice"]
     assert len(f["time_ranges"]) == 4
+
+
+def test_batch_norm_in_training_mode_is_named(tmp_path: Path) -> None:
+    """With BatchNorm in the model, training mode changes its work too (batch statistics):
+    the note says so, counting the outermost calls only."""
+    report = _report(tmp_path, dropout_in_inference(batch_norm=True))
+    (f,) = [f for f in report["findings"] if f["analyzer"] == "training_mode"]
+    assert f["evidence"]["batch_norm_calls"] == 4
+    (note,) = _training_mode_notes(report)
+    assert "its 4 BatchNorm calls normalized with each batch's statistics" in note
+    assert "no BatchNorm ran" not in note
 
 
 def test_training_and_dropout_free_inference_say_nothing(tmp_path: Path) -> None:

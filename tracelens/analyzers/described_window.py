@@ -46,7 +46,8 @@ def described_window(findings: list[Finding], db: TraceDB, t: Thresholds) -> tup
     if any(c.capture_start is not None for c in claims):
         parts.append("after the capture-start wait")
     if any(c.uvm_before_ns or c.uvm_after_ns for c in claims):
-        parts.append("from the first launch to the end of the last launched work")
+        # from when the first launched work was queued (its launch call returned) or began
+        parts.append("from the first launched GPU work to the end of the last")
     return claimed, f"the {fmt_ns(claimed)} {', '.join(parts)}"
 
 

@@ -454,13 +454,21 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         "times larger"
         + (
             f" (their kernels read {expert_dtype.upper()} weights, "
-            f"{_NAMED_WEIGHT_BYTES[expert_dtype]:g} byte each: fewer bytes per FLOP, further "
-            "from the ridge)"
+            f"{_NAMED_WEIGHT_BYTES[expert_dtype]:g} byte each: more FLOPs per byte read, "
+            "which brings a GEMM nearer the ridge, but not by as much as the routing "
+            "divides its tokens)"
             if expert_dtype
             else ""
         )
-        + f"; the figure holds for the dense (attention and shared) projections ({dtype})."
+        + f"; the figure holds for the dense projections (attention, and shared experts "
+        f"where the model has them; {dtype})."
         if moe
+        else ""
+    )
+    sustained = spec.arch.sustained_matrix
+    sheet = (
+        f" ({sustained:g} of the sheet's {peak[1] / sustained:.4g}: what its matrix cores sustain)"
+        if sustained < 1 and "tensor" in peak[0]
         else ""
     )
     if s.source == "sglang":
@@ -473,8 +481,9 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         0,
         db,
         t,
-        # what it is about: every decode step, each reading all the weights for few tokens
-        subject_ns=d.total_ns,
+        # what it is about: the GPU time of every decode step, each reading all the weights
+        # for few tokens (the steps' wall time where no GPU work is attributed to them)
+        subject_ns=d.gpu_busy_ns if d.gpu_busy_ns is not None else d.total_ns,
         # its saving is capacity, which the trace cannot price: "little or no time to give
         # back" would bury the lever of a memory-bound decode step, so it is listed with the
         # other findings whose savings are unknown, by the decode time it is about
@@ -487,7 +496,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         summary=f"Decode steps carry a median {median_tokens:.0f} tokens (at most "
         f"{max_tokens:,}). A weight GEMM of M tokens does at most 2·M FLOPs per "
         f"{per_weight:g}-byte {dtype} weight it reads: under the {gpu}'s ridge point of "
-        f"{ridge:.0f} FLOP per byte ({peak[1]:.0f} TFLOP/s {peak[0]} over "
+        f"{ridge:.0f} FLOP per byte ({peak[1]:.0f} TFLOP/s {peak[0]}{sheet} over "
         f"{spec.peaks.mem_gbps:,.0f} GB/s) it is memory-bound until about "
         f"{compute_from:.0f} tokens per step. Decode runs at "
         f"{s.decode_tokens_per_s or 0:,.0f} tokens/s."

@@ -28,6 +28,7 @@ from tracelens.analyzers import h2d_transfers, hot_ops
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
 from tracelens.core.findings import Finding
+from tracelens.core.gemm_alignment import combined
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.kernel_kinds import KINDS, classify, fp32_math_advice, is_fp32_math
 from tracelens.core.kernel_libraries import CUBLAS, TENSILE, TRITON, gemm_library
@@ -359,7 +360,8 @@ def _fp32_math(
         return None
     # Operators hot_ops gives an impact, and calls explicit attention counts, are claimed.
     claimed = hot_ops.claimed_operators(db, t)
-    in_attention = cost_tables(db, t).claimed_op_ids
+    costs = cost_tables(db, t)
+    in_attention = costs.claimed_op_ids
     if in_attention:
         ids = ",".join(str(i) for i in sorted(in_attention))
         attn = {
@@ -445,6 +447,12 @@ def _fp32_math(
             gemms=gemms,
             convs=convs,
             fft=next((r["name"] for r in mine if _FFT_CONV.search(r["name"])), None),
+            # what the recorded shapes say of these GEMMs' dimensions (none: the rule)
+            gemm_dims=combined(
+                costs.ops[name].gemm_dims
+                for name in {r["op_name"] for r in mine if not is_conv(r)}
+                if name in costs.ops
+            ),
         ),
     )
 

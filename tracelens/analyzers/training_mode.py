@@ -8,8 +8,9 @@ running ones. ``torch.no_grad()`` and ``torch.inference_mode()`` do not change t
 eval mode does. The time it costs is usually small (the dropout kernels themselves), but
 the benchmark measures a different computation from the one it serves, which is why it is
 reported whatever its share, and named in a note at the top of the report
-(:func:`training_mode_notes`): ranked by time it is a minor finding, but it says what every
-other timing of the report measured.
+(:func:`training_mode_notes`): ranked by time it is a minor finding, but the outputs the
+benchmark measured are not the served model's. The note stays proportionate: where no
+BatchNorm ran, the other layers take the same time in eval mode, and it says so.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ DROPOUT_OPS = (
     r"|fused_dropout|_fused_dropout)$"
 )
 _SHOWN_RANGES = 20
+# BatchNorm's operators: in training mode they normalize with each batch's statistics.
+_BATCH_NORM_OPS = (
+    "'aten::batch_norm', 'aten::native_batch_norm', 'aten::_batch_norm_impl_index', "
+    "'aten::cudnn_batch_norm', 'aten::miopen_batch_norm', "
+    "'aten::_native_batch_norm_legit', 'aten::_native_batch_norm_legit_no_training'"
+)
 
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
@@ -55,6 +62,23 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             ORDER BY start_ns LIMIT {_SHOWN_RANGES}"""
     )
     names = ", ".join(f"`{r['op_name']}`" for r in ops)
+    # The outermost BatchNorm calls only (no_training's calls are eval-mode ones).
+    batch_norms = int(
+        db.scalar(
+            f"""SELECT count(*) FROM cpu_ops o
+                WHERE o.name IN ({_BATCH_NORM_OPS})
+                  AND o.name <> 'aten::_native_batch_norm_legit_no_training'
+                  AND NOT EXISTS (SELECT 1 FROM cpu_ops p WHERE p.op_id = o.parent_id
+                                  AND p.name IN ({_BATCH_NORM_OPS}))"""
+        )
+        or 0
+    )
+    batch_norm_text = (
+        f" Its {batch_norms:,} BatchNorm call{'s' if batch_norms != 1 else ''} normalize with "
+        "each batch's statistics and update their running statistics."
+        if batch_norms
+        else " No BatchNorm ran; the other layers take the same time in eval mode."
+    )
     return [
         finding(
             ANALYZER,
@@ -69,12 +93,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             summary=f"{names} launched {kernels} kernel{'s' if kernels != 1 else ''} "
             f"({fmt_ns(ns)}) although the trace has no backward pass or optimizer step "
             f"({wl.kind_basis}). In training mode dropout zeroes a random share of "
-            "activations, so outputs are not the model's and differ from run to run; "
-            "BatchNorm layers, if any, normalize with each batch's statistics and update "
-            "their running statistics.",
+            "activations, so outputs are not the model's and differ from run to run."
+            + batch_norm_text,
             evidence={
                 "dropout_kernels": kernels,
                 "dropout_kernel_ns": ns,
+                "batch_norm_calls": batch_norms,
                 "operators": [
                     {"operator": r["op_name"], "kernels": int(r["kernels"]), "ns": int(r["ns"])}
                     for r in ops
@@ -95,12 +119,23 @@ def training_mode_notes(findings: Sequence[Finding]) -> list[str]:
     """A report note for the training-mode finding, if any: its own time is small, so it
     ranks among the minor findings, but it says that the whole capture measured the model
     in training mode, which a reader must know before acting on any other finding."""
-    return [
-        f"the model ran in training mode: dropout launched {f.evidence['dropout_kernels']} "
-        f"kernel{'s' if f.evidence['dropout_kernels'] != 1 else ''} in this trace with no "
-        "backward pass, so every timing here is of training-mode layers (dropout, and "
-        "BatchNorm on batch statistics if the model has any), not of the model as served: "
-        f"call `model.eval()` before measuring (finding {ANALYZER} · {f.id})"
-        for f in findings
-        if f.analyzer == ANALYZER
-    ]
+    return [_note(f) for f in findings if f.analyzer == ANALYZER]
+
+
+def _note(f: Finding) -> str:
+    kernels = int(f.evidence["dropout_kernels"])
+    batch_norms = int(f.evidence.get("batch_norm_calls") or 0)
+    what = (
+        f"and its {batch_norms:,} BatchNorm call{'s' if batch_norms != 1 else ''} normalized "
+        "with each batch's statistics, so its outputs and the BatchNorm layers' time are not "
+        "the served model's"
+        if batch_norms
+        else "so its outputs are not the served model's (no BatchNorm ran, and the other "
+        "layers time as in eval mode)"
+    )
+    return (
+        f"the model ran in training mode: dropout launched {kernels} "
+        f"kernel{'s' if kernels != 1 else ''} ({fmt_ns(int(f.evidence['dropout_kernel_ns']))}) "
+        f"in this trace with no backward pass, {what}: call `model.eval()` before measuring "
+        f"(finding {ANALYZER} · {f.id})"
+    )

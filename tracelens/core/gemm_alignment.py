@@ -3,8 +3,9 @@
 cuBLAS and cuDNN pick their fastest tensor-core kernels where a matrix multiply's inner
 (K) and output (N) dimensions are multiples of 16 bytes of its type: 8 elements of a
 16-bit type, 16 of an 8-bit one (NVIDIA's *Matrix Multiplication Background* guide);
-hipBLASLt's kernels on AMD GPUs want multiples of 16. M is the rows (a batch's tokens),
-which no model setting pads. "Keep dimensions multiples of 8" is advice only where the
+on AMD GPUs the advice has long said 16. M, the rows of a forward GEMM (a batch's tokens),
+is no leading dimension there; in a weight gradient the tokens are K, and then the batch is
+what to pad. "Keep dimensions multiples of 8" is advice only where the
 shapes say otherwise, or do not say: where every costed call's K and N already are, it
 is boilerplate, and where one is not, the advice names it (a vocabulary of 50,257 is the
 classic: padded to 50,304).
@@ -12,6 +13,7 @@ classic: padded to 50,304).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Unaligned calls up to this share of an operator's GEMM time are noise, not a lever.
@@ -50,6 +52,19 @@ class GemmDims:
         return self.known_ns > 0 and self.unaligned_ns <= _NEGLIGIBLE_SHARE * self.known_ns
 
 
+def combined(dims: Iterable[GemmDims | None]) -> GemmDims | None:
+    """Several operators' GEMM dimensions as one (an advice covering them all)."""
+    known = [d for d in dims if d is not None and d.known_ns > 0]
+    if not known:
+        return None
+    return GemmDims(
+        sum(d.known_ns for d in known),
+        sum(d.unaligned_ns for d in known),
+        max(d.multiple for d in known),
+        next((d.example for d in known if d.example), None),
+    )
+
+
 def dims_clause(dims: GemmDims | None, multiple: str) -> str | None:
     """The clause of GEMM advice about dimensions: the general rule where the shapes do not
     say (``multiple``, as worded for the GPU: "8", "8/16", "16"), none where they are
@@ -60,7 +75,10 @@ def dims_clause(dims: GemmDims | None, multiple: str) -> str | None:
         return None
     share = 100.0 * dims.unaligned_ns / dims.known_ns
     example = f" ({dims.example} is not)" if dims.example else ""
+    # K is the token count where a weight gradient reduces over the batch: then the batch
+    # is what to pad (`pad_to_multiple_of` in a tokenizer), not a weight
     return (
         f"pad GEMM dimensions to multiples of {dims.multiple}{example}: calls off that "
-        f"multiple hold {share:.0f}% of its GEMM time"
+        f"multiple hold {share:.0f}% of the GEMM time; pad the model dimension (a "
+        "vocabulary, a hidden size), or the batch's tokens where they are the dimension"
     )

@@ -9,10 +9,17 @@ EVIDENCE = AnalyzerEvidence(
     "One finding when an inference or serving trace (no backward, no optimizer step) runs "
     "dropout kernels: the model was left in training mode. The report's `notes` then hold a "
     "line starting `the model ran in training mode`, naming this finding's id: by its time "
-    "the finding is minor, but every other timing of the report measured that computation",
+    "the finding is minor, but the measured outputs are not the served model's (nor BatchNorm's "
+    "work, where the model has it)",
     keys=(
         Key("dropout_kernels", COUNT, "Kernels the dropout operators launched"),
         Key("dropout_kernel_ns", NS, "Their summed duration: the impact"),
+        Key(
+            "batch_norm_calls",
+            COUNT,
+            "BatchNorm operator calls (outermost): in training mode they normalize with each "
+            "batch's statistics",
+        ),
         Key(
             "operators",
             ROWS,
