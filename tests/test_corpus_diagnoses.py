@@ -616,6 +616,7 @@ def test_vllm_decode_step_is_its_graph_replay(corpus: Path) -> None:
     assert round(es["decode_tokens_per_s"]) == 2_979
     assert round(es["by_phase"]["decode"]["gpu_busy_pct"], 2) == 99.76
     assert any("still running when their range ends" in n for n in r["notes"])
+    assert not [n for n in r["notes"] if "range opens" in n]  # no wait before its work
     engine = {f["title"]: f for f in r["findings"] if f["analyzer"] == "engine_steps"}
     assert list(engine) == [
         "Decode batches are small for the MI300X: 32 tokens per step keep the weight GEMMs "
@@ -659,6 +660,11 @@ def test_sglang_decode_step_is_labelled_twice_and_waits_on_the_gpu(corpus: Path)
         9_768_680,
     )
     assert round(es["decode_tokens_per_s"]) == 3_062
+    # the step's figures leave out the wait, and the report says so beside them: the
+    # host's step range took 466 ms, which no ITL here includes
+    (late,) = [n for n in r["notes"] if "range opens" in n]
+    assert late.startswith("llm: the first engine step's range opens 463 ms before its GPU")
+    assert "timed from the end of that wait (10.5 ms)" in late and "lasts 466 ms" in late
     decode = es["by_phase"]["decode"]
     assert decode["idle_by_cause"]["gpu_dependency"] < 10 * 1000
     # the wait opens the capture: reported with its evidence, not ranked as time to give back

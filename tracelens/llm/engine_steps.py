@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.units import fmt_ns
 from tracelens.llm.engine_labels import read_engine_labels
 from tracelens.llm.latency_metrics import PERCENTILES, summarize
 from tracelens.llm.model import (
@@ -207,7 +208,7 @@ def _engine_steps(db: TraceDB) -> EngineSteps | None:
         db.con.execute(_STEPS_SQL)
         db.con.execute(_IDLE_SQL)
         db.con.execute(_GPU_SQL)
-        warnings = [*labels.warnings, *_async_warning(db)]
+        warnings = [*labels.warnings, *_async_warning(db), *_late_start_warning(db)]
         result = EngineSteps(_section(db, labels.source or "vllm"), warnings)
     elif labels.warnings:
         result = EngineSteps(None, labels.warnings)
@@ -224,6 +225,28 @@ def _async_warning(db: TraceDB) -> list[str]:
         f"{outlive:,} of {n:,} engine steps launch GPU work that is still running when their "
         "range ends (asynchronous scheduling or graph replay): each step is timed until that "
         "work is done, and not before the previous step was"
+    ]
+
+
+def _late_start_warning(db: TraceDB) -> list[str]:
+    """The first step of a thread timed from the end of a wait on unrecorded work (see
+    ``unrecorded_wait`` above), where that wait is longer than the step itself: its latency
+    and throughput are of the GPU work after the wait, not of the host's step range."""
+    rows = db.rows(
+        """SELECT start_ns - range_start_ns AS waited, dur_ns, range_ns FROM engine_steps
+           WHERE prev_done_ns IS NULL AND start_ns - range_start_ns > dur_ns
+           ORDER BY range_start_ns, step_id"""
+    )
+    if not rows:
+        return []
+    waited, dur, span = (int(v) for v in rows[0])
+    which = "the first engine step" if len(rows) == 1 else f"{len(rows):,} first engine steps"
+    return [
+        f"{which}'s range opens {fmt_ns(waited)} before its GPU work could start (the GPU "
+        "waited on work issued before recording began: the capture-start finding), so it is "
+        f"timed from the end of that wait ({fmt_ns(dur)}); the host's step range lasts "
+        f"{fmt_ns(span)}, most of it that wait, which the step latencies and throughput "
+        "here leave out: record from a steady state to time whole steps"
     ]
 
 
