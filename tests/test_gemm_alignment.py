@@ -25,7 +25,15 @@ from tracelens.core.gemm_alignment import (
 from tracelens.core.op_cost import op_cost
 from tracelens.core.thresholds import Thresholds
 from tracelens.report import build_report
-from tracelens.testing.planted_cost import A100, fp32_gemm_training
+from tracelens.testing.planted_cost import (
+    A100,
+    BF16_GEMM,
+    MS,
+    US,
+    bf16_gemm_near_peak,
+    fp32_gemm_training,
+)
+from tracelens.testing.scenario import Scenario
 
 BF = "c10::BFloat16"
 
@@ -98,6 +106,34 @@ def test_an_fp32_gemm_is_told_about_its_dimensions_only_where_they_are_off(
         assert expected in mm.advice and "100% of the GEMM time" in mm.advice
 
 
+def _small_bf16_gemms(steps: int = 4) -> Scenario:
+    """A100, bf16 `aten::mm` of [2048, 1024] x [1024, 1024] (compute-bound by its FLOPs per
+    byte), 20 per step, each kernel 40 µs
+    on a grid of 8 blocks: far too few for 108 SMs."""
+    sc = Scenario(name="planted_small_bf16_gemms", devices=[A100])
+    for k in range(steps):
+        s = k * 2 * MS
+        sc.range(f"ProfilerStep#{k}", s, 2 * MS)
+        for i in range(20):
+            t0 = s + i * 50 * US
+            mm = sc.op("aten::mm", t0, 10 * US, [[2048, 1024], [1024, 1024]], types=[BF, BF])
+            sc.launch(mm, BF16_GEMM, t0 + 2 * US, t0 + 20 * US, 40 * US, grid=(8, 1, 1))
+    return sc
+
+
+def test_batching_small_gemms_is_advised_only_where_some_are_small(scenario_db) -> None:
+    """'Batch small GEMMs together' is for grids that leave the GPU idle; an 8192² GEMM at
+    275 TFLOP/s has nothing to batch."""
+    (big,) = [f for f in hot_ops.analyze(scenario_db(bf16_gemm_near_peak()), Thresholds())]
+    assert "batch small GEMMs" not in big.advice and "multiples of" not in big.advice
+    small = [
+        f
+        for f in hot_ops.analyze(scenario_db(_small_bf16_gemms()), Thresholds())
+        if f.evidence.get("operator") == "aten::mm"
+    ]
+    assert small and "batch small GEMMs" in small[0].advice
+
+
 @pytest.mark.corpus
 def test_qwen_on_mi300x_is_not_told_to_align_dimensions_that_are(corpus: Path) -> None:
     """Qwen1.5-0.5B prefill (16 x 559 = 8,944 tokens): its projections are K = 1024 or
@@ -109,6 +145,8 @@ def test_qwen_on_mi300x_is_not_told_to_align_dimensions_that_are(corpus: Path) -
     assert len(gemm) >= 2
     for f in gemm:
         assert "TunableOp" in f["advice"] and "multiples of" not in f["advice"], f["advice"]
+        # 8,944-row GEMMs at 457-481 TFLOP/s: nothing to batch
+        assert "batch small GEMMs" not in f["advice"]
     # V100 ResNet-50: the FP32 finding's GEMMs are the classifier's ([32, 2048] x [2048,
     # 1000] and its gradients, K and N in {32, 1000, 2048}): aligned, so no clause there
     resnet = _report(corpus / "torch/v100_resnet50_legacy2021.pt.trace.json.gz")

@@ -143,6 +143,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     below_roofline=bool(est.costed_ns and impact),
                     memory_bound=est.kind != "memory" and est.bound == "memory",
                     gemm_dims=est.gemm_dims,
+                    # shapes known and no call's grid too small for the GPU: nothing to batch
+                    small_gemms=not (est.gemm_known_ns > 0 and est.grid_bound_gpu_ns == 0),
                 ),
             )
         )

@@ -308,6 +308,7 @@ def advice_for(
     below_roofline: bool = False,
     memory_bound: bool = False,
     gemm_dims: GemmDims | None = None,
+    small_gemms: bool = True,
 ) -> str:
     """The advice for ``kind``, worded for the workload (framework, GPU, what is done).
 
@@ -318,7 +319,9 @@ def advice_for(
     ``memory_bound``: the cost model finds them bound by memory (a GEMM of few rows, as in
     decoding, reads its whole weight matrix for them). ``gemm_dims``: what the recorded
     shapes say of its GEMMs' K and N (:mod:`tracelens.core.gemm_alignment`): the advice
-    on dimensions follows it.
+    on dimensions follows it. ``small_gemms``: some of its GEMMs may be too small to fill
+    the GPU (False where the shapes are known and no call's grid leaves it idle: then
+    "batch small GEMMs together" cannot apply).
     """
     if wl is None:
         return kind.advice
@@ -347,7 +350,7 @@ def advice_for(
                     else "(cuBLASLt compute types, CUTLASS)"
                 )
                 + _then(dims_clause(gemm_dims, "8/16"))
-                + ", and batch small GEMMs together."
+                + (", and batch small GEMMs together." if small_gemms else ".")
             )
         lib = gemm_library(kernel_name)
         if lib == TRITON:
@@ -368,7 +371,11 @@ def advice_for(
             return (
                 f"Matrix multiplies dominate (hipBLASLt/Tensile kernels): {tunableop_advice(wl)}"
                 + _then(dims_clause(gemm_dims, "16"))
-                + ", and batch small GEMMs into one (`torch.bmm`, grouped GEMM)."
+                + (
+                    ", and batch small GEMMs into one (`torch.bmm`, grouped GEMM)."
+                    if small_gemms
+                    else "."
+                )
             )
         return (
             "Matrix multiplies dominate: keep them in bf16/fp16"
@@ -379,7 +386,7 @@ def advice_for(
             )
             + ", large enough to fill the GPU"
             + _then(dims_clause(gemm_dims, "16" if amd else "8/16"))
-            + "; batch small GEMMs together (`torch.bmm`, grouped GEMM)."
+            + ("; batch small GEMMs together (`torch.bmm`, grouped GEMM)." if small_gemms else ".")
         )
     if kind.key == "attention":
         if is_fused_attention(kernel_name, op_name) or (
