@@ -108,8 +108,7 @@ def test_an_fp32_gemm_is_told_about_its_dimensions_only_where_they_are_off(
 
 def _small_bf16_gemms(steps: int = 4) -> Scenario:
     """A100, bf16 `aten::mm` of [2048, 1024] x [1024, 1024] (compute-bound by its FLOPs per
-    byte), 20 per step, each kernel 40 µs
-    on a grid of 8 blocks: far too few for 108 SMs."""
+    byte), 20 per step, each kernel 40 µs on a grid of 8 blocks: far too few for 108 SMs."""
     sc = Scenario(name="planted_small_bf16_gemms", devices=[A100])
     for k in range(steps):
         s = k * 2 * MS
