@@ -682,6 +682,11 @@ def test_sglang_decode_step_is_labelled_twice_and_waits_on_the_gpu(corpus: Path)
     assert not small["evidence"]["mixture_of_experts"]  # Qwen3-8B is dense
     # rank 0 of 1 with BF16 weights: no tensor parallelism to cut, FP8 weights would help
     assert "tensor parallelism" not in small["advice"] and "FP8 weights" in small["advice"]
+    # ~1k tokens of context per request: attention (paged, over the KV cache) is a fifth of
+    # the step, so each added request is not free; the advice puts a number on it
+    assert (
+        "attention is 22% of the kernel time, about 0.7% of a step per request" in (small["advice"])
+    )
     assert_fits_workload(r)
 
 

@@ -349,6 +349,18 @@ def _mixed_itl(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Finding | N
     )
 
 
+def _attention_share(db: TraceDB) -> float | None:
+    """Attention kernels' share of all kernel time (percent), None without kernels: the part
+    of a decode step that grows with each request's KV cache."""
+    total = 0
+    attention = 0
+    for name, ns in db.rows("SELECT kernel_name, sum(dur_ns) FROM kernel_ops GROUP BY 1"):
+        total += int(ns)
+        if name is not None and classify(name).key == "attention":
+            attention += int(ns)
+    return 100.0 * attention / total if total else None
+
+
 def _weight_dtype(db: TraceDB, t: Thresholds) -> tuple[str, bool]:
     """The GEMMs' data type by time from the cost model, else from the dense GEMM kernels'
     names (FP8 kernels), or 16-bit assumed."""
@@ -471,6 +483,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         if sustained < 1 and "tensor" in peak[0]
         else ""
     )
+    attention = _attention_share(db)
     if s.source == "sglang":
         knobs = "`--max-running-requests`, with `--mem-fraction-static` for KV-cache room"
     else:
@@ -521,7 +534,13 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         advice=f"If requests wait for a slot, raise the batch limit ({knobs}): decode "
         "throughput grows almost with the batch until the GEMMs become compute-bound, and "
         "each step gets only a little longer (attention reads each request's KV cache, "
-        "so long contexts cost more)."
+        "so long contexts cost more"
+        + (
+            f": here attention is {attention:.0f}% of the kernel time, about "
+            f"{attention / median_tokens:.1f}% of a step per request at this context length)."
+            if attention is not None and median_tokens > 0
+            else ")."
+        )
         + _light_load_text(db, dtype, expert_dtype)
         + " Check the ITL target before raising the batch.",
     )
