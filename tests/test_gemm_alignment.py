@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import load_trace
+import tracelens
 from tracelens.analyzers import hot_ops
 from tracelens.core.gemm_alignment import (
     GemmDims,
@@ -24,7 +24,6 @@ from tracelens.core.gemm_alignment import (
 )
 from tracelens.core.op_cost import op_cost
 from tracelens.core.thresholds import Thresholds
-from tracelens.report import build_report
 from tracelens.testing.planted_cost import (
     A100,
     BF16_GEMM,
@@ -39,11 +38,8 @@ BF = "c10::BFloat16"
 
 
 def _report(path: Path) -> dict:
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    with tracelens.load(path) as trace:
+        return trace.report()
 
 
 def test_the_shapes_give_k_and_n() -> None:

@@ -477,12 +477,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         if moe
         else ""
     )
-    sustained = spec.arch.sustained_matrix
-    sheet = (
-        f" ({sustained:g} of the sheet's {peak[1] / sustained:.4g}: what its matrix cores sustain)"
-        if sustained < 1 and "tensor" in peak[0]
-        else ""
-    )
+    sheet = spec.sustained_note(peak[1], peak[0])
     attention = _attention_share(db)
     if s.source == "sglang":
         knobs = "`--max-running-requests`, with `--mem-fraction-static` for KV-cache room"

@@ -257,17 +257,11 @@ def _impact(
         parts = []
         knobs = []
         if est.kind != "memory" and est.peak_tflops:
-            # the sheet's figure, except where the matrix cores sustain only part of it
-            sustained = costs.spec.arch.sustained_matrix
             eff, eff_name = math_efficiency(est.kind, t)
             if eff_name:
                 knobs.append(eff_name)
-            sheet = (
-                f" ({sustained:g} of the sheet's {est.peak_tflops / sustained:.4g}: what its "
-                "matrix cores sustain)"
-                if sustained < 1 and "tensor" in (est.math or "")
-                else ""
-            )
+            # the sheet's figure, except where the matrix cores sustain only part of it
+            sheet = costs.spec.sustained_note(est.peak_tflops, est.math or "")
             parts.append(
                 f"{est.flops / 1e12:.3g} TFLOP at "
                 + (f"{100 * eff:.0f}% of " if eff_name else "")

@@ -34,11 +34,11 @@ DROPOUT_OPS = (
     r"|fused_dropout|_fused_dropout)$"
 )
 _SHOWN_RANGES = 20
-# BatchNorm's operators: in training mode they normalize with each batch's statistics.
+# BatchNorm's operators: in training mode they normalize with each batch's statistics
+# (``_native_batch_norm_legit_no_training`` is eval mode's own, so it is not one of them).
 _BATCH_NORM_OPS = (
     "'aten::batch_norm', 'aten::native_batch_norm', 'aten::_batch_norm_impl_index', "
-    "'aten::cudnn_batch_norm', 'aten::miopen_batch_norm', "
-    "'aten::_native_batch_norm_legit', 'aten::_native_batch_norm_legit_no_training'"
+    "'aten::cudnn_batch_norm', 'aten::miopen_batch_norm', 'aten::_native_batch_norm_legit'"
 )
 
 
@@ -62,12 +62,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             ORDER BY start_ns LIMIT {_SHOWN_RANGES}"""
     )
     names = ", ".join(f"`{r['op_name']}`" for r in ops)
-    # The outermost BatchNorm calls only (no_training's calls are eval-mode ones).
+    # The outermost BatchNorm calls only.
     batch_norms = int(
         db.scalar(
             f"""SELECT count(*) FROM cpu_ops o
                 WHERE o.name IN ({_BATCH_NORM_OPS})
-                  AND o.name <> 'aten::_native_batch_norm_legit_no_training'
                   AND NOT EXISTS (SELECT 1 FROM cpu_ops p WHERE p.op_id = o.parent_id
                                   AND p.name IN ({_BATCH_NORM_OPS}))"""
         )

@@ -55,6 +55,16 @@ class GpuSpec:
     def has_tensor(self, dtype: str) -> bool:
         return dtype in self.arch.tensor_dtypes
 
+    def sustained_note(self, tflops: float, math: str) -> str:
+        """`` (0.7 of the sheet's 1307: what its matrix cores sustain)`` after a peak of
+        ``tflops`` for ``math`` ("bf16 tensor", ...) that is the sheet's figure derated
+        (``Arch.sustained_matrix``); nothing where the peak is the sheet's own."""
+        sustained = self.arch.sustained_matrix
+        if sustained >= 1 or "tensor" not in math:
+            return ""
+        sheet = tflops / sustained
+        return f" ({sustained:g} of the sheet's {sheet:.4g}: what its matrix cores sustain)"
+
 
 VOLTA = Arch("nvidia", "Volta", ("fp16",), Peaks(14.0, 112.0, None, None, None, 900.0))
 TURING = Arch("nvidia", "Turing", ("fp16", "int8"), Peaks(8.1, 65.0, None, None, None, 320.0))
