@@ -62,8 +62,14 @@ def test_corpus_sampled_ranks_expose_most_communication(
         a2a = next(c for c in ev["collectives"] if c["collective"] == "all_to_all")
         assert a2a["max_bytes"] == 400 * 2**20 and a2a["min_bytes"] < 4096
         assert a2a["median_bytes"] != 215_408_640  # a real call's size
-        assert "`all_to_all` ×4, " in f.summary and "the largest at" in f.summary
+        assert "`all_to_all` ×4 (182 ms), " in f.summary and "the largest at" in f.summary
         assert "400 MiB" in f.summary and "205" not in f.summary
+        # the all-reduces (108 ms) and all-gathers (106 ms) hold as much time between them:
+        # naming the all-to-all alone hid half the communication; and the bandwidth, taken
+        # over kernels that also wait for the peers, is said to be a lower bound
+        assert "`all_reduce` ×4 (108 ms)" in f.summary
+        assert "`_all_gather_base` ×2 (106 ms)" in f.summary
+        assert "a lower bound" in f.summary
 
 
 def test_corpus_single_rank_ddp_has_no_nccl_kernels(corpus: Path) -> None:

@@ -123,11 +123,14 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     ten SendRecvs are the same exchange on both ranks (the others pair each rank with
     ranks not in the files). Rank 1 reaches all four last, having run more GPU compute
     before them (272 ms against 210 ms over the capture). With 126 ranks absent, "last"
-    is among these two only, and the report says so, in the straggler's own title too: rank
-    1's own communication finding says it reaches its collectives early, which is true of
-    its exchanges with ranks not recorded. The imbalance finding and the straggler's
-    summary both measure against the other rank (61.7 ms more), not against the two ranks'
-    midpoint (which halved it).
+    is among these two only, and the report says so, in the straggler's own title too.
+    Rank 1's NCCL kernels still wait 150 ms inside collectives: for ranks not recorded, so
+    its peer-waiting finding must not call it early (that contradicted the straggler
+    finding beside it) but send the reader to the absent ranks. The imbalance finding and
+    the straggler's summary both measure against the other rank (61.7 ms more), not against
+    the two ranks' midpoint (which halved it); the extra work is FBGEMM's embedding lookups
+    and their fused optimizer (+43.5 and +18.6 ms), so the advice is the embedding tables'
+    sharding plan, not the batch split or expert routing.
     """
     job = _job(corpus / "torch/sampled_2rank")
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
@@ -144,6 +147,17 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
         for t in titles
     ), titles
     assert "Rank 1 runs 61.7 ms more GPU compute than rank 0 (29% more)" in titles
+    (imb,) = [f for f in job["findings"] if f["title"].startswith("Rank 1 runs")]
+    assert "sharding plan" in imb["advice"] and "embedding tables" in imb["advice"]
+    (wait,) = [
+        f
+        for f in job["findings"]
+        if f["analyzer"] == "communication"
+        and "exposed_waiting_ns" in f["evidence"]
+        and f.get("rank") == 1
+    ]
+    assert "before its peers" not in wait["advice"]
+    assert "these traces do not include" in wait["advice"]
 
 
 def test_base_times_align_ranks_without_shared_collectives(tmp_path: Path) -> None:
@@ -242,3 +256,24 @@ def test_straggler_ranges_name_the_ranks_that_waited_longest() -> None:
     got = [r["rank"] for r in _straggler_ranges(11, [g])]
     longest = sorted(range(11), key=lambda r: (-waits[r], r))[:WAITS_SHOWN]
     assert got[0] == 11 and sorted(got[1:]) == sorted(longest)
+
+
+@pytest.mark.parametrize(
+    ("diffs", "says"),
+    [
+        (
+            [(43_500_000, "CppNode<SplitLookupFunction_rowwise_adagrad_Op>"), (1_500_000, "mm")],
+            "sharding plan",
+        ),
+        ([(9_000_000, "vllm::moe_forward"), (2_000_000, "aten::mm")], "to this rank's experts"),
+        ([(9_000_000, "aten::mm"), (8_000_000, "aten::embedding")], "sharding of the batch"),
+    ],
+)
+def test_imbalance_advice_follows_the_operators_that_differ(
+    diffs: list[tuple[int, str]], says: str
+) -> None:
+    """Uneven embedding lookups are a sharding plan's, uneven expert GEMMs a router's; only
+    where neither holds most of the extra work is the batch split the suspect."""
+    from tracelens.ranks.job_findings import imbalance_advice
+
+    assert says in imbalance_advice(diffs)

@@ -112,13 +112,36 @@ def _size_text(c: dict) -> str:
     call: a few-KiB split exchange beside 400 MiB payloads)."""
     if not c["median_bytes"] or c["median_algbw_gbps"] is None:
         return ""
-    head = f"; `{c['collective']}` ×{c['count']:,}"
     if c["min_bytes"] == c["max_bytes"]:
-        return f"{head}, {fmt_bytes(c['max_bytes'])} each at {c['median_algbw_gbps']} GB/s"
+        return f", {fmt_bytes(c['max_bytes'])} each at {c['median_algbw_gbps']} GB/s"
     return (
-        f"{head}, {fmt_bytes(c['min_bytes'])} to {fmt_bytes(c['max_bytes'])}, the largest at "
+        f", {fmt_bytes(c['min_bytes'])} to {fmt_bytes(c['max_bytes'])}, the largest at "
         f"{c['largest_algbw_gbps']} GB/s"
     )
+
+
+# A collective kind is named beside the largest when it holds at least this share of the
+# communication time: an all-reduce as long as the all-to-all is part of the picture.
+_NAMED_SHARE = 0.15
+
+
+def _collectives_text(collectives: list[dict], waited: bool) -> str:
+    """The collectives that hold the communication time, largest first, with the largest's
+    sizes and bandwidth (a lower bound on the link's where kernels also wait for peers)."""
+    total = sum(int(c["kernel_ns"]) for c in collectives) or 1
+    named = [
+        c for i, c in enumerate(collectives) if i == 0 or c["kernel_ns"] >= _NAMED_SHARE * total
+    ]
+    parts = []
+    for i, c in enumerate(named):
+        head = f"`{c['collective']}` ×{c['count']:,}"
+        if len(named) > 1:
+            head += f" ({fmt_ns(int(c['kernel_ns']))})"
+        sizes = _size_text(c) if i == 0 else ""
+        if sizes and waited:
+            sizes += ", a lower bound as the kernels' time includes waiting for peers"
+        parts.append(head + sizes)
+    return "; " + "; ".join(parts)
 
 
 # One row per NCCL kernel on a device: its collective and bytes (as _PER_COLLECTIVE matches
@@ -270,8 +293,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [dev],
         )
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
-        top = collectives[0] if collectives else None
-        size_text = _size_text(top) if top else ""
+        size_text = _collectives_text(collectives, waited > 0) if collectives else ""
         findings.append(
             finding(
                 ANALYZER,

@@ -12,7 +12,10 @@ after a rank the last one arrived. So, per rank:
 - waiting for a named straggler is the straggler finding's, taken from the peer-waiting
   finding first, then from the exposed-communication finding;
 - what coalescing small collectives would give back is the storm finding's, taken from
-  the exposed-communication finding.
+  the exposed-communication finding;
+- a rank that arrives last among the recorded ranks of a larger job cannot be the one its
+  peers wait for and also be early: what it waits for are ranks not recorded, and its
+  peer-waiting advice says so instead of calling it early.
 
 No millisecond is then counted by two findings. Measured waiting replaces the estimate
 only where every collective of the rank is paired with every other rank's and the job's
@@ -42,11 +45,16 @@ def reconcile(
     measured_wait_ns: int | None,
     straggler_wait_ns: int,
     coalesced_ns: int,
+    last_among_recorded: bool = False,
 ) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
     """``rank``'s own findings (each given its ``rank``) as the job counts them, and, when a
     peer-waiting finding was dropped, its (estimated, measured) waiting for the note.
-    ``measured_wait_ns`` is None where waiting cannot be measured (see the module)."""
+    ``measured_wait_ns`` is None where waiting cannot be measured (see the module).
+    ``last_among_recorded``: the job names this rank the straggler among only some of its
+    ranks."""
     mine = [of_rank(f, rank) for f in findings]
+    if last_among_recorded:
+        mine = [_waits_for_unrecorded(f) if _is_waiting(f) else f for f in mine]
     note = None
     released = 0
     if measured_wait_ns is not None:
@@ -79,6 +87,20 @@ def reconcile(
         f, left = _less(f, left, _FOR_STRAGGLER)
         out.append(f)
     return out, note
+
+
+def _waits_for_unrecorded(f: dict[str, Any]) -> dict[str, Any]:
+    """The peer-waiting finding of a rank the recorded ranks wait for: its own waiting is
+    for ranks outside the recording, so the advice looks there, not at its recorded peers."""
+    lib = "RCCL" if "RCCL" in f["title"] else "NCCL"
+    return {
+        **f,
+        "advice": "Among the recorded ranks this rank arrives last (see its straggler "
+        f"finding), yet its {lib} kernels still wait inside collectives: the ranks it waits "
+        "for are ones these traces do not include. Record every rank of the job (or at least "
+        "every member of these collectives) for the same steps to find the slowest, and "
+        "compare per-rank step times there before rebalancing work on this one.",
+    }
 
 
 def _is_waiting(f: dict[str, Any]) -> bool:

@@ -162,7 +162,12 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
             else None
         )
         mine, note = reconcile(
-            e.rank, e.report["findings"], measured, waited[e.rank], coalesced[e.rank]
+            e.rank,
+            e.report["findings"],
+            measured,
+            waited[e.rank],
+            coalesced[e.rank],
+            last_among_recorded=not whole and e.rank in named,
         )
         own += mine
         if note:

@@ -7,6 +7,7 @@ window.
 
 from __future__ import annotations
 
+import re
 from statistics import median
 from typing import Any
 
@@ -185,6 +186,43 @@ def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:
     return out
 
 
+# Operators whose per-rank work follows how embedding tables are sharded (TorchRec and
+# FBGEMM's table-batched embeddings, PyTorch's own embedding bags), or how tokens are
+# routed to experts: uneven work there is a sharding or routing plan, not a batch split.
+_EMBEDDING_OPS = re.compile(
+    r"embedding|SplitLookup|split_embedding|TableBatched|permute_pooled_embs|KeyedJaggedTensor",
+    re.IGNORECASE,
+)
+_EXPERT_OPS = re.compile(r"moe|expert|grouped_gemm|topk_softmax", re.IGNORECASE)
+
+
+def imbalance_advice(diffs: list[tuple[int, str]]) -> str:
+    """Advice for the operators that make up most of the extra work (``diffs``: extra ns
+    and operator, largest first)."""
+    extra = sum(d for d, _ in diffs) or 1
+    embedding = sum(d for d, op in diffs if _EMBEDDING_OPS.search(op))
+    experts = sum(d for d, op in diffs if _EXPERT_OPS.search(op))
+    if 2 * embedding > extra:
+        return (
+            "Most of the extra work is embedding lookups and their updates, so the ranks hold "
+            "uneven shares of the embedding tables: revisit the sharding plan (TorchRec's "
+            "planner: table-wise, row-wise or column-wise sharding, with each table's rows, "
+            "dimension and pooling factor as its cost) so every rank looks up a similar "
+            "number of rows, and check the ids per rank of the batches recorded here."
+        )
+    if 2 * experts > extra:
+        return (
+            "Most of the extra work is in the experts: more tokens are routed to this rank's "
+            "experts than to the others'. Check the router's balance (load-balancing loss, "
+            "capacity factor, token dropping) and the placement of hot experts."
+        )
+    return (
+        "Give every rank the same work: check the sharding of the batch, sequence lengths "
+        "(padding) or, for mixture-of-experts models, the tokens routed to this rank's "
+        "experts (capacity factor, load-balancing loss)."
+    )
+
+
 def imbalance_finding(
     extracts: list[RankExtract], window_ns: int, t: Thresholds, late: list[Straggler]
 ) -> dict[str, Any] | None:
@@ -233,9 +271,7 @@ def imbalance_finding(
             "compute_ns_by_rank": {str(e.rank): e.compute_ns for e in extracts},
             "operators": [{"operator": op, "extra_ns": d} for d, op in diffs[:10]],
         },
-        "advice": "Give every rank the same work: check the sharding of the batch, sequence "
-        "lengths (padding) or, for mixture-of-experts models, the tokens routed to this "
-        "rank's experts (capacity factor, load-balancing loss).",
+        "advice": imbalance_advice(diffs),
         "time_ranges": [],
         "supersedes": [],
         "rank": top.rank,
