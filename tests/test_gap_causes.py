@@ -692,3 +692,30 @@ def test_a_short_sync_on_an_empty_queue_drains_nothing(load) -> None:
     after, f = _after_sync(load, _drain_then_refill(short_sync_at=3))
     assert after["gaps"] == f.evidence["gap_count"] == 10
     assert after["call"] == "cudaDeviceSynchronize"
+
+
+@pytest.mark.parametrize(
+    ("frame", "harness"),
+    [
+        ("bench/run_benchmark.py(41): measure", True),
+        ("moca/library/profiling/profile.py(34): run_torch_profiler", True),
+        ("model/serve.py(88): step", False),
+    ],
+)
+def test_a_harness_sync_drain_is_named_and_not_counted(load, frame: str, harness: bool) -> None:
+    """The same drain and refill, the device synchronize made from a Python function: a
+    benchmark's or profiler's own sync around the measured step is the harness's (the
+    program without it keeps its queue full), named and left out of the impact with advice
+    to record past it; the program's own sync stays its lever, counted in full."""
+    sc = _drain_then_refill()
+    sc.op(frame, 15 * US, 2_000 * US, category="python_function")
+    after, f = _after_sync(load, sc)
+    assert after["gaps"] == f.evidence["gap_count"] == 10
+    if harness:
+        assert f.evidence["harness_sync_ns"] == f.evidence["gap_ns"] and f.impact_ns == 0
+        assert "the harness's sync (`cudaDeviceSynchronize`" in f.title
+        assert "nothing in the program needs to change" in f.advice
+    else:
+        assert "harness_sync_ns" not in f.evidence and f.impact_ns == f.evidence["gap_ns"]
+        assert "a sync (`cudaDeviceSynchronize` from `serve.py(88): step`)" in f.title
+        assert "Removing the sync" in f.advice

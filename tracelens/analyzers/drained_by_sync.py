@@ -104,15 +104,33 @@ hit AS (
            arg_max(coalesce(frame, top_op, annotation), b_end) AS site
     FROM framed GROUP BY start_ns
 ),
+-- a device synchronize a profiling or benchmark harness makes around the measured work
+harnessed AS (
+    SELECT *, coalesce(regexp_matches(call, '{device_syncs}')
+                       AND regexp_matches(site, '{harness_sites}'), false) AS harness
+    FROM hit
+),
 -- the call with the most of that time, and where it was made in its longest gap
 top_call AS (
     SELECT call, arg_max(site, ns) AS site FROM hit GROUP BY call
     ORDER BY sum(ns) DESC, call LIMIT 1
 )
 SELECT count(*) AS n, coalesce(sum(ns), 0) AS ns, any_value(top_call.call) AS call,
-       any_value(top_call.site) AS site, (SELECT count(*) FROM pairs) AS drains
-FROM hit LEFT JOIN top_call ON true
+       any_value(top_call.site) AS site, (SELECT count(*) FROM pairs) AS drains,
+       coalesce(sum(ns) FILTER (WHERE harness), 0) AS harness_ns
+FROM harnessed LEFT JOIN top_call ON true
 """
+
+# Device-wide synchronizes (a harness's `torch.cuda.synchronize()`), and the places a
+# profiling or benchmark harness makes them: the Python function around the call outside
+# PyTorch's package (`moca/library/profiling/profile.py(34): run_torch_profiler`), or an
+# operator or range name. The program without its harness pays neither the sync nor the
+# queue's refill after it.
+_DEVICE_SYNCS = r"(?i)(Device|Ctx)Synchronize"
+_HARNESS_SITES = (
+    r"(?i)(profil(e|er|ing)\b|profil(e|er|ing)[/_.]|benchmark|\bbench_|_bench\b|bench\.py"
+    r"|timeit|harness)"
+)
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,8 @@ class DrainedBySync:
     site: str | None
     # the gaps the calls themselves opened; the rest are their ramp-ups
     drains: int = 0
+    # of ``ns``, the gaps a profiling or benchmark harness's device synchronize opened
+    harness_ns: int = 0
 
 
 def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> DrainedBySync:
@@ -138,9 +158,16 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
         gaps=gaps,
         thread=with_launching_thread("g", keep_unmatched=False),
         launch_calls=", ".join(f"'{c}'" for c in LAUNCH_CALLS),
+        device_syncs=_DEVICE_SYNCS,
+        harness_sites=_HARNESS_SITES,
     )
     params = [cause, slack, slack, t.idle_drain_min_wait_ns, t.idle_ramp_lead_ns]
     row = db.dicts(sql, [*params, t.idle_ramp_max_gap_ns])[0]
     return DrainedBySync(
-        int(row["n"]), int(row["ns"]), row["call"], row["site"], int(row["drains"] or 0)
+        int(row["n"]),
+        int(row["ns"]),
+        row["call"],
+        row["site"],
+        int(row["drains"] or 0),
+        int(row["harness_ns"]),
     )

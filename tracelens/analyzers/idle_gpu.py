@@ -260,6 +260,12 @@ def _title(
             # most of the time follows a sync that let the queue run dry: name the sync,
             # whose removal gives it back, not the code that refilled the queue
             where = f" from `{_site(drained.site)}`" if drained.site else ""
+            if 2 * drained.harness_ns >= ns:
+                return (
+                    f"the harness's sync (`{drained.call}`{where}) let the queue run dry "
+                    f"before the host's next work ({share} in `{top}`{allocating}; the "
+                    "harness's, not counted)"
+                )
             return (
                 f"a sync (`{drained.call}`{where}) let the queue run dry before the host's "
                 f"next work ({share} in `{top}`{allocating})"
@@ -495,6 +501,8 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             "put independent work on other streams so it can fill the wait, and fuse chains of "
             "small kernels."
         )
+    if cause in ("host_compute", "untraced") and _harness_drained(ev):
+        return _harness_advice(ev, torch)
     if cause == "host_compute":
         text = (
             "The launching thread was busy on the CPU"
@@ -606,6 +614,33 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
 # From this share of a host cause's idle time in gaps a blocking call opened, the advice
 # names the call: below it the sync is a detail of the evidence, not the lever.
 _DRAINED_MENTION_SHARE = 0.2
+
+
+def _harness_drained(ev: dict[str, Any]) -> bool:
+    """Most of these gaps follow a profiling or benchmark harness's device synchronize."""
+    return 2 * int(ev.get("drained_harness_ns", 0)) >= int(ev.get("gap_ns", 0)) > 0
+
+
+def _harness_advice(ev: dict[str, Any], torch: bool) -> str:
+    """Gaps a harness's sync opened: nothing in the program to change for them."""
+    n = int(ev["drained_gaps"])
+    site = ev.get("drained_site")
+    return (
+        f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
+        f"({fmt_ns(ev['drained_harness_ns'])}) follow `{ev['drained_call']}`"
+        + (f" from `{site}`" if site else "")
+        + ", a profiling or benchmark harness's own device synchronize: it let the queue "
+        "empty, and the program's host work after it ran on an idle GPU"
+        + (
+            ", gap after gap, until the host got ahead again"
+            if n > int(ev.get("drained_drains", n))
+            else ""
+        )
+        + ". The program without the harness keeps its queue full here, so this time is "
+        "the harness's and nothing in the program needs to change for it. To record the "
+        "steady state instead, start recording after the harness's sync and a warm-up step"
+        + (" (`torch.profiler.schedule(wait=1, warmup=1, active=...)`)." if torch else ".")
+    )
 
 
 def _drained_advice(ev: dict[str, Any]) -> str:
@@ -1011,6 +1046,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "drained_call": drained.call,
                     "drained_site": drained.site,
                     "drained_drains": drained.drains,
+                    "drained_harness_ns": drained.harness_ns,
                     "gap_count": n,
                 }
             flush = flush_in_gaps(db, gaps, cause)
@@ -1031,11 +1067,18 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             # A kernel's first launch waits for its module once per process: time the
             # program spends, but no change to the steady state gives it back.
             one_off = sum(int(k["ns"]) for k in kinds or [] if k["kind"] == "first_launch")
+            # gaps a profiling or benchmark harness's device synchronize opened (and the
+            # queue's refill after it): the program without its harness never pays them
+            harness = (
+                min(drained.harness_ns, max(0, ns - one_off - flush.ns))
+                if drained is not None
+                else 0
+            )
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    ns - one_off - flush.ns,
+                    ns - one_off - flush.ns - harness,
                     db,
                     t,
                     subject_ns=ns,
@@ -1055,6 +1098,14 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         f"between passes (`{flush.name}`), which the measured work never "
                         "pays: not counted."
                         if flush.ns
+                        else ""
+                    )
+                    + (
+                        f" {fmt_ns(harness)} of it follows a profiling or benchmark harness's "
+                        f"device synchronize (`{drained.call}` from `{_site(drained.site)}`) "
+                        "that emptied the queue, and the host work refilling it: the program "
+                        "without the harness never pays it, so it is not counted."
+                        if harness and drained is not None
                         else ""
                     )
                     + (
@@ -1100,6 +1151,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                             if flush.ns
                             else {}
                         ),
+                        **({"harness_sync_ns": harness} if harness else {}),
                         **({k: v for k, v in alloc.items() if v} if alloc.get("alloc_ns") else {}),
                         **(
                             {

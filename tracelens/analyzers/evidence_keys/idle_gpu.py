@@ -133,6 +133,16 @@ EVIDENCE = AnalyzerEvidence(
             only=_CAUSES,
         ),
         Key(
+            "harness_sync_ns",
+            NS,
+            "Idle time in gaps a profiling or benchmark harness's device synchronize opened "
+            "(the call made from a function, operator or range named for profiling or "
+            "benchmarking), with the host's refill of the queue after it: left out of the "
+            "impact",
+            when="such a sync let the queue empty before some of the gaps",
+            only=("host_compute", "untraced"),
+        ),
+        Key(
             "harness_flush_range",
             TEXT,
             "The name of that flush range",
