@@ -142,12 +142,11 @@ def test_alexnet_is_almost_all_idle_and_says_why(reports: dict[str, dict]) -> No
         for f in r["findings"]
         if f["analyzer"] == "idle_gpu" and f["evidence"]["cause"] == "host_compute"
     ]
-    # after the warm-up, that idle is nearly all of the 80 ms left; less the harness's
-    # cache flush between passes (not counted), the measured pass's own 31 ms is still
-    # critical there
+    # after the warm-up, that idle is nearly all of the 80 ms left: the harness's cache
+    # flush between passes and the allocations refilling the pool it freed, neither counted
     (after,) = host
     assert "93% of the 79.6 ms after" in after["title"]
-    assert 38 < after["impact_pct"] < 40 and after["severity"] == "critical"
+    assert after["impact_ns"] < 1e6 and after["severity"] == "low"
     # The 233 MiB of pageable uploads are the model's weights, copied during the warm-up:
     # the metrics count them, but a steady-state finding about them would mislead.
     assert r["metrics"]["h2d_pageable_bytes"] == 244_403_360

@@ -167,9 +167,13 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     forward, nearly all of it its five `cudaMalloc` calls (8.6 + 8.3 + 11.6 + 3.1 + 1.3 ms)
     refilling the pool the flush's `cudaFree` emptied. The flush is the cold-cache
     benchmark's own step, which the model never pays: it is named and left out of the
-    impact (an earlier reading counted all 74 ms). The 31 ms the measured pass pays is 39 %
-    of the steady window: critical, second (a still earlier reading rated it low, 0.6 % of
-    the whole capture).
+    impact (an earlier reading counted all 74 ms). So are the allocations refilling the
+    pool it handed back to the driver: a program that keeps its caching allocator's pool
+    never makes them (an earlier reading offered those 31 ms back as 39 % of the steady
+    window, critical and second, with advice to keep the pool, which only the harness can
+    take). What the model itself can change after the warm-up is under 1 ms each: the
+    measured pass's other host time between launches, and TF32 for its FP32 GEMMs and
+    convolutions.
 
     Before all that, outside the GPU's window, the first CUDA call (PyTorch's lazy
     initialization: `aten::to` → `cudaDeviceGetStreamPriorityRange`) takes 29.9 s of the
@@ -188,22 +192,27 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     # to turn it on for fixed shapes may stand (the earlier pin forbade it because the
     # capture supposedly showed the search); the warm-up finding itself never says it.
     assert "cudnn.benchmark" not in first["advice"]
-    second = r["findings"][1]
-    assert second["analyzer"] == "idle_gpu" and second["severity"] == "critical"
-    assert "93% of the 79.6 ms after" in second["title"]  # the idle it is about
-    ev = second["evidence"]
+    (idle,) = [f for f in r["findings"] if f["analyzer"] == "idle_gpu"]
+    assert "93% of the 79.6 ms after" in idle["title"]  # the idle it is about
+    ev = idle["evidence"]
     assert ev["harness_flush_range"] == "[param|clear_cache]"
     assert 43.0e6 < ev["harness_flush_ns"] < 43.2e6
-    assert second["impact_ns"] == ev["gap_ns"] - ev["harness_flush_ns"]
-    assert 38 < second["impact_pct"] < 40
-    assert ev["alloc_ns"] >= 0.95 * second["impact_ns"]  # what the measured pass pays
+    assert ev["alloc_ns"] >= 0.95 * (ev["gap_ns"] - ev["harness_flush_ns"])
+    # the five cudaMallocs, 30.3 ms (the flush's own 1.25 ms cudaFree is in the flush)
+    assert ev["harness_refill_ns"] == 30_259_000
+    assert idle["impact_ns"] == ev["gap_ns"] - ev["harness_flush_ns"] - ev["harness_refill_ns"]
+    assert idle["impact_ns"] < 1e6 and idle["severity"] == "low"
     assert (
-        "harness's cache flush `[param|clear_cache]` between passes, not counted"
-        in (second["title"])
-    )
-    assert "emptying the caching allocator" in second["advice"]
-    # the counted time is the allocations: profiling the host's CPU work would find none
-    assert "py-spy" not in second["advice"] and "torch.compile" not in second["advice"]
+        "harness's cache flush `[param|clear_cache]` between passes, not counted; 30.3 ms of "
+        "the gaps in `cudaMalloc` refilling the pool it freed, not counted either"
+    ) in idle["title"]
+    assert "refilling the caching allocator's pool" in idle["advice"]
+    # the time is the harness's allocations: profiling the host's CPU work would find none
+    assert "py-spy" not in idle["advice"] and "torch.compile" not in idle["advice"]
+    assert "aten::cudnn_convolution (12" not in idle["advice"]  # warm-up gaps left out
+    # after the warm-up, what the model itself can change, each under 1 ms: the measured
+    # pass's host time beyond the allocations (886 µs), its FP32 GEMMs and convolutions
+    assert [f["analyzer"] for f in top(r, 4)] == ["warmup", "idle_gpu", "hot_ops", "occupancy"]
     # Every kernel runs once in the warm-up and once in the measured pass: the FP32
     # GEMM/convolution finding counts only the measured half, like hot_ops' operators.
     fp32 = _finding(r, "occupancy", compute_capability="8.0")
@@ -213,10 +222,7 @@ def test_alexnet_capture_is_warmup(corpus: Path) -> None:
     assert "torch.backends.cudnn.benchmark = True" in fp32["advice"]
     assert "falls in the warm-up span" in fp32["impact_basis"]
     assert fp32["impact_ns"] <= 0.55 * fp32["evidence"]["unclaimed_ns"] / 2
-    assert all(f["impact_pct"] < 2 for f in r["findings"][2:])
-    idle = [f for f in r["findings"] if f["analyzer"] == "idle_gpu" and f["impact_ns"] > 0]
-    assert idle and "[param|clear_cache]" in idle[0]["title"] and "cudaMalloc" in idle[0]["title"]
-    assert "aten::cudnn_convolution (12" not in idle[0]["advice"]  # warm-up gaps left out
+    assert all(f["impact_pct"] < 2 for f in r["findings"][1:])
     (note,) = [n for n in r["notes"] if "before the GPU's first work" in n]
     assert note.startswith(
         "the host's first recorded CUDA runtime call, `cudaDeviceGetStreamPriorityRange`, "

@@ -545,19 +545,45 @@ def test_zero_grad_fills_are_told_to_set_to_none(load) -> None:
     assert "`aten::zero_`" in plain.title and "zero_grad" not in plain.advice
 
 
-def _flush_between_passes(name: str):
+def _flush_between_passes(name: str, frees: bool = False):
     """Two passes of one kernel; between them the host spends 600 µs in a range ``name``
     (a harness's cache flush, or the model's own code) and then 300 µs in the next pass's
-    operator before it launches."""
+    operator before it launches. ``frees``: the flush ends with a `cudaFree` (the caching
+    allocator's pool handed back to the driver) and the next pass spends 250 µs of its
+    operator in `cudaMalloc`."""
     from tracelens.testing.scenario import Scenario
 
     sc = Scenario(name="planted_flush")
     sc.launch(None, SMALL_KERNEL, 0, 10 * US, 100 * US, api_dur_ns=5 * US)
     sc.range(name, 110 * US, 600 * US)
-    sc.op("aten::fill_", 120 * US, 580 * US)
+    sc.op("aten::fill_", 120 * US, 500 * US if frees else 580 * US)
+    if frees:
+        sc.api("cudaFree", 630 * US, 60 * US)
     step = sc.op("aten::conv2d", 710 * US, 300 * US)
+    if frees:
+        sc.api("cudaMalloc", 720 * US, 250 * US)
     sc.launch(step, SMALL_KERNEL, 1000 * US, 1005 * US, 100 * US, api_dur_ns=5 * US)
     return sc
+
+
+def test_allocations_refilling_a_pool_the_harness_freed_are_not_counted(load) -> None:
+    """A flush that frees memory to the driver (`torch.cuda.empty_cache()` in the harness)
+    makes the next pass allocate again: a program that keeps its pool never does, so those
+    250 µs are the harness's with the flush, and the pass's other 50 µs of host time stay
+    counted."""
+    db = load(_flush_between_passes("[param|clear_cache]", frees=True), "chrome")
+    (f,) = [f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"]
+    ev = f.evidence
+    assert ev["harness_flush_ns"] == 600 * US and ev["harness_refill_ns"] == 250 * US
+    assert f.impact_ns == ev["gap_ns"] - 850 * US > 0
+    assert "refilling the pool it freed, not counted either" in f.title
+    assert "not counted either" in f.impact_basis and "pool that the flush handed" in f.advice
+    # the same allocations after a flush that frees nothing are the pass's own
+    db = load(_flush_between_passes("model.encoder", frees=True), "chrome")
+    (own,) = [
+        f for f in idle_gpu.analyze(db, Thresholds()) if f.evidence["cause"] == "host_compute"
+    ]
+    assert "harness_refill_ns" not in own.evidence and own.impact_ns == own.evidence["gap_ns"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

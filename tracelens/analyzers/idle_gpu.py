@@ -221,6 +221,7 @@ def _title(
     flush_ns: int = 0,
     flush_name: str | None = None,
     drained: DrainedBySync | None = None,
+    refill_ns: int = 0,
 ) -> str:
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
         call = in_graph["graph_launch_call"]
@@ -250,7 +251,15 @@ def _title(
             # summed over the gaps, wherever each call ran: not inside the code named first
             allocating = f"; {fmt_ns(alloc['alloc_ns'])} of the gaps in `{alloc['alloc_call']}`"
         if 2 * flush_ns >= ns - flush_ns and flush_name:
-            # the harness's flush is most of it: name that, then what the passes paid
+            # the harness's flush is most of it: name that, then what the passes paid (the
+            # pool refilled after a flush that freed it is the harness's too)
+            if refill_ns:
+                allocating = (
+                    f"; {fmt_ns(refill_ns)} of the gaps in `{alloc['alloc_call']}` refilling "
+                    "the pool it freed, not counted either"
+                    if alloc and alloc.get("alloc_call")
+                    else f"; {fmt_ns(refill_ns)} refilling the pool it freed, not counted either"
+                )
             return (
                 f"the host was busy ({fmt_ns(flush_ns)} in the harness's cache flush "
                 f"`{_short(flush_name)}` between passes, not counted{allocating}) before the "
@@ -516,7 +525,19 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 f"between passes (`{ev['flush_name']}`), a cold-cache benchmark's own step "
                 "that the measured work never pays: it is not counted. "
             )
-        if ev.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * max(1, ev.get("gap_ns", 0)):
+        if ev.get("refill_ns"):
+            # the harness's flush emptied the pool: its refill is the harness's as well
+            text += (
+                f"{fmt_ns(ev['refill_ns'])} of it the thread sat in allocation calls (most "
+                f"time in `{ev['alloc_call']}`), refilling the caching allocator's "
+                "pool that the flush handed back to the driver: the harness's cold-cache "
+                "method, which a program that keeps its pool never pays, so it is not counted "
+                "either. For cold-cache figures without it, flush the L2 by writing a buffer "
+                "the harness keeps, instead of freeing memory"
+                + (" (`torch.cuda.empty_cache()`)" if torch else "")
+                + " between passes. "
+            )
+        elif ev.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * max(1, ev.get("gap_ns", 0)):
             call = ev["alloc_call"]
             empty = (
                 (
@@ -1055,9 +1076,19 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "flush_ns": flush.ns,
                     "flush_name": flush.name,
                     "flush_frees": flush.frees,
+                    "refill_ns": flush.refill_ns,
                 }
             title = _title(
-                cause, details, ns, kinds, alloc, in_graph, flush.ns, flush.name, drained
+                cause,
+                details,
+                ns,
+                kinds,
+                alloc,
+                in_graph,
+                flush.ns,
+                flush.name,
+                drained,
+                flush.refill_ns,
             )
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
@@ -1074,11 +1105,14 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 if drained is not None
                 else 0
             )
+            # allocations refilling the caching allocator's pool a harness flush handed back
+            # to the driver: a program that keeps its pool never makes them
+            refill = min(flush.refill_ns, max(0, ns - one_off - flush.ns - harness))
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    ns - one_off - flush.ns - harness,
+                    ns - one_off - flush.ns - harness - refill,
                     db,
                     t,
                     subject_ns=ns,
@@ -1101,8 +1135,17 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         else ""
                     )
                     + (
+                        f" {fmt_ns(refill)} of it is allocation calls refilling the "
+                        "caching allocator's pool that the flush handed back to the driver: "
+                        "the harness's cold-cache method, which a program keeping its pool "
+                        "never pays, not counted either."
+                        if refill
+                        else ""
+                    )
+                    + (
                         f" {fmt_ns(harness)} of it follows a profiling or benchmark harness's "
-                        f"device synchronize (`{drained.call}` from `{_site(drained.site)}`) "
+                        f"device synchronize (`{drained.call}` from "
+                        f"`{_site(drained.site or '')}`) "
                         "that emptied the queue, and the host work refilling it: the program "
                         "without the harness never pays it, so it is not counted."
                         if harness and drained is not None
@@ -1152,6 +1195,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                             else {}
                         ),
                         **({"harness_sync_ns": harness} if harness else {}),
+                        **({"harness_refill_ns": refill} if refill else {}),
                         **({k: v for k, v in alloc.items() if v} if alloc.get("alloc_ns") else {}),
                         **(
                             {

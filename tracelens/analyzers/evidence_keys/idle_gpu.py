@@ -133,6 +133,16 @@ EVIDENCE = AnalyzerEvidence(
             only=_CAUSES,
         ),
         Key(
+            "harness_refill_ns",
+            NS,
+            "Allocation time in the gaps (`cudaMalloc`, `hipMalloc`) refilling the caching "
+            "allocator's pool that a harness's cache flush handed back to the driver (a free "
+            "call inside the flush range): left out of the impact with the flush",
+            when="a flush range that frees memory covers part of the gaps and allocation "
+            "calls ran in them",
+            only=_CAUSES,
+        ),
+        Key(
             "harness_sync_ns",
             NS,
             "Idle time in gaps a profiling or benchmark harness's device synchronize opened "
