@@ -304,6 +304,15 @@ def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
     # cuLibraryLoadData ended before the launch call began (the copy it overlapped says so)
     (late,) = [f for f in r["findings"] if "first launch ran late" in f["title"]]
     assert late["impact_ns"] == 0 and "waited for its module" not in late["title"]
+    # The two synchronization gaps (427 µs) each end with the copy the blocking cudaMemcpy
+    # itself issued: the call staging pageable memory before its own transfer starts (gap
+    # 1, 676 -> 982 µs, the second upload; gap 2 before the download). An earlier reading
+    # said that without the blocking call "the next work would have been issued earlier",
+    # but the next work is that copy: the gap is pageable staging, which pinning removes.
+    (sync,) = [f for f in r["findings"] if f["analyzer"] == "sync_stalls"]
+    assert sync["evidence"]["own_copy_staging_ns"] == sync["impact_ns"] == 427_232
+    assert "each call's own copy" in sync["impact_basis"]
+    assert "would have been issued" not in sync["impact_basis"]
     assert_fits_workload(r)
 
 

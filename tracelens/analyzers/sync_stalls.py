@@ -63,12 +63,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         """
         WITH idle AS (
             SELECT call_id, count(*) AS gaps, sum(end_ns - start_ns) AS idle_ns,
-                   sum(recoverable_ns) AS recoverable_ns
+                   sum(recoverable_ns) AS recoverable_ns,
+                   coalesce(sum(recoverable_ns) FILTER (WHERE own_work), 0) AS own_ns
             FROM sync_gaps GROUP BY call_id
         )
         SELECT pattern, site, count(*) AS calls, sum(end_ns - start_ns) AS blocked_ns,
                coalesce(sum(idle.gaps), 0) AS gaps, coalesce(sum(idle.idle_ns), 0) AS idle_ns,
                coalesce(sum(idle.recoverable_ns), 0) AS recoverable_ns,
+               coalesce(sum(idle.own_ns), 0) AS own_ns,
                mode(annotation) AS annotation, mode(frame) AS frame, mode(chain) AS chain,
                list(DISTINCT name ORDER BY name) AS api_names
         FROM blocking_calls LEFT JOIN idle USING (call_id)
@@ -130,8 +132,16 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "where these calls blocked longest (blocking calls on the launching thread "
                     f"took at least {SYNC_MIN_GAP_FRACTION:.0%} of the gap before the next work "
                     "was issued; the same gaps idle_gpu sums under that cause): the time the "
-                    "thread was blocked inside the gap. Without the blocking call the next work "
-                    "would have been issued that much earlier."
+                    "thread was blocked inside the gap. "
+                    + (
+                        "Here the work ending the gap is each call's own copy: the call staged "
+                        "pageable host memory before its transfer could start, time a copy "
+                        "from pinned memory does not spend (the pageable-copy findings count "
+                        "the transfers' own time, not this)."
+                        if 2 * int(g["own_ns"]) >= impact > 0
+                        else "Without the blocking call the next work would have been issued "
+                        "that much earlier."
+                    )
                     if db.devices
                     else "The trace records no GPU work, so no idle gap can be judged and none "
                     "of the blocked time is counted as GPU time to give back."
@@ -158,6 +168,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "idle_after_gaps": int(g["gaps"]),
                     "idle_after_ns": idle_ns,
                     "recoverable_ns": impact,
+                    **({"own_copy_staging_ns": int(g["own_ns"])} if int(g["own_ns"]) else {}),
                     "longest_calls": [
                         {
                             "api": c["name"],

@@ -154,12 +154,14 @@ _GAPS_SELECT = """
         UNION ALL SELECT device_id, start_ns, correlation_id FROM memsets
     ),
     api AS (
-        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid
+        SELECT correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+               any_value(start_ns) AS call_start, any_value(end_ns) AS call_end
         FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
     ),
     g AS (
         SELECT g.device_id, g.start_ns, g.end_ns, any_value(a.pid) AS pid,
                any_value(a.tid) AS tid, any_value(g.blocked_ns) AS blocked_ns,
+               any_value(a.call_start) AS call_start, any_value(a.call_end) AS call_end,
                any_value(greatest(g.start_ns, least(g.end_ns,
                          coalesce(g.launch_end_ns, g.end_ns)))) AS block_end
         FROM gaps g
@@ -170,14 +172,18 @@ _GAPS_SELECT = """
     ),
     ov AS (
         SELECT g.device_id, g.start_ns, g.end_ns, g.blocked_ns, s.call_id,
-               least(s.end_ns, g.block_end) - greatest(s.start_ns, g.start_ns) AS inside_ns
+               least(s.end_ns, g.block_end) - greatest(s.start_ns, g.start_ns) AS inside_ns,
+               -- the call issued the work that ends the gap (a synchronous copy from
+               -- pageable memory staging its data before its own transfer starts)
+               s.start_ns = g.call_start AND s.end_ns = g.call_end AS own_work
         FROM g JOIN blocking_calls s
           ON s.pid = g.pid AND s.tid = g.tid
          AND s.start_ns < g.block_end AND s.end_ns > g.start_ns
     )
     SELECT device_id, start_ns, end_ns,
            arg_max(call_id, [inside_ns, -call_id]) AS call_id,
-           any_value(blocked_ns) AS recoverable_ns
+           any_value(blocked_ns) AS recoverable_ns,
+           coalesce(arg_max(own_work, [inside_ns, -call_id]), false) AS own_work
     FROM ov GROUP BY device_id, start_ns, end_ns
 """
 
@@ -193,6 +199,12 @@ SYNC_GAPS = DerivedTable(
             "recoverable_ns",
             "BIGINT",
             "Time the thread was blocked inside the gap (gaps.blocked_ns): what the call cost",
+        ),
+        Column(
+            "own_work",
+            "BOOLEAN",
+            "The call issued the work that ends the gap itself (a synchronous copy staging "
+            "pageable memory before its own transfer starts)",
         ),
     ),
     _GAPS_SELECT,

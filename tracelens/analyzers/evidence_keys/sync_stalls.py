@@ -74,6 +74,13 @@ EVIDENCE = AnalyzerEvidence(
             "issued: the impact",
         ),
         Key(
+            "own_copy_staging_ns",
+            NS,
+            "Of that, the gaps that end with the call's own copy: a synchronous copy staging "
+            "pageable host memory before its transfer starts",
+            when="some of the gaps end with the blocking call's own copy",
+        ),
+        Key(
             "longest_calls",
             ROWS,
             "The calls that left the GPU idle longest, then blocked longest "
