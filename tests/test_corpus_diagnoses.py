@@ -311,7 +311,7 @@ def test_cuda_c_vector_add_is_about_pageable_copies(corpus: Path) -> None:
     # but the next work is that copy: the gap is pageable staging, which pinning removes.
     (sync,) = [f for f in r["findings"] if f["analyzer"] == "sync_stalls"]
     assert sync["evidence"]["own_copy_staging_ns"] == sync["impact_ns"] == 427_232
-    assert "each call's own copy" in sync["impact_basis"]
+    assert "each gap ends with the call's own copy" in sync["impact_basis"]
     assert "would have been issued" not in sync["impact_basis"]
     assert_fits_workload(r)
 

@@ -134,10 +134,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "was issued; the same gaps idle_gpu sums under that cause): the time the "
                     "thread was blocked inside the gap. "
                     + (
-                        "Here the work ending the gap is each call's own copy: the call staged "
-                        "pageable host memory before its transfer could start, time a copy "
-                        "from pinned memory does not spend (the pageable-copy findings count "
-                        "the transfers' own time, not this)."
+                        "Here each gap ends with the call's own copy: the GPU idled while the "
+                        "call prepared its transfer (from pageable memory, staging the data "
+                        "through a pinned buffer), the copy's own latency rather than work "
+                        "held back behind the call; pinned memory shortens it, fewer such "
+                        "calls remove it (the pageable-copy findings count the transfers' own "
+                        "time, not this)."
                         if 2 * int(g["own_ns"]) >= impact > 0
                         else "Without the blocking call the next work would have been issued "
                         "that much earlier."
