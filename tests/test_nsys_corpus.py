@@ -149,6 +149,9 @@ def test_export_without_kernel_table_reports_no_gpu_work(nsys_dir: Path) -> None
     assert note.startswith("no kernels recorded (this export has no kernel table); yet CUDA")
     assert "16,842 kernel launch calls" in note and "GPU activity was not collected" in note
     assert "--trace=cuda" not in note
+    # the export has no DIAGNOSTIC_EVENT table: the note must not point at diagnostics it
+    # does not hold
+    assert "holds no Nsight Systems diagnostic that says why" in note
     syncs = report["findings"]
     assert [round(f["evidence"]["blocked_ns"] / 1e8) for f in syncs] == [295, 129]
     for f in syncs:

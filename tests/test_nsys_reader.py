@@ -506,3 +506,31 @@ def test_diagnostic_warnings_and_errors_become_report_notes(tmp_path: Path) -> N
         "Nsight Systems error: CUDA profiling might have not been started correctly."
         in (report["notes"])
     )
+
+
+def test_launches_without_kernels_point_at_diagnostics_only_where_there_are_some(
+    tmp_path: Path,
+) -> None:
+    """Kernel launch calls but no kernel rows: GPU activity was not collected. The note
+    sends the reader to the export's diagnostics where it holds some, and says it holds
+    none otherwise (an older export, or nsys recorded nothing about the failure)."""
+    from tracelens.testing.nsys_writer import add_diagnostic_events, write_nsys_sqlite
+    from tracelens.testing.scenario import Scenario
+
+    sc = Scenario(name="launches_only")
+    for i in range(3):
+        sc.api("cudaLaunchKernel", i * 1_000_000, 5_000)
+
+    def note(path: Path) -> str:
+        loaded = load_trace(path)
+        try:
+            (n,) = [n for n in loaded.notes if n.startswith("no kernels recorded")]
+        finally:
+            loaded.close()
+        return n
+
+    path = write_nsys_sqlite(sc, tmp_path / "bare.sqlite")
+    assert "yet CUDA tracing recorded 3 kernel launch calls" in note(path)
+    assert "holds no Nsight Systems diagnostic that says why" in note(path)
+    add_diagnostic_events(path, [(10, 3, "CUDA profiling might have not been started correctly.")])
+    assert "the Nsight Systems diagnostics noted here say why" in note(path)

@@ -238,7 +238,7 @@ def _read(
     insert_devices(con, gpus, cuda_to_gpu)
     assign_nesting(con, "ranges", "range_id", ["pid", "tid", "device_id"])
     if not counts[KERNEL]:
-        notes.append(_no_kernels_note(con, KERNEL in tables))
+        notes.append(_no_kernels_note(con, KERNEL in tables, bool(diagnostics)))
     dropped = con.execute(
         f"""SELECT count(*) FILTER (WHERE end_ns IS NULL OR dur < 0) FROM (
               SELECT start + dur AS end_ns, dur FROM _nsys_nvtx
@@ -320,7 +320,9 @@ def _diagnostic_notes(src: sqlite3.Connection, tables: dict[str, set[str]]) -> l
     return notes
 
 
-def _no_kernels_note(con: duckdb.DuckDBPyConnection, has_table: bool) -> str:
+def _no_kernels_note(
+    con: duckdb.DuckDBPyConnection, has_table: bool, has_diagnostics: bool = False
+) -> str:
     where = "this export has no kernel table" if not has_table else "the kernel table is empty"
     copies, memsets, launches = con.execute(
         f"""SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets),
@@ -336,8 +338,14 @@ def _no_kernels_note(con: duckdb.DuckDBPyConnection, has_table: bool) -> str:
         # the same options gives the same file.
         note += (
             f"; yet CUDA tracing recorded {launches:,} kernel launch calls, so GPU activity "
-            "was not collected and the GPU's time is unknown: this recording's Nsight "
-            "Systems diagnostics say why; record again where GPU activity tracing works"
+            "was not collected and the GPU's time is unknown: "
+            + (
+                "the Nsight Systems diagnostics noted here say why"
+                if has_diagnostics
+                else "the export holds no Nsight Systems diagnostic that says why (the "
+                "report file's Diagnostics Summary, in the Nsight Systems GUI, may)"
+            )
+            + "; record again where GPU activity tracing works"
         )
     return note
 
