@@ -640,9 +640,11 @@ def test_vllm_decode_step_is_its_graph_replay(corpus: Path) -> None:
     engine = {f["title"]: f for f in r["findings"] if f["analyzer"] == "engine_steps"}
     assert list(engine) == [
         "Decode batches are small for the MI300X: 32 tokens per step keep the weight GEMMs "
-        "memory-bound (compute-bound from about 173)"
+        "memory-bound (the dense ones compute-bound from about 173, the experts' only at "
+        "batches several times larger)"
     ]
-    # gpt-oss is a mixture of experts: the figure holds for its dense projections only
+    # gpt-oss is a mixture of experts: the figure holds for its dense projections only, and
+    # the title says so (each of its 32 experts sees about 4 of the 32 tokens at top-4)
     (small,) = engine.values()
     assert small["evidence"]["mixture_of_experts"] and "expert GEMMs" in small["summary"]
     # rank 0 of 1, experts already MXFP4: neither fewer GPUs nor quantizing applies

@@ -497,7 +497,13 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         # other findings whose savings are unknown, by the decode time it is about
         costed=False,
         title=f"Decode batches are small for the {gpu}: {median_tokens:.0f} tokens per step "
-        f"keep the weight GEMMs memory-bound (compute-bound from about {compute_from:.0f})",
+        "keep the weight GEMMs memory-bound "
+        + (
+            f"(the dense ones compute-bound from about {compute_from:.0f}, the experts' only "
+            "at batches several times larger)"
+            if moe
+            else f"(compute-bound from about {compute_from:.0f})"
+        ),
         impact_basis="Capacity, not time: below the ridge point each decode step reads all "
         "the weights for few tokens, so a larger batch adds tokens at almost no step time; "
         "what that is worth depends on the load waiting.",
