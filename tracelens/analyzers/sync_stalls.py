@@ -16,7 +16,10 @@ progress for at least half of the gap, before that work was issued; see
 blocked time inside the gap (``gaps.blocked_ns``) as what comes back. These are the gaps
 idle_gpu sums under that cause; this analyzer splits them by the code that caused them. A
 sync that returns as the GPU drains and leaves the gap to other host code costs that gap
-nothing here (idle_gpu files it under the host code). Host blocked time is evidence, not
+nothing here (idle_gpu files it under the host code). A gap that ends with the blocking
+call's own copy (``sync_gaps.own_work``: a synchronous copy preparing its transfer, staging
+pageable memory) held no other work back: the finding says the time is that copy's latency,
+which pinned memory shortens, instead of work issued late. Host blocked time is evidence, not
 impact: a blocked host does not by itself cost GPU time. ``cudaStreamWaitEvent`` /
 ``hipStreamWaitEvent`` order GPU work and never block the host, so they are not blocking
 calls; HIP's synchronize and synchronous copy calls are.
