@@ -6,9 +6,11 @@ allocator) between its ``measure|forward`` ranges, and other harnesses name the 
 ``flush_cache`` or ``clear_l2_cache``. The GPU idles through it, but the program under test
 never pays it: the idle finding leaves the flush out of what it would give back and says
 so. Where the flush also frees memory to the driver (a ``cudaFree`` inside its range:
-``torch.cuda.empty_cache()``), the measured pass's ``cudaMalloc`` calls refilling the pool
-are the harness's too: a program that keeps its pool never makes them, so they are left
-out as well (on AlexNet, 30.3 ms of the 31.1 ms once offered back after the warm-up).
+``torch.cuda.empty_cache()``), the measured pass's allocation calls outside it are the pool
+growing again after it, on a pass near the start (with autograd on, the previous pass's
+outputs also keep their activations alive): a loop past its first passes reuses what it has
+cached, so they are left out as well (on AlexNet, 30.3 ms of ``cudaMalloc`` that once ranked
+second). The trace cannot split the two reasons, so the advice claims neither alone.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ WHERE gaps.cause = ?
 
 # Allocation calls in the gaps outside any flush range: the pass refilling the pool.
 _REFILL_IN_GAPS = """
-SELECT coalesce(sum(least(a.end_ns, gaps.end_ns) - greatest(a.start_ns, gaps.start_ns)), 0)
+SELECT coalesce(sum(least(a.end_ns, gaps.end_ns) - greatest(a.start_ns, gaps.start_ns)), 0),
+       arg_max(a.name, a.end_ns - a.start_ns)
 FROM {gaps} JOIN api_calls a ON a.start_ns < gaps.end_ns AND a.end_ns > gaps.start_ns
 WHERE gaps.cause = ?
   AND a.name IN ('cudaMalloc', 'hipMalloc', 'cuMemAlloc', 'cuMemAlloc_v2')
@@ -67,15 +70,16 @@ class HarnessFlush:
     # allocation time in the gaps outside the flush ranges, where the flush freed memory:
     # the measured pass refilling the pool the flush handed back
     refill_ns: int = 0
+    refill_call: str | None = None  # the allocation call with the most of that time
 
 
 def flush_in_gaps(db: TraceDB, gaps: str, cause: str) -> HarnessFlush:
     """The part of ``cause``'s gaps (a subquery named ``gaps``) inside flush ranges."""
     row = db.dicts(_FLUSH_IN_GAPS.format(gaps=gaps), [FLUSH_PATTERN, cause, FLUSH_PATTERN])[0]
     frees = int(row["frees"] or 0)
-    refill = (
-        int(db.scalar(_REFILL_IN_GAPS.format(gaps=gaps), [cause, FLUSH_PATTERN]))
+    refill, call = (
+        db.rows(_REFILL_IN_GAPS.format(gaps=gaps), [cause, FLUSH_PATTERN])[0]
         if frees and row["ns"]
-        else 0
+        else (0, None)
     )
-    return HarnessFlush(int(row["ns"] or 0), row["name"], frees, refill)
+    return HarnessFlush(int(row["ns"] or 0), row["name"], frees, int(refill), call)

@@ -28,7 +28,7 @@ from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
-from tracelens.analyzers.idle_scope import Claim, claim_of, whole_job_recorded
+from tracelens.analyzers.idle_scope import Claim, claim_of
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
@@ -90,7 +90,9 @@ blocked AS (
     GROUP BY g.start_ns
 ),
 -- Long waits during which no device in the trace ran anything: what the queued work waited
--- for is not in this trace (work issued before recording began, another process or rank).
+-- for is not in this trace (work issued before recording began, another process, or GPU
+-- records a filter dropped). Not a peer rank: a collective's kernel runs while it waits for
+-- its peers, so a wait on one shows GPU work.
 busy_elsewhere AS (
     SELECT DISTINCT g.start_ns
     FROM g JOIN (SELECT start_ns, end_ns FROM kernels
@@ -104,7 +106,7 @@ cls AS (
            CASE WHEN g.d <= ? THEN 'kernel_switch'
                 WHEN g.launch_end_ns - g.launch_start_ns >= ? AND f.first_start = g.end_ns
                     THEN 'first_launch'
-                WHEN ? AND g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
+                WHEN g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
                 WHEN coalesce(b.blocked_ns, 0) >= 0.5 * g.d THEN 'host_blocked'
                 -- issued as the GPU went idle and started one launch latency later: the
                 -- GPU ran dry waiting for the launch to arrive
@@ -175,7 +177,6 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dic
             t.idle_blocked_min_gap_ns,
             t.idle_kernel_switch_ns,
             t.idle_slow_first_launch_ns,
-            whole_job_recorded(db),
             t.idle_blocked_min_gap_ns,
             t.idle_launch_latency_ns,
             _one_stream(db, device_id),
@@ -222,6 +223,7 @@ def _title(
     flush_name: str | None = None,
     drained: DrainedBySync | None = None,
     refill_ns: int = 0,
+    refill_call: str | None = None,
 ) -> str:
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
         call = in_graph["graph_launch_call"]
@@ -254,11 +256,10 @@ def _title(
             # the harness's flush is most of it: name that, then what the passes paid (the
             # pool refilled after a flush that freed it is the harness's too)
             if refill_ns:
+                call = f" in `{refill_call}`" if refill_call else ""
                 allocating = (
-                    f"; {fmt_ns(refill_ns)} of the gaps in `{alloc['alloc_call']}` refilling "
-                    "the pool it freed, not counted either"
-                    if alloc and alloc.get("alloc_call")
-                    else f"; {fmt_ns(refill_ns)} refilling the pool it freed, not counted either"
+                    f"; {fmt_ns(refill_ns)} of the gaps{call} growing the pool again after it "
+                    "freed memory, not counted either"
                 )
             return (
                 f"the host was busy ({fmt_ns(flush_ns)} in the harness's cache flush "
@@ -462,6 +463,18 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 f"{runtime} dispatch of that kernel. Fewer, larger kernels remove it: {fuse}, "
                 "or batch more work per kernel."
             )
+        if main == "unrecorded_producer" and w.filtered:
+            k = kinds[0]
+            return (
+                f"{k['n']:,} {'wait' if k['n'] == 1 else 'waits'} (median {fmt_ns(k['p50_ns'])}) "
+                "where queued work waited while no GPU in this trace ran anything. A wait on "
+                "another stream, an event or a collective shows GPU work running meanwhile (a "
+                "collective's kernel runs while it waits for its peers), so either this "
+                "filtered trace dropped GPU records too (such a collective's kernel, say) or "
+                "another process used the GPU: "
+                "until an unfiltered capture shows the GPU's work, neither the cause of these "
+                "waits nor their length is sure."
+            )
         if main == "unrecorded_producer":
             k = kinds[0]
             call = k.get("blocking_call")
@@ -526,16 +539,27 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 "that the measured work never pays: it is not counted. "
             )
         if ev.get("refill_ns"):
-            # the harness's flush emptied the pool: its refill is the harness's as well
+            # after a flush that freed memory the pass grows its pool again: not steady state
             text += (
                 f"{fmt_ns(ev['refill_ns'])} of it the thread sat in allocation calls (most "
-                f"time in `{ev['alloc_call']}`), refilling the caching allocator's "
-                "pool that the flush handed back to the driver: the harness's cold-cache "
-                "method, which a program that keeps its pool never pays, so it is not counted "
-                "either. For cold-cache figures without it, flush the L2 by writing a buffer "
-                "the harness keeps, instead of freeing memory"
-                + (" (`torch.cuda.empty_cache()`)" if torch else "")
-                + " between passes. "
+                f"time in `{ev['refill_call']}`), growing the memory pool again after the "
+                "harness's flush handed memory back to the driver"
+                + (
+                    " (and, with autograd on, while the previous pass's outputs still hold "
+                    "their activations)"
+                    if torch
+                    else ""
+                )
+                + ": a loop past its first passes reuses what it has cached, so this is not "
+                "counted either. To measure without it, run more passes before the measured "
+                "ones"
+                + (
+                    ", under `torch.inference_mode()` with `model.eval()` so no pass keeps "
+                    "activations for a backward that never comes"
+                    if torch and w.kind in ("inference", "serving")
+                    else ""
+                )
+                + ". "
             )
         elif ev.get("alloc_ns", 0) >= _ALLOC_TITLE_FRACTION * max(1, ev.get("gap_ns", 0)):
             call = ev["alloc_call"]
@@ -1077,6 +1101,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "flush_name": flush.name,
                     "flush_frees": flush.frees,
                     "refill_ns": flush.refill_ns,
+                    "refill_call": flush.refill_call,
                 }
             title = _title(
                 cause,
@@ -1089,6 +1114,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 flush.name,
                 drained,
                 flush.refill_ns,
+                flush.refill_call,
             )
             if cause == "untraced" and 2 * ev_for_advice.get("uvm_gaps", 0) >= n:
                 title = _UVM_TITLE
@@ -1135,10 +1161,10 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         else ""
                     )
                     + (
-                        f" {fmt_ns(refill)} of it is allocation calls refilling the "
-                        "caching allocator's pool that the flush handed back to the driver: "
-                        "the harness's cold-cache method, which a program keeping its pool "
-                        "never pays, not counted either."
+                        f" {fmt_ns(refill)} of it is allocation calls growing the memory "
+                        "pool again after the flush handed memory back to the driver: a loop "
+                        "past its first passes reuses what it has cached, so it is not "
+                        "counted either."
                         if refill
                         else ""
                     )

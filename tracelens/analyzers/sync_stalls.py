@@ -17,9 +17,9 @@ blocked time inside the gap (``gaps.blocked_ns``) as what comes back. These are 
 idle_gpu sums under that cause; this analyzer splits them by the code that caused them. A
 sync that returns as the GPU drains and leaves the gap to other host code costs that gap
 nothing here (idle_gpu files it under the host code). A gap that ends with the blocking
-call's own copy (``sync_gaps.own_work``: a synchronous copy preparing its transfer, staging
-pageable memory) held no other work back: the finding says the time is that copy's latency,
-which pinned memory shortens, instead of work issued late. Host blocked time is evidence, not
+call's own copy (``sync_gaps.own_work``: a synchronous copy starting its transfer, staging
+pageable memory first) held no other work back: the finding says the time is that copy's
+latency instead of work issued late. Host blocked time is evidence, not
 impact: a blocked host does not by itself cost GPU time. ``cudaStreamWaitEvent`` /
 ``hipStreamWaitEvent`` order GPU work and never block the host, so they are not blocking
 calls; HIP's synchronize and synchronous copy calls are.
@@ -137,12 +137,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "was issued; the same gaps idle_gpu sums under that cause): the time the "
                     "thread was blocked inside the gap. "
                     + (
-                        "Here each gap ends with the call's own copy: the GPU idled while the "
-                        "call prepared its transfer (from pageable memory, staging the data "
-                        "through a pinned buffer), the copy's own latency rather than work "
-                        "held back behind the call; pinned memory shortens it, fewer such "
-                        "calls remove it (the pageable-copy findings count the transfers' own "
-                        "time, not this)."
+                        "Here each gap ends with the call's own copy: the GPU idled until the "
+                        "copy the call issued could start (its launch latency and, from "
+                        "pageable memory, the staging of the data through a pinned buffer), "
+                        "not while other work was held back behind the call; fewer such calls "
+                        "remove it."
                         if 2 * int(g["own_ns"]) >= impact > 0
                         else "Without the blocking call the next work would have been issued "
                         "that much earlier."

@@ -135,9 +135,10 @@ EVIDENCE = AnalyzerEvidence(
         Key(
             "harness_refill_ns",
             NS,
-            "Allocation time in the gaps (`cudaMalloc`, `hipMalloc`) refilling the caching "
-            "allocator's pool that a harness's cache flush handed back to the driver (a free "
-            "call inside the flush range): left out of the impact with the flush",
+            "Allocation time in the gaps outside a harness's cache-flush ranges (`cudaMalloc`, "
+            "`hipMalloc`) where the flush handed memory back to the driver (a free call inside "
+            "the flush range): the pool growing again on a pass near the start, left out of "
+            "the impact with the flush",
             when="a flush range that frees memory covers part of the gaps and allocation "
             "calls ran in them",
             only=_CAUSES,
