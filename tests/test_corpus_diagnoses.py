@@ -720,6 +720,27 @@ def test_sglang_decode_step_is_labelled_twice_and_waits_on_the_gpu(corpus: Path)
     assert_fits_workload(r)
 
 
+def test_sglang_paged_attention_is_costed_from_its_kv_pool_and_the_step_label(
+    corpus: Path,
+) -> None:
+    """SGLang's decode attention takes the whole KV pool as inputs (K and V buffers of
+    835,874 slots, 8 heads x 128, bf16: 4 KiB a token per layer), and the step label says
+    the step's 32 requests hold 32,785 tokens of context. Its 36 calls (one per layer of
+    Qwen3-8B) read 32,785 x 4 KiB x 36 = 4.83 GB in 2.13 ms of kernels, about 2.27 TB/s:
+    43 % of the MI300X's 5.3 TB/s. At the 70 % every memory-bound kernel is judged at that
+    is 1.30 ms, so about 0.82 ms (8 % of the 10.5 ms step) would come back with a faster
+    decode-attention kernel. An earlier reading left it uncosted, saying the KV cache it
+    reads is not recorded; the expert reads the pool off its inputs."""
+    r = report_of(corpus, "engines/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    (att,) = [f for f in r["findings"] if "paged_attention" in f["title"]]
+    cost = att["evidence"]["cost"]
+    assert cost["bytes"] == 32_785 * 4096 * 36 and cost["bound"] == "memory"
+    assert att["costed"] and 0.8e6 < att["impact_ns"] < 0.85e6
+    assert "32,785 context tokens by the engine's step labels" in att["impact_basis"]
+    assert "835,874 token slots, 8 heads x 128 bf16" in att["impact_basis"]
+    assert "faster decode-attention kernel" in att["advice"] and "aiter" in att["advice"]
+
+
 def test_reports_are_byte_identical_across_analyses(corpus: Path) -> None:
     """The same file always gives the same report (a self-diff shows nothing)."""
     import json

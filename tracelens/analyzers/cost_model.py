@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tracelens.analyzers.paged_attention_cost import cost_paged_decode_attention
 from tracelens.core.gemm_alignment import GemmDims, off_multiple, required_multiple
 from tracelens.core.gpu_specs import GpuSpec
 from tracelens.core.op_cost import (
@@ -99,6 +100,8 @@ class OpEstimate:
     gemm_unaligned_ns: int = 0
     gemm_multiple: int = 8
     gemm_example: str | None = None
+    # where its bytes come from, where not from its shapes (a paged KV cache's reads)
+    bytes_basis: str | None = None
 
     @property
     def gemm_dims(self) -> GemmDims | None:
@@ -203,7 +206,14 @@ def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
         t.cost_min_kernel_ns,
         t.occupancy_explain_idle_pct,
     )
-    return db.memo(("cost_tables", key), lambda: _build(db, t))
+    return db.memo(("cost_tables", key), lambda: _with_paged_attention(db, t, _build(db, t)))
+
+
+def _with_paged_attention(db: TraceDB, t: Thresholds, tables: CostTables) -> CostTables:
+    """The estimates, with decode attention over a paged KV cache costed from the engine's
+    step labels where the shapes gave it no cost."""
+    cost_paged_decode_attention(db, t, tables.spec, tables.ops)
+    return tables
 
 
 def math_efficiency(kind: str | None, t: Thresholds) -> tuple[float, str]:

@@ -269,8 +269,9 @@ def _impact(
             )
         knobs.append("cost_memory_efficiency")
         parts.append(
-            f"{est.bytes / 1e9:.3g} GB at {100 * t.cost_memory_efficiency:.0f}% "
-            f"of {est.mem_gbps:g} GB/s"
+            f"{est.bytes / 1e9:.3g} GB"
+            + (f" ({est.bytes_basis})" if est.bytes_basis else "")
+            + f" at {100 * t.cost_memory_efficiency:.0f}% of {est.mem_gbps:g} GB/s"
         )
         counted = (
             ""

@@ -405,10 +405,20 @@ def advice_for(
                 )
             if wl.serving_engine or wl.paged_attention:
                 # the engine's paged KV cache and grouped-query heads are already there, and
-                # it packs sequences: what is left is the bytes of the cache each step reads
+                # it packs sequences: what is left is the bytes of the cache each step reads,
+                # and how fast the kernel reads them where the cost model priced that
+                lead = (
+                    "Attention already runs as fused kernels over a paged KV cache, but they "
+                    "read it well below the GPU's memory bandwidth: a faster decode-attention "
+                    "kernel is the lever (the engine's other attention backends: SGLang's "
+                    "`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`"
+                    + ("; on ROCm, aiter's paged attention" if amd else "")
+                    + "). Each "
+                    if below_roofline
+                    else "Attention already runs as fused kernels over a paged KV cache: each "
+                )
                 return (
-                    "Attention already runs as fused kernels over a paged KV cache: each "
-                    "decode step reads every running request's cached keys and values, so "
+                    lead + "decode step reads every running request's cached keys and values, so "
                     "its time follows the batch's total context length"
                     + (
                         "; an FP8 KV cache (`--kv-cache-dtype fp8_e4m3`) halves those bytes"
