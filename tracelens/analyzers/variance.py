@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.thresholds import Thresholds
@@ -241,7 +242,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "input_shapes": r.get("input_shapes"),
                     },
                     advice=(_WARMUP_ADVICE if warmup else "")
-                    + _advice(kind, terms_for(workload_of(db).gpu.vendor)),
+                    + _advice(kind, terms_for(workload_of(db).gpu.vendor), _allocates(db))
+                    + (profiler_overhead_caveat(workload_of(db)) if kind != "kernel" else ""),
                     # host time above the median while the GPU waited is part of the idle
                     # time idle_gpu files under 'host_compute'
                     supersedes=[]
@@ -268,7 +270,21 @@ def _short(name: str, n: int = 80) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def _advice(kind: str, w: GpuTerms) -> str:
+def _allocates(db: TraceDB) -> bool:
+    """The trace records device allocation calls: the caching allocator went to the
+    driver at least once."""
+    return db.memo(
+        "variance_allocates",
+        lambda: bool(
+            db.scalar(
+                "SELECT count(*) > 0 FROM api_calls WHERE name IN "
+                "('cudaMalloc', 'hipMalloc', 'cuMemAlloc', 'cuMemAlloc_v2', 'cudaMallocAsync')"
+            )
+        ),
+    )
+
+
+def _advice(kind: str, w: GpuTerms, allocates: bool = True) -> str:
     if kind == "kernel":
         return (
             "Same kernel, same launch configuration and input shapes, very different "
@@ -279,6 +295,16 @@ def _advice(kind: str, w: GpuTerms) -> str:
             + f" traffic), clock throttling ({w.clock_query}), and data-dependent work "
             "(sparsity, dynamic shapes hidden behind the same grid). Lock clocks when "
             "benchmarking."
+        )
+    if not allocates:
+        # no device allocation call in the whole trace: the allocator never went to the
+        # driver, so its cache misses are not what slowed these calls
+        return (
+            "Same operator and input shapes, very different host durations. No allocation "
+            "call reached the driver in this trace, so the slow calls are not the caching "
+            "allocator growing: look for implicit syncs, garbage collection, contention "
+            "with other threads or processes for the host's cores, or preemption of the "
+            "launching thread. Check the slow instances' children on the timeline."
         )
     return (
         "Same operator and input shapes, very different host durations: the slow calls "
