@@ -81,16 +81,26 @@ def test_corpus_resnet50_batchnorm_backward_is_not_erratic(corpus: Path) -> None
     assert not [f for f in found if f.evidence["kind"] == "kernel"]
 
 
-def test_corpus_resnet50_erratic_empty_is_not_blamed_on_the_allocator(corpus: Path) -> None:
-    """`aten::empty` on the host: median 15 us, p95 26 us over 4,366 calls. The advice used
-    to say the slow calls hide `cudaMalloc` after cache misses, but the trace records no
-    allocation call at all: the caching allocator never went to the driver. The expert
-    looks elsewhere (implicit syncs, garbage collection, contention for the host's cores)."""
+def test_corpus_resnet50_empty_is_not_erratic(corpus: Path) -> None:
+    """`aten::empty` on the host: median 15 us, p95 26 us over 4,366 calls, once reported as
+    erratic with "same input shapes" and blamed on `cudaMalloc` after cache misses. But its
+    recorded shapes hold no dimension (`[[], [], ...]`: its sizes are arguments, not
+    tensors), so one group mixed every size, and the trace has no allocation call at all;
+    the spread is two populations besides (the main thread's calls, recorded with Python
+    stacks, median 21 us; the autograd thread's 8 us). An expert sees profiler overhead and
+    mixed calls, not noise to chase: no finding, and its 6.39 ms no longer comes out of the
+    host-compute idle finding."""
     db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
     assert not db.scalar("SELECT count(*) FROM api_calls WHERE name = 'cudaMalloc'")
-    (empty,) = [f for f in variance.analyze(db, Thresholds()) if "aten::empty" in f.title]
-    assert "No allocation call reached the driver" in empty.advice
-    assert "cudaMalloc after cache misses" not in empty.advice
+    assert not [f for f in variance.analyze(db, Thresholds()) if "aten::empty" in f.title]
+
+
+def test_operator_advice_blames_the_allocator_only_where_it_went_to_the_driver() -> None:
+    from tracelens.core.gpu_terms import NVIDIA
+
+    assert "cudaMalloc after cache misses" in variance._advice("operator", NVIDIA, allocates=True)
+    none = variance._advice("operator", NVIDIA, allocates=False)
+    assert "No allocation call reached the driver" in none and "cudaMalloc" not in none
 
 
 @pytest.mark.corpus

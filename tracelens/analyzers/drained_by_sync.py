@@ -16,7 +16,10 @@ at least ``idle_ramp_lead_ns``). Those gaps are the drain's too, its ramp-up: af
 harness's sync Qwen's forward leaves 18 host gaps (3.2 ms) over the next 6 ms, then its
 launches wait 200-300 µs for the GPU and no host gap follows. A blocking call counts as a
 drain only where it waited at least ``idle_drain_min_wait_ns``: the forward's mask check
-makes a 34 µs blocking copy 1 µs after the last kernel ended, on a queue already empty. Where the
+makes a 34 µs blocking copy 1 µs after the last kernel ended, on a queue already empty. But
+where the drain is a profiling or benchmark harness's own, such a call during the refill
+would have drained the queue itself without the harness: the refill's gaps after it are
+its, and only those before it the harness's. Where the
 host never gets ahead again (a program bound by its host code), only the gaps the call
 itself opened are counted, and a gap longer than ``idle_ramp_max_gap_ns`` ends the
 ramp-up: a host phase of its own (AlexNet's 10 s of allocations and cuDNN autotuning after
@@ -76,6 +79,24 @@ ramps AS (
               END AS ramp_end
     FROM ahead
 ),
+-- which drains a profiling or benchmark harness's device synchronize made
+harness_ramps AS (
+    SELECT r.* FROM ramps r
+    WHERE r.ramp_end IS NOT NULL AND regexp_matches(r.name, '{device_syncs}')
+      AND coalesce(regexp_matches(coalesce({frame_r}, r.top_op, r.annotation),
+                                  '{harness_sites}'), false)
+),
+-- The program's own blocking calls during a harness drain's refill: the harness had
+-- emptied the queue already, so each found it empty, but without the harness each would
+-- drain it itself (Qwen's mask-check copy, every forward): the refill's gaps after one
+-- are that call's, not the harness's.
+own_calls AS (
+    SELECT b.pid, b.tid, b.name, b.start_ns AS b_start, b.end_ns AS b_end, b.top_op,
+           b.annotation, r.ramp_end
+    FROM harness_ramps r JOIN blocking_calls b
+      ON b.pid = r.pid AND b.tid = r.tid AND b.start_ns >= r.b_end
+     AND b.start_ns < r.ramp_end
+),
 -- the drain's later gaps of the same thread, up to the end of its ramp-up
 ramped AS (
     SELECT gt.start_ns, gt.end_ns - gt.start_ns AS ns, r.pid, r.tid, r.name, r.b_start,
@@ -84,21 +105,18 @@ ramped AS (
      AND gt.start_ns > r.start_ns AND gt.start_ns < r.ramp_end
     UNION ALL
     SELECT start_ns, ns, pid, tid, name, b_start, b_end, top_op, annotation FROM pairs
+    UNION ALL
+    SELECT gt.start_ns, gt.end_ns - gt.start_ns, c.pid, c.tid, c.name, c.b_start, c.b_end,
+           c.top_op, c.annotation
+    FROM own_calls c JOIN gt ON gt.pid = c.pid AND gt.tid = c.tid
+     AND gt.start_ns > c.b_start AND gt.start_ns < c.ramp_end
 ),
 -- where each call was made: the innermost Python function around it outside PyTorch's
 -- own package (the program's code that asked for the sync), else the innermost one that
 -- is not a built-in (whose repr names an object address): `moca/.../profile.py(34):
 -- run_torch_profiler` around `torch/cuda/__init__.py(1030): synchronize` around
 -- `<built-in function _cuda_synchronize>`
-framed AS (
-    SELECT p.*, (SELECT arg_max(o.name, [CASE WHEN o.name LIKE 'torch/%' THEN 0 ELSE 1 END,
-                                         o.depth])
-                 FROM cpu_ops o
-                 WHERE o.pid = p.pid AND o.tid = p.tid AND o.category = 'python_function'
-                   AND o.name NOT LIKE '<built-in%'
-                   AND o.start_ns <= p.b_start AND o.end_ns >= p.b_end) AS frame
-    FROM ramped p
-),
+framed AS (SELECT p.*, {frame_p} AS frame FROM ramped p),
 hit AS (
     SELECT start_ns, any_value(ns) AS ns, arg_max(name, b_end) AS call,
            arg_max(coalesce(frame, top_op, annotation), b_end) AS site
@@ -117,9 +135,21 @@ top_call AS (
 )
 SELECT count(*) AS n, coalesce(sum(ns), 0) AS ns, any_value(top_call.call) AS call,
        any_value(top_call.site) AS site, (SELECT count(*) FROM pairs) AS drains,
-       coalesce(sum(ns) FILTER (WHERE harness), 0) AS harness_ns
+       coalesce(sum(ns) FILTER (WHERE harness), 0) AS harness_ns,
+       arg_max(harnessed.call, ns) FILTER (WHERE harness) AS harness_call,
+       arg_max(harnessed.site, ns) FILTER (WHERE harness) AS harness_site
 FROM harnessed LEFT JOIN top_call ON true
 """
+
+# Where a blocking call (columns pid, tid, b_start, b_end of ``alias``) was made: the
+# innermost Python function around it outside PyTorch's own package, else the innermost
+# one that is not a built-in (see ``framed`` above).
+_FRAME = """(SELECT arg_max(o.name, [CASE WHEN o.name LIKE 'torch/%' THEN 0 ELSE 1 END,
+                                  o.depth])
+          FROM cpu_ops o
+          WHERE o.pid = {alias}.pid AND o.tid = {alias}.tid
+            AND o.category = 'python_function' AND o.name NOT LIKE '<built-in%'
+            AND o.start_ns <= {alias}.b_start AND o.end_ns >= {alias}.b_end)"""
 
 # Device-wide synchronizes (a harness's `torch.cuda.synchronize()`), and the places a
 # profiling or benchmark harness makes them: the Python function around the call outside
@@ -146,8 +176,11 @@ class DrainedBySync:
     site: str | None
     # the gaps the calls themselves opened; the rest are their ramp-ups
     drains: int = 0
-    # of ``ns``, the gaps a profiling or benchmark harness's device synchronize opened
+    # of ``ns``, the gaps a profiling or benchmark harness's device synchronize opened,
+    # and that call and where it was made
     harness_ns: int = 0
+    harness_call: str | None = None
+    harness_site: str | None = None
 
 
 def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> DrainedBySync:
@@ -160,6 +193,8 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
         launch_calls=", ".join(f"'{c}'" for c in LAUNCH_CALLS),
         device_syncs=_DEVICE_SYNCS,
         harness_sites=_HARNESS_SITES,
+        frame_r=_FRAME.format(alias="r"),
+        frame_p=_FRAME.format(alias="p"),
     )
     params = [cause, slack, slack, t.idle_drain_min_wait_ns, t.idle_ramp_lead_ns]
     row = db.dicts(sql, [*params, t.idle_ramp_max_gap_ns])[0]
@@ -170,4 +205,6 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
         row["site"],
         int(row["drains"] or 0),
         int(row["harness_ns"]),
+        row["harness_call"],
+        row["harness_site"],
     )

@@ -462,13 +462,12 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
     expert_dtype = _named_weight_dtype(db, experts=True) if moe else None
     moe_text = (
         " This is a mixture-of-experts model: each expert's GEMM sees only about batch × "
-        "top-k / experts tokens, so the expert GEMMs stay memory-bound to batches several "
-        "times larger"
+        "top-k / experts tokens, so the expert GEMMs stay memory-bound to larger batches (by "
+        "experts / top-k)"
         + (
             f" (their kernels read {expert_dtype.upper()} weights, "
             f"{_NAMED_WEIGHT_BYTES[expert_dtype]:g} byte each: more FLOPs per byte read, "
-            "which brings a GEMM nearer the ridge, but not by as much as the routing "
-            "divides its tokens)"
+            "which brings a GEMM nearer the ridge and offsets part of that factor)"
             if expert_dtype
             else ""
         )
@@ -500,7 +499,7 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
         "keep the weight GEMMs memory-bound "
         + (
             f"(the dense ones compute-bound from about {compute_from:.0f}, the experts' only "
-            "at batches several times larger)"
+            "at larger batches)"
             if moe
             else f"(compute-bound from about {compute_from:.0f})"
         ),

@@ -30,6 +30,7 @@ from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of
 from tracelens.analyzers.launching_thread import with_launching_thread
+from tracelens.analyzers.library_checks import library_check_advice
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
@@ -149,7 +150,7 @@ _GPU_SIDE_TITLES = {
     "kernel's first launch, such as loading its module)",
     "host_blocked": "queued work waited on a GPU-side event while the host blocked too",
     "unrecorded_producer": "queued work waited on work this trace does not record (nothing "
-    "ran on any GPU meanwhile)",
+    "ran on its GPUs meanwhile)",
     "launch_latency": "each next kernel was issued as the GPU went idle and arrived one "
     "launch latency later",
     "one_stream": "the next kernel was already queued on the device's only stream and "
@@ -271,8 +272,9 @@ def _title(
             # whose removal gives it back, not the code that refilled the queue
             where = f" from `{_site(drained.site)}`" if drained.site else ""
             if 2 * drained.harness_ns >= ns:
+                where = f" from `{_site(drained.harness_site)}`" if drained.harness_site else ""
                 return (
-                    f"the harness's sync (`{drained.call}`{where}) let the queue run dry "
+                    f"the harness's sync (`{drained.harness_call}`{where}) let the queue run dry "
                     f"before the host's next work ({share} in `{top}`{allocating}; the "
                     "harness's, not counted)"
                 )
@@ -669,10 +671,10 @@ def _harness_drained(ev: dict[str, Any]) -> bool:
 def _harness_advice(ev: dict[str, Any], torch: bool) -> str:
     """Gaps a harness's sync opened: nothing in the program to change for them."""
     n = int(ev["drained_gaps"])
-    site = ev.get("drained_site")
+    site = ev.get("drained_harness_site")
     return (
         f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
-        f"({fmt_ns(ev['drained_harness_ns'])}) follow `{ev['drained_call']}`"
+        f"({fmt_ns(ev['drained_harness_ns'])}) follow `{ev['drained_harness_call']}`"
         + (f" from `{site}`" if site else "")
         + ", a profiling or benchmark harness's own device synchronize: it let the queue "
         "empty, and the program's host work after it ran on an idle GPU"
@@ -709,13 +711,21 @@ def _drained_advice(ev: dict[str, Any]) -> str:
         + ". Removing the sync, or issuing the next work before it, hides that host time "
         "behind the queued kernels; shortening the host work helps only where it stays. "
         + (
-            "Where the device synchronize is a benchmark's or profiling harness's own "
+            f"{fmt_ns(ev['drained_harness_ns'])} of it, before the program's own sync, "
+            f"follows `{ev['drained_harness_call']}`"
+            + (f" from `{ev['drained_harness_site']}`" if ev.get("drained_harness_site") else "")
+            + ", a profiling or benchmark harness's own device synchronize, and is not "
+            "counted; the program's sync found the queue empty already, but without the "
+            "harness it would empty it itself. "
+            if ev.get("drained_harness_ns")
+            else "Where the device synchronize is a benchmark's or profiling harness's own "
             "(around the measured step), the gap is the harness's: the program without it "
             "keeps its queue full. "
             if "DeviceSynchronize" in str(ev["drained_call"])
             or "CtxSynchronize" in str(ev["drained_call"])
             else ""
         )
+        + (f"{library_check_advice(site)} " if library_check_advice(site) else "")
     )
 
 
@@ -1092,6 +1102,8 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     "drained_site": drained.site,
                     "drained_drains": drained.drains,
                     "drained_harness_ns": drained.harness_ns,
+                    "drained_harness_call": drained.harness_call,
+                    "drained_harness_site": drained.harness_site,
                     "gap_count": n,
                 }
             flush = flush_in_gaps(db, gaps, cause)
@@ -1134,19 +1146,36 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             # allocations refilling the caching allocator's pool a harness flush handed back
             # to the driver: a program that keeps its pool never makes them
             refill = min(flush.refill_ns, max(0, ns - one_off - flush.ns - harness))
+            # Waits with nothing running in a filtered trace: the filter may have dropped
+            # the GPU work itself, so neither their cause nor their length is known, and no
+            # time is claimed (the finding is listed with those whose savings are unknown).
+            unsure = bool(w.filtered and kinds and kinds[0]["kind"] == "unrecorded_producer")
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    ns - one_off - flush.ns - harness - refill,
+                    0 if unsure else ns - one_off - flush.ns - harness - refill,
                     db,
                     t,
                     subject_ns=ns,
+                    costed=not unsure,
                     title=f"GPU {dev.device_id} {amount}: {title}"
                     + (" (filtered trace: cause uncertain)" if w.filtered else ""),
-                    impact_basis=f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
-                    f"'{cause}' ({CAUSE_RULES[cause]}){scope}; removing their cause gives back "
-                    "at most this much GPU time."
+                    impact_basis=(
+                        "Not costed: in this filtered trace nothing ran on the GPU through "
+                        "most of these waits, which a wait on another stream, an event or a "
+                        "collective would show, so the filter may have dropped GPU work too: "
+                        "neither their cause nor their length is known. "
+                        if unsure
+                        else ""
+                    )
+                    + f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
+                    f"'{cause}' ({CAUSE_RULES[cause]}){scope}"
+                    + (
+                        ", as recorded."
+                        if unsure
+                        else "; removing their cause gives back at most this much GPU time."
+                    )
                     + (
                         f" {fmt_ns(one_off)} of it is kernels' first launches waiting for "
                         "their modules to load, once per process: not counted."
@@ -1170,8 +1199,8 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     )
                     + (
                         f" {fmt_ns(harness)} of it follows a profiling or benchmark harness's "
-                        f"device synchronize (`{drained.call}` from "
-                        f"`{_site(drained.site or '')}`) "
+                        f"device synchronize (`{drained.harness_call}` from "
+                        f"`{_site(drained.harness_site or '')}`) "
                         "that emptied the queue, and the host work refilling it: the program "
                         "without the harness never pays it, so it is not counted."
                         if harness and drained is not None

@@ -30,11 +30,10 @@ The calls with their site and pattern, and the gaps each caused, are the derived
 
 from __future__ import annotations
 
-import re
-
 from ingest.derive_gaps import SYNC_MIN_GAP_FRACTION
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
+from tracelens.analyzers.library_checks import library_check_advice
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -193,7 +192,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
                 # a library's own read: what removes it is about the library, not the
                 # training-loop habits the generic advice lists
-                + (_library_check_advice(g["frame"]) or _advice(pattern, where, w)),
+                + (library_check_advice(g["frame"]) or _advice(pattern, where, w)),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
@@ -206,37 +205,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-# Host reads that a library makes on the model's behalf, by the Python function that makes
-# them, with what removes them. Hugging Face transformers checks before each SDPA call
-# whether the attention mask is all ones (`torch.all(mask == 1)`), so it can drop it.
-_LIBRARY_CHECKS = (
-    (
-        re.compile(
-            r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
-            r"(_prepare_4d\w*attention_mask\w*|_ignore_causal_mask_sdpa)"
-        ),
-        "The read is transformers' own: before SDPA attention it checks whether the 2D "
-        "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
-        "of a GPU value per forward. transformers skips the check under `torch.compile` and "
-        "tracing, and where the model is given a 4D mask instead of a 2D one.",
-    ),
-)
-
-
 def _for_each(n: int) -> str:
     return "For the 1 gap" if n == 1 else f"For each of the {n:,} gaps"
 
 
 def _gaps(n: int) -> str:
     return "1 gap" if n == 1 else f"{n:,} gaps"
-
-
-def _library_check_advice(frame: str | None) -> str:
-    """What removes a host read a library makes inside ``frame``; empty if none known."""
-    for pattern, advice in _LIBRARY_CHECKS:
-        if frame and pattern.search(frame):
-            return advice
-    return ""
 
 
 def _title_text(pattern: str, w: Workload) -> str:

@@ -71,7 +71,9 @@ _GROUPS = {
     "operator": (
         "(SELECT o.name, o.input_shapes, o.start_ns, o.end_ns,"
         " greatest(0, o.end_ns - o.start_ns - coalesce(c.child_ns, 0)) AS self_ns,"
-        " o.input_shapes IS NULL AS no_shapes"
+        # shapes with no dimension in them ([[], []]: aten::empty's sizes are arguments,
+        # not tensors) say no more than no shapes: its calls of every size share one group
+        " o.input_shapes IS NULL OR NOT regexp_matches(o.input_shapes, '[0-9]') AS no_shapes"
         " FROM cpu_ops o LEFT JOIN (SELECT parent_id, sum(end_ns - start_ns) AS child_ns"
         " FROM cpu_ops WHERE parent_id IS NOT NULL GROUP BY parent_id) c"
         " ON c.parent_id = o.op_id)",

@@ -409,11 +409,10 @@ def advice_for(
                 # and how fast the kernel reads them where the cost model priced that
                 lead = (
                     "Attention already runs as fused kernels over a paged KV cache, but they "
-                    "read it well below the GPU's memory bandwidth: a faster decode-attention "
-                    "kernel is the lever (the engine's other attention backends: SGLang's "
-                    "`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`"
-                    + ("; on ROCm, aiter's paged attention" if amd else "")
-                    + "). Each "
+                    "read it well below the GPU's memory bandwidth: the kernel is the lever. "
+                    "Compare the engine's attention backends, and a newer release of the "
+                    "engine and its kernel library, on this batch and context (SGLang's "
+                    "`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`). Each "
                     if below_roofline
                     else "Attention already runs as fused kernels over a paged KV cache: each "
                 )

@@ -1,0 +1,33 @@
+"""Host reads a library makes on the model's behalf, and what removes them.
+
+Hugging Face transformers checks before each SDPA call whether the attention mask is all
+ones (`torch.all(mask == 1)`), so it can drop it: a blocking read of a GPU value in every
+forward. The sync-stall finding names it where the read blocks; the idle finding names it
+where the read would empty the queue (after a harness's own sync had emptied it already).
+"""
+
+from __future__ import annotations
+
+import re
+
+# By the Python function that makes the read, what removes it.
+_LIBRARY_CHECKS = (
+    (
+        re.compile(
+            r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
+            r"(_prepare_4d\w*attention_mask\w*|_ignore_causal_mask_sdpa)"
+        ),
+        "The read is transformers' own: before SDPA attention it checks whether the 2D "
+        "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
+        "of a GPU value per forward. transformers skips the check under `torch.compile` and "
+        "tracing, and where the model is given a 4D mask instead of a 2D one.",
+    ),
+)
+
+
+def library_check_advice(frame: str | None) -> str:
+    """What removes a host read a library makes inside ``frame``; empty if none known."""
+    for pattern, advice in _LIBRARY_CHECKS:
+        if frame and pattern.search(frame):
+            return advice
+    return ""
