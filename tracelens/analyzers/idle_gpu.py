@@ -553,8 +553,9 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                     else ""
                 )
                 + ": a loop past its first passes reuses what it has cached, so this is not "
-                "counted either. To measure without it, run more passes before the measured "
-                "ones"
+                "counted either. To measure without it, flush without handing memory back"
+                + (" (no `torch.cuda.empty_cache()` in the flush)" if torch else "")
+                + " and run more passes before the measured ones"
                 + (
                     ", under `torch.inference_mode()` with `model.eval()` so no pass keeps "
                     "activations for a backward that never comes"
