@@ -96,10 +96,12 @@ def _waits_for_unrecorded(f: dict[str, Any]) -> dict[str, Any]:
     return {
         **f,
         "advice": "Among the recorded ranks this rank arrives last (see its straggler "
-        f"finding), yet its {lib} kernels still wait inside collectives: the ranks it waits "
-        "for are ones these traces do not include. Record every rank of the job (or at least "
-        "every member of these collectives) for the same steps to find the slowest, and "
-        "compare per-rank step times there before rebalancing work on this one.",
+        f"finding), yet its {lib} kernels still wait inside collectives: in those it shares "
+        "with the recorded ranks it waits for ranks these traces do not include, and in "
+        "those only it records (a filter may have dropped the others' side) for any rank, "
+        "recorded or not. Record every rank of the job (or at least every member of these "
+        "collectives) for the same steps to find the slowest, and compare per-rank step "
+        "times there before rebalancing work on this one.",
     }
 
 
