@@ -128,11 +128,11 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     rank 0 it is last, so there it waits for ranks not recorded; about 100 ms of it is in
     collectives only rank 1 records (the sampling dropped rank 0's side), where it may wait
     for anyone. So its peer-waiting finding must not call it early (that contradicted the
-    straggler finding beside it) but say both and send the reader to the absent ranks. The imbalance finding and
-    the straggler's summary both measure against the other rank (61.7 ms more), not against
-    the two ranks' midpoint (which halved it); the extra work is FBGEMM's embedding lookups
-    and their fused optimizer (+43.5 and +18.6 ms), so the advice is the embedding tables'
-    sharding plan, not the batch split or expert routing.
+    straggler finding beside it) but say both and send the reader to the absent ranks. The
+    imbalance finding and the straggler's summary both measure against the other rank
+    (61.7 ms more), not against the two ranks' midpoint (which halved it); the extra work
+    is FBGEMM's embedding lookups and their fused optimizer (+43.5 and +18.6 ms), so the
+    advice is the embedding tables' sharding plan, not the batch split or expert routing.
     """
     job = _job(corpus / "torch/sampled_2rank")
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]

@@ -329,7 +329,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "bandwidth_note": "Kernel time includes waiting for peer ranks, so the "
                     "achieved bandwidth is a lower bound on the link's.",
                 },
-                advice=_advice(overlap_pct, collectives, wl),
+                advice=_advice(
+                    overlap_pct,
+                    collectives,
+                    wl,
+                    sdd_pipeline=bool(db.scalar(_SDD_PIPELINE)),
+                    quantized=bool(db.scalar(_QUANTIZED_COMMS)),
+                ),
                 time_ranges=[
                     TimeRange(int(k["start_ns"]), int(k["end_ns"]), dev, "NCCL") for k in longest
                 ],
@@ -422,7 +428,25 @@ def _mostly_all_to_all(collectives: list[dict]) -> bool:
     return total > 0 and largest is not None and is_a2a(largest) and 3 * a2a >= total
 
 
-def _advice(overlap_pct: float, collectives: list[dict], wl: Workload) -> str:
+# TorchRec's sparse-data-dist training pipeline marks its stages with these ranges.
+_SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE name LIKE '## sdd\\_%' ESCAPE '\\'"
+# FBGEMM's quantize operators (and their kernels), which TorchRec's quantized-communication
+# codecs run around the exchange: it is already narrowed.
+_QUANTIZED_COMMS = (
+    "SELECT (SELECT count(*) FROM cpu_ops WHERE regexp_matches(name, "
+    "'^fbgemm::FloatTo(HFP8|FP8Rowwise|Float16|Bfloat16)Quantized$')) "
+    "+ (SELECT count(*) FROM kernels WHERE regexp_matches(name, "
+    "'_float_to_hfp8|FP8rowwise_quantize|float_to_bfloat16_quantized')) > 0"
+)
+
+
+def _advice(
+    overlap_pct: float,
+    collectives: list[dict],
+    wl: Workload,
+    sdd_pipeline: bool = False,
+    quantized: bool = False,
+) -> str:
     parts = []
     if not wl.is_pytorch:
         lib = "RCCL" if wl.amd else "NCCL"
@@ -436,6 +460,25 @@ def _advice(overlap_pct: float, collectives: list[dict], wl: Workload) -> str:
             "Overlap communication with compute: in tensor- or pipeline-parallel inference "
             "overlap the collectives with the next layer's GEMMs (async collectives, "
             "micro-batching), and prefer fused all-reduce kernels for small messages."
+        )
+    elif _mostly_all_to_all(collectives) and sdd_pipeline:
+        # TorchRec's pipeline already overlaps the next batch's input exchange: what stays
+        # exposed is the embeddings' own exchange in forward and backward
+        parts.append(
+            "The largest collective is all-to-all, and TorchRec's sparse-data-dist pipeline "
+            "already runs here (its `## sdd_…` ranges): it overlaps the next batch's input "
+            "exchange, not the pooled embeddings' exchange in forward and backward, which is "
+            "what stays exposed. Balance the embedding lookups across ranks (the sharding "
+            "plan) so no rank waits for a straggler"
+            + (
+                "; the exchange already looks quantized (FBGEMM's quantize and dequantize "
+                "operators run, as TorchRec's quantized-communication codecs do)"
+                if quantized
+                else ", and narrow the exchange with TorchRec's quantized-communication "
+                "codecs (FP16/BF16/FP8)"
+            )
+            + ". For the all-reduce share, keep DDP gradient bucketing on and issue "
+            "collectives with `async_op=True`."
         )
     elif _mostly_all_to_all(collectives):
         # embedding / expert exchanges, not gradient buckets: DDP settings do not touch them
