@@ -115,17 +115,25 @@ def cost_paged_decode_attention(
         if not steps:
             continue
         est = ops[name]
-        ns = sum(int(s[2]) for s in steps)
-        nbytes = sum(float(s[1]) * token_bytes * int(s[4]) for s in steps)
-        ideal = sum(
-            max(float(s[1]) * token_bytes * int(s[4]) / bandwidth, int(s[3]) * t.cost_min_kernel_ns)
+        # per step, as the cost model goes call by call: a fast step offsets no slow one
+        ideals = [
+            (
+                int(s[2]),
+                min(
+                    float(s[2]),
+                    max(
+                        float(s[1]) * token_bytes * int(s[4]) / bandwidth,
+                        int(s[3]) * t.cost_min_kernel_ns,
+                    ),
+                ),
+            )
             for s in steps
-        )
+        ]
         contexts = sorted(int(s[1]) for s in steps)
-        est.costed_ns = ns
-        est.bytes = nbytes
-        est.ideal_ns = min(ideal, float(ns))
-        est.impact_ns = max(0, int(ns - ideal))
+        est.costed_ns = sum(ns for ns, _ in ideals)
+        est.bytes = sum(float(s[1]) * token_bytes * int(s[4]) for s in steps)
+        est.ideal_ns = sum(ideal for _, ideal in ideals)
+        est.impact_ns = sum(int(ns - ideal) for ns, ideal in ideals)
         est.kind = ATTENTION
         est.mem_gbps = spec.peaks.mem_gbps
         est.mem_eff = t.cost_memory_efficiency
