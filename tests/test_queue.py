@@ -67,9 +67,17 @@ def test_twenty_concurrent_uploads_on_two_workers_match_the_cli(stack: Stack) ->
         # The planted findings do not depend on the host name (the samples say so), so
         # every run must have the CLI's findings.
         assert all(f == sampled[0] for f in findings)
-        health = c.get("/api/health").json()
+        # The tests' 2 s visibility window can lapse for a job whose worker is starved of
+        # CPU by the rest of the suite: the sweep puts it back, and a worker takes the
+        # duplicate, finds its run finished and drops it (`claim_delivery`). So the queue
+        # is judged once it has drained, not at the instant the last run is ready.
+        health = wait_for(
+            "the queue drained",
+            lambda: (h := c.get("/api/health").json())["queue"]["waiting"] == 0 and h,
+            timeout=120,
+        )
     assert health["queue"]["status"] == "ok" and health["queue"]["workers"] == 2
-    assert health["queue"]["waiting"] == 0 and health["status"] == "ok"
+    assert health["status"] == "ok"
     # Both workers ran jobs: the queue keeps which worker ran each.
     ran_on = _job_workers(stack.queue, ids)
     assert set(ran_on.values()) == {"worker-a", "worker-b"}, ran_on
