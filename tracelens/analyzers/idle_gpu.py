@@ -29,8 +29,8 @@ from tracelens.analyzers.contract import finding
 from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
 from tracelens.analyzers.idle_scope import Claim, claim_of
+from tracelens.analyzers.known_host_reads import known_host_read_advice
 from tracelens.analyzers.launching_thread import with_launching_thread
-from tracelens.analyzers.library_checks import library_check_advice
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.thresholds import Thresholds
@@ -726,7 +726,7 @@ def _drained_advice(ev: dict[str, Any]) -> str:
             or "CtxSynchronize" in str(ev["drained_call"])
             else ""
         )
-        + (f"{library_check_advice(site)} " if library_check_advice(site) else "")
+        + (f"{known} " if (known := known_host_read_advice(site)) else "")
     )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from ingest.derive_gaps import SYNC_MIN_GAP_FRACTION
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
-from tracelens.analyzers.library_checks import library_check_advice
+from tracelens.analyzers.known_host_reads import known_host_read_advice
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -192,7 +192,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
                 # a library's own read: what removes it is about the library, not the
                 # training-loop habits the generic advice lists
-                + (library_check_advice(g["frame"]) or _advice(pattern, where, w)),
+                + (known_host_read_advice(g["frame"]) or _advice(pattern, where, w)),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(

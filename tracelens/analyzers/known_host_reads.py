@@ -1,4 +1,4 @@
-"""Host reads a library makes on the model's behalf, and what removes them.
+"""Host reads a framework makes on the model's behalf, and what removes them.
 
 Hugging Face transformers checks before each SDPA call whether the attention mask is all
 ones (`torch.all(mask == 1)`), so it can drop it: a blocking read of a GPU value in every
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # By the Python function that makes the read, what removes it.
-_LIBRARY_CHECKS = (
+_KNOWN_READS = (
     (
         re.compile(
             r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
@@ -25,9 +25,9 @@ _LIBRARY_CHECKS = (
 )
 
 
-def library_check_advice(frame: str | None) -> str:
+def known_host_read_advice(frame: str | None) -> str:
     """What removes a host read a library makes inside ``frame``; empty if none known."""
-    for pattern, advice in _LIBRARY_CHECKS:
+    for pattern, advice in _KNOWN_READS:
         if frame and pattern.search(frame):
             return advice
     return ""
