@@ -89,6 +89,8 @@ SYNC_CALLS = (
 # Calls that make the GPU wait on an event: GPU-side ordering, never a blocked host.
 STREAM_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEvent")
 # Calls that launch kernels (the GPU work an idle GPU waits for when launch-bound).
+# Device memory allocations: the caching allocator going to the driver for more memory.
+DEVICE_ALLOC_CALLS = ("cudaMalloc", "cudaMallocAsync", "hipMalloc", "cuMemAlloc", "cuMemAlloc_v2")
 LAUNCH_CALLS = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",

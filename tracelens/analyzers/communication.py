@@ -429,7 +429,7 @@ def _mostly_all_to_all(collectives: list[dict]) -> bool:
 
 
 # TorchRec's sparse-data-dist training pipeline marks its stages with these ranges.
-_SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE name LIKE '## sdd\\_%' ESCAPE '\\'"
+_SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE starts_with(name, '## sdd_')"
 # FBGEMM's quantize operators (and their kernels), which TorchRec's quantized-communication
 # codecs run around the exchange: it is already narrowed.
 _QUANTIZED_COMMS = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ingest.derive_gaps import DEVICE_ALLOC_CALLS
 from tracelens.core.tracedb import TraceDB
 
 # A range named for flushing or clearing a cache (not the allocator calls themselves,
@@ -53,7 +54,7 @@ SELECT coalesce(sum(least(a.end_ns, gaps.end_ns) - greatest(a.start_ns, gaps.sta
        arg_max(a.name, a.end_ns - a.start_ns)
 FROM {gaps} JOIN api_calls a ON a.start_ns < gaps.end_ns AND a.end_ns > gaps.start_ns
 WHERE gaps.cause = ?
-  AND a.name IN ('cudaMalloc', 'hipMalloc', 'cuMemAlloc', 'cuMemAlloc_v2')
+  AND a.name IN (SELECT unnest(?::VARCHAR[]))
   AND NOT EXISTS (SELECT 1 FROM ranges r
                   WHERE r.device_id IS NULL AND regexp_matches(r.name, ?)
                     AND r.start_ns <= a.start_ns AND r.end_ns >= a.end_ns)
@@ -78,7 +79,9 @@ def flush_in_gaps(db: TraceDB, gaps: str, cause: str) -> HarnessFlush:
     row = db.dicts(_FLUSH_IN_GAPS.format(gaps=gaps), [FLUSH_PATTERN, cause, FLUSH_PATTERN])[0]
     frees = int(row["frees"] or 0)
     refill, call = (
-        db.rows(_REFILL_IN_GAPS.format(gaps=gaps), [cause, FLUSH_PATTERN])[0]
+        db.rows(
+            _REFILL_IN_GAPS.format(gaps=gaps), [cause, list(DEVICE_ALLOC_CALLS), FLUSH_PATTERN]
+        )[0]
         if frees and row["ns"]
         else (0, None)
     )

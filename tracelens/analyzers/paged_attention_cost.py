@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tracelens.core.gpu_specs import GpuSpec
-from tracelens.core.op_cost import ATTENTION, parse_list
+from tracelens.core.op_cost import ATTENTION, dtype_of, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes
@@ -31,16 +31,6 @@ from tracelens.llm.engine_steps import engine_steps
 if TYPE_CHECKING:  # the cost model calls this module: no import back at run time
     from tracelens.analyzers.cost_model import OpEstimate
 
-# The KV pool's recorded dtypes: their names here and element sizes.
-_KV_DTYPES = {
-    "c10::BFloat16": ("bf16", 2),
-    "c10::Half": ("fp16", 2),
-    "float": ("fp32", 4),
-    "c10::Float8_e4m3fn": ("fp8", 1),
-    "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-}
 # A KV pool holds at least this many token slots; activations of a decode batch do not.
 _MIN_POOL_SLOTS = 4096
 
@@ -80,7 +70,7 @@ def kv_token_bytes(shapes_text: str | None, types_text: str | None) -> tuple[int
             continue
         key = tuple(shape)
         if key in seen and shape[0] * shape[1] >= _MIN_POOL_SLOTS:
-            dtype = _KV_DTYPES.get(str(types[i] if i < len(types) else None))
+            dtype = dtype_of(str(types[i]) if i < len(types) else None)
             if dtype is None:
                 return None
             heads, size = shape[2], shape[3]

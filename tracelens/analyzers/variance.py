@@ -22,6 +22,7 @@ group would give back if every instance ran at its typical speed.
 
 from __future__ import annotations
 
+from ingest.derive_gaps import DEVICE_ALLOC_CALLS
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
@@ -279,8 +280,8 @@ def _allocates(db: TraceDB) -> bool:
         "variance_allocates",
         lambda: bool(
             db.scalar(
-                "SELECT count(*) > 0 FROM api_calls WHERE name IN "
-                "('cudaMalloc', 'hipMalloc', 'cuMemAlloc', 'cuMemAlloc_v2', 'cudaMallocAsync')"
+                "SELECT count(*) > 0 FROM api_calls WHERE name IN (SELECT unnest(?::VARCHAR[]))",
+                [list(DEVICE_ALLOC_CALLS)],
             )
         ),
     )
