@@ -89,6 +89,22 @@ def test_text_and_markdown(runner: CliRunner, planted_trace: tuple[Path, dict]) 
     assert "**What to do:**" in md.output
 
 
+def test_header_counts_in_the_right_number(runner: CliRunner, tmp_path: Path) -> None:
+    """One kernel and one copy read "1 kernel", "1 copy", not "1 kernels", "1 copies"."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0,
+         "tid": 7, "ts": 20, "dur": 5, "args": {"device": 0, "stream": 7, "bytes": 64}},
+    ]  # fmt: skip
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    text = runner.invoke(main, ["analyze", str(path)], terminal_width=120)
+    assert "1 kernel · 1 copy · 0 memsets" in text.output, text.output
+    md = runner.invoke(main, ["analyze", str(path), "--format", "markdown"])
+    assert "- 1 kernel, 1 copy, 0 memsets;" in md.output, md.output
+
+
 def test_html_escapes(runner: CliRunner, tmp_path: Path) -> None:
     p = tmp_path / "angle.json"
     p.write_text(

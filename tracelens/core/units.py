@@ -27,3 +27,8 @@ def fmt_bytes(n: float | int | None) -> str:
 
 def fmt_gbps(nbytes: float, ns: float) -> str:
     return f"{nbytes / ns:.3g} GB/s" if ns > 0 else "-"
+
+
+def fmt_count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` with its noun in the right number: "1 kernel", "2 kernels", "1 copy", "0 copies"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.core.units import fmt_bytes, fmt_count, fmt_ns
 from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_markdown
 from tracelens.report.render.minor import (
@@ -101,9 +101,10 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
             f"busy {d.busy_pct:.2f}% of {fmt_ns(d.window_ns)}"
         )
     out.append(
-        f"- {m.kernel_count:,} kernels, {m.memcpy_count:,} copies, {m.memset_count:,} "
-        f"memsets; HtoD {fmt_bytes(m.h2d_bytes)} ({fmt_bytes(m.h2d_pageable_bytes)} "
-        f"pageable) in {fmt_ns(m.h2d_time_ns)}; DtoH {fmt_bytes(m.dtoh_bytes)}"
+        f"- {fmt_count(m.kernel_count, 'kernel')}, {fmt_count(m.memcpy_count, 'copy', 'copies')}, "
+        f"{fmt_count(m.memset_count, 'memset')}; HtoD {fmt_bytes(m.h2d_bytes)} "
+        f"({fmt_bytes(m.h2d_pageable_bytes)} pageable) in {fmt_ns(m.h2d_time_ns)}; "
+        f"DtoH {fmt_bytes(m.dtoh_bytes)}"
     )
     for note in report.notes:
         out.append(f"- note: {md_text(note)}")

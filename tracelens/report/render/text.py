@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tracelens.core.units import fmt_bytes, fmt_ns
+from tracelens.core.units import fmt_bytes, fmt_count, fmt_ns
 from tracelens.report.model import Finding, KernelStats, Report
 from tracelens.report.render.llm_section import render_llm_text
 from tracelens.report.render.minor import (
@@ -51,7 +51,8 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
         )
     head.add_row(
         "activity",
-        f"{m.kernel_count:,} kernels · {m.memcpy_count:,} copies · {m.memset_count:,} memsets",
+        f"{fmt_count(m.kernel_count, 'kernel')} · {fmt_count(m.memcpy_count, 'copy', 'copies')} · "
+        f"{fmt_count(m.memset_count, 'memset')}",
     )
     head.add_row(
         "transfers",
