@@ -92,7 +92,8 @@ CANONICAL_TABLES: tuple[Table, ...] = (
         "source file and its sha256, tracelens_schema_version; from PyTorch traces also the "
         "profiler's options recorded as on (profiler_options) and the PyTorch settings a "
         "harness wrote into the metadata (env.PYTORCH_TUNABLEOP_*); from Nsight exports the "
-        "host, host_cpu and host_kernel",
+        "host, host_cpu, host_kernel and host_driver_kept_loaded (what kept the driver loaded: the "
+        "persistence daemon, a display server on it)",
         (
             Column("key", "VARCHAR", "Name of the fact"),
             Column("value", "VARCHAR", "Its value, as text"),

@@ -8,11 +8,13 @@ ranking it: no change to the GPU work gives it back.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from ingest import load_trace
 from tracelens.report import build_report
 from tracelens.testing import write_chrome_trace
+from tracelens.testing.nsys_writer import insert_rows, write_nsys_sqlite
 from tracelens.testing.scenario import Scenario
 
 MS = 1_000_000
@@ -61,3 +63,38 @@ def test_short_or_unrepresentative_first_calls_give_no_note(tmp_path: Path) -> N
     sc.api("cudaMalloc", 200 * MS, 1 * MS)
     sc.launch(None, KERNEL, 202 * MS, 203 * MS, MS)
     assert _notes(sc, tmp_path) == []
+
+
+def _nsys_notes(sc: Scenario, tmp_path: Path, processes: list[str]) -> list[str]:
+    """The start-up notes of ``sc`` exported as Nsight Systems would, with ``processes``
+    also on the host's process list (a system-wide capture lists every process)."""
+    path = write_nsys_sqlite(sc, tmp_path / f"{sc.name}.sqlite")
+    with sqlite3.connect(path) as db:
+        insert_rows(
+            db,
+            "current",
+            "PROCESSES",
+            [{"globalPid": 0, "pid": 1000 + i, "name": n} for i, n in enumerate(processes)],
+        )
+    loaded = load_trace(path)
+    try:
+        return [n for n in build_report(loaded)["notes"] if "before the GPU's first work" in n]
+    finally:
+        loaded.close()
+
+
+def test_persistence_mode_is_not_advised_where_the_driver_stays_loaded(tmp_path: Path) -> None:
+    """With nvidia-persistenced running (or a display server drawing through nvidia-drm),
+    the first call is the process's own context: persistence mode cannot shorten it."""
+    (plain,) = _nsys_notes(_program(250 * MS, "plain"), tmp_path, ["bash"])
+    assert "persistence mode" in plain
+    (daemon,) = _nsys_notes(_program(250 * MS, "daemon"), tmp_path, ["nvidia-persiste"])
+    assert "persistence mode" not in daemon and "nvidia-persistenced runs" in daemon
+    assert "keep one process running across the work" in daemon
+    (display,) = _nsys_notes(
+        _program(250 * MS, "display"), tmp_path, ["Xwayland", "nvidia-drm/timeline-1"]
+    )
+    assert "a display server runs on it (Xwayland)" in display
+    # a display server alone may draw on another GPU: persistence is still advised
+    (other,) = _nsys_notes(_program(250 * MS, "other_gpu"), tmp_path, ["Xwayland"])
+    assert "persistence mode" in other

@@ -178,7 +178,7 @@ def test_nearly_empty_export_gives_a_clean_report(nsys_dir: Path) -> None:
     assert report["findings"] == []
     assert (
         "no kernels recorded (this export has no kernel table); "
-        "the GPU ran only 0 memory copies and 1 memsets"
+        "the GPU ran only 0 memory copies and 1 memset"
     ) in report["notes"]
     assert report["metrics"]["kernel_count"] == 0 and report["metrics"]["memset_count"] == 1
     text = CliRunner().invoke(main, ["analyze", str(path)])

@@ -48,6 +48,7 @@ from ingest.nsys.sqlite_columns import ColumnCountMismatch, Connect, copy_int_co
 from ingest.nsys.sqlite_names import as_text, first_column
 from ingest.nsys.target_info import (
     cuda_device_map,
+    driver_kept_loaded,
     export_meta,
     host_cpu,
     host_kernel,
@@ -230,6 +231,7 @@ def _read(
         cuda_to_gpu = cuda_device_map(src, tables)
         host = hostname(src, tables)
         kernel_release = host_kernel(src, tables)
+        kept_loaded = driver_kept_loaded(src, tables)
         cpu = host_cpu(src, tables)
         session_utc = session_start_utc(src, tables)
         diagnostics = _diagnostic_notes(src, tables)
@@ -267,6 +269,7 @@ def _read(
             "host": host,
             "session_start_utc": session_utc,
             "host_kernel": kernel_release,
+            "host_driver_kept_loaded": kept_loaded,
             "host_cpu": cpu,
             "t0_ns": t0,
             "event_count": sum(counts.values()),
@@ -331,7 +334,10 @@ def _no_kernels_note(
     ).fetchone()  # type: ignore[misc]
     note = f"no kernels recorded ({where})"
     if copies or memsets:
-        note += f"; the GPU ran only {copies:,} memory copies and {memsets:,} memsets"
+        note += (
+            f"; the GPU ran only {copies:,} memory cop{'y' if copies == 1 else 'ies'} and "
+            f"{memsets:,} memset{'' if memsets == 1 else 's'}"
+        )
     if launches:
         # The host launched kernels the export does not hold. The calls are CUDA tracing's
         # own records, so it was on: the GPU side was what failed, and re-recording with

@@ -86,6 +86,29 @@ def host_kernel(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | N
     return (_system_env(src, tables, "SoftwareReleaseVersion") or "").strip() or None
 
 
+# Process names (Linux's 15-character comm) that keep the NVIDIA driver loaded between
+# processes: the persistence daemon, or a display server drawing through the driver's DRM
+# module (its ``nvidia-drm/timeline-*`` kernel threads run only while a client uses it).
+_PERSISTENCE_DAEMON = "nvidia-persiste"
+_DISPLAY_SERVERS = ("Xorg", "Xwayland", "gnome-shell", "kwin_wayland", "kwin_x11", "sway")
+
+
+def driver_kept_loaded(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
+    """What kept the NVIDIA driver loaded while the export was recorded, from the host's
+    process list (``PROCESSES``, which a system-wide capture fills), else None: with the
+    driver loaded, a program's first CUDA call pays its own context's creation, which
+    persistence mode does not remove."""
+    if "name" not in tables.get("PROCESSES", set()):
+        return None
+    names = {as_text(r[0]) or "" for r in src.execute("SELECT DISTINCT name FROM PROCESSES")}
+    if any(n.startswith(_PERSISTENCE_DAEMON) for n in names):
+        return "nvidia-persistenced runs"
+    servers = sorted(n for n in names if n in _DISPLAY_SERVERS)
+    if servers and any(n.startswith("nvidia-drm/") for n in names):
+        return f"a display server runs on it ({', '.join(servers)})"
+    return None
+
+
 def session_start_utc(src: sqlite3.Connection, tables: dict[str, set[str]]) -> str | None:
     if "utcTime" not in tables.get("TARGET_INFO_SESSION_START_TIME", set()):
         return None

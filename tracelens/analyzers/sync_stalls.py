@@ -70,6 +70,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             FROM sync_gaps GROUP BY call_id
         )
         SELECT pattern, site, count(*) AS calls, sum(end_ns - start_ns) AS blocked_ns,
+               sum(greatest(0, least(end_ns, ?) - greatest(start_ns, ?))) AS window_ns,
                coalesce(sum(idle.gaps), 0) AS gaps, coalesce(sum(idle.idle_ns), 0) AS idle_ns,
                coalesce(sum(idle.recoverable_ns), 0) AS recoverable_ns,
                coalesce(sum(idle.own_ns), 0) AS own_ns,
@@ -77,7 +78,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                list(DISTINCT name ORDER BY name) AS api_names
         FROM blocking_calls LEFT JOIN idle USING (call_id)
         GROUP BY pattern, site ORDER BY recoverable_ns DESC, blocked_ns DESC, pattern, site
-        """
+        """,
+        [db.window[1], db.window[0]],
     )
     t0 = db.t0_ns
     w = workload_of(db)
@@ -85,7 +87,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     for g in groups:
         idle_ns, blocked_ns = int(g["idle_ns"]), int(g["blocked_ns"])
         impact = int(g["recoverable_ns"])
-        blocked_pct = db.pct_of_window(blocked_ns)
+        # a call that began before the window (a first copy before the GPU's first work)
+        # blocks the host partly outside it: the share of the window is of the part inside
+        in_window_ns = int(g["window_ns"])
+        blocked_pct = db.pct_of_window(in_window_ns)
         n = int(g["calls"])
         # A blocked host alone costs no GPU time; it matters when it recurs (every step).
         repeated_block = blocked_pct >= t.sync_min_blocked_pct and n >= t.sync_min_calls
@@ -151,7 +156,14 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ),
                 summary=f"{n:,} blocking call{'s' if n != 1 else ''} "
                 f"({', '.join(g['api_names'])}) from {where} "
-                f"blocked the host {fmt_ns(blocked_ns)} ({blocked_pct:.1f}% of the window)"
+                f"blocked the host {fmt_ns(blocked_ns)} ("
+                + (
+                    f"{blocked_pct:.1f}% of the window"
+                    if in_window_ns == blocked_ns
+                    else f"{fmt_ns(in_window_ns)} of it inside the window: "
+                    f"{blocked_pct:.1f}% of the window"
+                )
+                + ")"
                 + (
                     f"; in {_gaps(int(g['gaps']))} the GPU sat idle {fmt_ns(idle_ns)} while the "
                     f"host was blocked there {fmt_ns(impact)}."

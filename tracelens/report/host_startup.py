@@ -63,11 +63,19 @@ def host_startup_notes(db: TraceDB) -> list[str]:
     runtime = "HIP" if amd else "CUDA"
     # WSL2 runs the GPU through the Windows driver: no persistence mode to turn on there
     wsl = "microsoft" in (db.info.get("host_kernel") or "").lower()
-    advise_persistence = not amd and not wsl
+    # Where the driver already stayed loaded (the persistence daemon, a display server on
+    # the GPU), the call paid this process's own context: persistence mode cannot help.
+    kept_loaded = db.info.get("host_driver_kept_loaded")
+    advise_persistence = not amd and not wsl and not kept_loaded
     keep_loaded = (
         " Where start-up matters (short jobs, many processes), keep the driver loaded: on "
         "Linux, persistence mode (`nvidia-smi -pm 1`, or the nvidia-persistenced daemon)."
         if advise_persistence
+        else f" The driver was already kept loaded ({kept_loaded}), so this is the process's "
+        "own context, which every new process pays: where start-up matters, keep one "
+        "process running across the work (a server, or a loop over the inputs) instead of "
+        "starting one per job."
+        if kept_loaded and not amd
         else ""
     )
     slow = ""
