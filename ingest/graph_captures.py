@@ -131,9 +131,56 @@ _LAUNCHES_SQL = f"""
     )
     SELECT seq, kernel_name,
            CASE WHEN op_id IS NOT NULL THEN dense_rank() OVER (ORDER BY op_id) END AS op_seq,
-           op_name, input_shapes, input_types
+           op_name, input_shapes, input_types, op_id
     FROM numbered ORDER BY seq
 """
+
+# The operators each launching operator called (nested in it on its thread), with their
+# recorded inputs, in call order.
+_CALLEES_SQL = """
+    SELECT p.op_id, c.input_shapes, c.input_types
+    FROM cpu_ops p JOIN cpu_ops c
+      ON c.pid = p.pid AND c.tid = p.tid AND c.start_ns >= p.start_ns
+     AND c.end_ns <= p.end_ns AND c.depth > p.depth
+    WHERE p.op_id IN (SELECT UNNEST(?::BIGINT[])) AND c.category <> 'python_function'
+      AND c.input_shapes IS NOT NULL
+    ORDER BY p.op_id, c.start_ns, c.op_id
+"""
+
+# Recorded input types that are no tensor (scalars, lists, optional arguments left out).
+_NOT_TENSORS = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"})
+
+# Bound on the tensors kept per operator: a layer's weights come early, and a long tail
+# of temporaries says nothing more.
+_MAX_CALLEE_TENSORS = 64
+
+
+def _callee_inputs(rows: list[tuple]) -> dict[int, str]:
+    """Per launching operator, its callees' distinct tensors as JSON ``[[shape, dtype]...]``."""
+    seen: dict[int, dict[tuple, None]] = {}
+    for op_id, shapes_text, types_text in rows:
+        try:
+            shapes, types = json.loads(shapes_text), json.loads(types_text or "[]")
+        except ValueError:
+            continue
+        if not isinstance(shapes, list) or not isinstance(types, list):
+            continue
+        kept = seen.setdefault(op_id, {})
+        for shape, dtype in zip(shapes, types, strict=False):
+            if (
+                isinstance(shape, list)
+                and shape
+                and all(isinstance(d, int) for d in shape)
+                and isinstance(dtype, str)
+                and dtype not in _NOT_TENSORS
+                and len(kept) < _MAX_CALLEE_TENSORS
+            ):
+                kept.setdefault((tuple(shape), dtype), None)
+    return {
+        op_id: json.dumps([[list(s), d] for s, d in kept], separators=(",", ":"))
+        for op_id, kept in seen.items()
+        if kept
+    }
 
 
 def load_captures(
@@ -148,11 +195,23 @@ def load_captures(
         cap = load_trace(entry.file, limits=limits, find_captures=False)
         try:
             rows = cap.con.execute(_LAUNCHES_SQL).fetchall()
+            op_ids = sorted({r[-1] for r in rows if r[-1] is not None})
+            callees = _callee_inputs(cap.con.execute(_CALLEES_SQL, [op_ids]).fetchall())
         finally:
             cap.con.close()
         con.executemany(
-            "INSERT INTO captured_launches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(capture_id, entry.file.name, entry.batch_size, entry.mode, *row) for row in rows],
+            "INSERT INTO captured_launches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    capture_id,
+                    entry.file.name,
+                    entry.batch_size,
+                    entry.mode,
+                    *row[:-1],
+                    callees.get(row[-1]),
+                )
+                for row in rows
+            ],
         )
         what = ", ".join(
             x

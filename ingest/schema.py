@@ -18,8 +18,9 @@ import duckdb
 
 # Raised whenever a table or column changes: a database of another version is ingested
 # again (the service) or refused with a one-line reason (the Python API), never read by
-# queries that expect columns it lacks. 4: cpu_ops.concrete_inputs.
-SCHEMA_VERSION = "4"
+# queries that expect columns it lacks. 4: cpu_ops.concrete_inputs. 5:
+# captured_launches.callee_inputs.
+SCHEMA_VERSION = "5"
 
 
 def stored_schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -399,6 +400,14 @@ CANONICAL_TABLES: tuple[Table, ...] = (
                 "input_types",
                 "VARCHAR",
                 "That operator's recorded input dtypes; NULL if not recorded",
+            ),
+            Column(
+                "callee_inputs",
+                "VARCHAR",
+                "The distinct tensors the operators it called took, as JSON "
+                "[[shape, dtype], ...] in order of first use: what an operator reads through "
+                "its callees (a MoE layer's expert weights, viewed before its kernels run); "
+                "NULL if none recorded",
             ),
         ),
     ),

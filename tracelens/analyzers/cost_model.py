@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tracelens.analyzers.moe_expert_cost import cost_moe_experts
 from tracelens.analyzers.paged_attention_cost import cost_paged_decode_attention
 from tracelens.core.gemm_alignment import GemmDims, off_multiple, required_multiple
 from tracelens.core.gpu_specs import GpuSpec
@@ -211,8 +212,10 @@ def cost_tables(db: TraceDB, t: Thresholds) -> CostTables:
 
 def _with_paged_attention(db: TraceDB, t: Thresholds, tables: CostTables) -> CostTables:
     """The estimates, with decode attention over a paged KV cache costed from the engine's
-    step labels where the shapes gave it no cost."""
+    step labels, and graph-replayed MoE layers from their experts' weights, where the
+    shapes gave them no cost."""
     cost_paged_decode_attention(db, t, tables.spec, tables.ops)
+    cost_moe_experts(db, t, tables.spec, tables.ops)
     return tables
 
 

@@ -8,7 +8,7 @@ Four findings, from the steps of :mod:`tracelens.llm.engine_steps`:
   detokenizing);
 - ``mixed_itl``: mixed steps whose prefill chunk stretches the decode requests' ITL;
 - ``small_decode_batch``: decode batches below the GPU's ridge point, where the weight
-  GEMMs are memory-bound and a larger batch costs almost no step time.
+  GEMMs are memory-bound and a larger batch costs almost no weight-GEMM time.
 
 Each millisecond is counted once. The idle findings count only host-side gap causes
 (``launch_overhead``, ``host_compute``, ``untraced``): GPU-side waits stay with idle_gpu,
@@ -504,8 +504,9 @@ def _small_decode_batch(db: TraceDB, t: Thresholds, s: EngineStepsSection) -> Fi
             else f"(compute-bound from about {compute_from:.0f})"
         ),
         impact_basis="Capacity, not time: below the ridge point each decode step reads all "
-        "the weights for few tokens, so a larger batch adds tokens at almost no step time; "
-        "what that is worth depends on the load waiting.",
+        "the weights for few tokens, so a larger batch adds tokens at almost no weight-GEMM "
+        "time (its attention still reads each added request's KV cache, and that grows "
+        "with the batch); what that is worth depends on the load waiting.",
         summary=f"Decode steps carry a median {median_tokens:.0f} tokens (at most "
         f"{max_tokens:,}). A weight GEMM of M tokens does at most 2·M FLOPs per "
         f"{per_weight:g}-byte {dtype} weight it reads: under the {gpu}'s ridge point of "

@@ -15,6 +15,9 @@ estimate. The advice follows the kind of the dominant kernel and the workload.
 
 from __future__ import annotations
 
+import json
+import math
+
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import (
     AttentionSite,
@@ -27,9 +30,10 @@ from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify
+from tracelens.core.op_cost import dtype_of
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
+from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.core.workload import workload_of
 from tracelens.derived import require
 from tracelens.derived.kernel_ops import BEFORE_HOST_TRACE, KERNEL_OPS, UNATTRIBUTED
@@ -203,11 +207,45 @@ def _no_estimate_why(db: TraceDB, name: str, costs: CostTables) -> str:
     )
     if not shapes:
         return "no recorded shapes give its FLOPs and bytes"
-    return (
+    head = (
         f"its recorded input shapes, such as {shapes}, are its activations: no cost model "
-        "gives this operator's FLOPs and bytes from them, and what else it reads, weights "
-        "or a KV cache, is not recorded"
+        "gives this operator's FLOPs and bytes from them"
     )
+    big = _largest_callee_tensor(db, name)
+    if big is not None:
+        # vLLM's attention takes its layer's whole KV cache through a callee; the context a
+        # call reads of it (per request, per sliding-window layer) is nowhere recorded
+        return (
+            f"{head}, and its callees take a {fmt_bytes(big[0])} tensor ({big[1]}, such as "
+            "a KV cache or weights), but which part of it each call reads (a sliding window, "
+            "or the whole context) is not recorded"
+        )
+    return f"{head}, and what else it reads, weights or a KV cache, is not recorded"
+
+
+# A callee's tensor this big is model state (weights, a KV cache), not an activation.
+_STATE_BYTES = 64 << 20
+
+
+def _largest_callee_tensor(db: TraceDB, name: str) -> tuple[int, str] | None:
+    """The largest tensor the operator's captured callees take, at least ``_STATE_BYTES``,
+    as (bytes, "[shape] dtype"); None without one."""
+    best: tuple[int, str] | None = None
+    for (text,) in db.rows(
+        "SELECT DISTINCT callee_inputs FROM captured_launches "
+        "WHERE op_name = ? AND callee_inputs IS NOT NULL",
+        [name],
+    ):
+        for shape, dtype in json.loads(text):
+            size = dtype_of(dtype)
+            nbytes = math.prod(shape) * size[1] if size else 0
+            if nbytes >= _STATE_BYTES and (best is None or nbytes > best[0]):
+                best = (nbytes, f"{_shape_text(shape)} {size[0] if size else dtype}")
+    return best
+
+
+def _shape_text(shape: list[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _impact(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tracelens.core.gemm_alignment import GemmDims, dims_clause
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_libraries import TENSILE, TRITON, gemm_library
+from tracelens.core.op_cost import MOE_OPERATOR
 
 if TYPE_CHECKING:
     from tracelens.core.workload import Workload
@@ -42,8 +43,10 @@ _TENSOR_CORE = re.compile(
 )
 # ``fbgemm`` is a library name (``fbgemm_gpu::`` prefixes its embedding, quantization and
 # index kernels and appears in their signatures): it says nothing about matrix multiplies.
+# vLLM's and SGLang's Triton MoE kernel (``fused_moe_kernel``) is the experts' grouped GEMM.
 _GEMM = re.compile(
-    r"(?i)(?<!fb)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul|^Cijk_|triton_(tem|mm)"
+    r"(?i)(?<!fb)gemm|cutlass|cublas|xmma|hmma|wgmma|_mma_|matmul|^Cijk_|triton_(tem|mm)|"
+    r"^fused_moe_kernel"
 )
 # Tensile/hipBLASLt names spell the data types after the index letters: ``_S_B_`` single,
 # ``_B_BS_`` bf16, ``_H_HS_``/``HHS`` half.
@@ -298,6 +301,31 @@ def _memory_bound_gemm_advice(wl: Workload, kernel_name: str) -> str:
     )
 
 
+# Expert weights already packed below 8 bits (MXFP4, INT4): no narrower format to advise.
+_PACKED_WEIGHTS = re.compile(r"(?i)mxfp4|nvfp4|fp4|int4|w4a")
+
+
+def _moe_expert_advice(kernel_name: str) -> str:
+    """A MoE layer in decode: the chosen experts' weights are the bytes; the expert GEMM
+    kernel, not a BLAS library, streams them."""
+    packed = bool(_PACKED_WEIGHTS.search(kernel_name))
+    return (
+        "The MoE layer is memory-bound: each step reads the weights of every expert any of "
+        "its tokens chose (the basis says about how many) for a few tokens each, so the "
+        "layer's time should be those bytes over the memory bandwidth; the gap to it is "
+        "the expert GEMM kernels'. Tune them for this GPU and batch size (a Triton "
+        "MoE kernel's block configs, the engine's tuned MoE configs for this device), or "
+        "compare the engine's MoE backends for this weight format; library GEMM tuning "
+        "(TunableOp, hipBLASLt/cuBLASLt) never sees these kernels. A larger batch reads "
+        "the same experts for more tokens"
+        + (
+            " (the weights are already packed below 8 bits)."
+            if packed
+            else "; narrower expert weights (FP8, or 4-bit formats) cut the bytes."
+        )
+    )
+
+
 def advice_for(
     kind: KernelKind,
     wl: Workload | None,
@@ -337,6 +365,8 @@ def advice_for(
             convs=False,
             gemm_dims=gemm_dims,
         )
+    if kind.key == "gemm" and memory_bound and MOE_OPERATOR.search(op_name):
+        return _moe_expert_advice(kernel_name)
     if kind.key == "gemm" and memory_bound and torch:
         return _memory_bound_gemm_advice(wl, kernel_name)
     if kind.key == "gemm":

@@ -55,6 +55,10 @@ _DTYPES: dict[str, tuple[str, int]] = {
 
 MATMUL, CONV, ATTENTION, MEMORY = "matmul", "conv", "attention", "memory"
 
+# Operators that route tokens to experts, by name (vLLM's moe_forward, SGLang's and
+# others' fused_moe / experts): their weights are read through their callees.
+MOE_OPERATOR = re.compile(r"(?i)moe|expert")
+
 _MM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul"}
 _CONV = {
     "aten::convolution",

@@ -9,6 +9,7 @@ on the launching thread that encloses the call is used instead.
 from __future__ import annotations
 
 from ingest.asof_lanes import lane_key
+from ingest.derive_gaps import LAUNCH_CALLS, SYNC_CALLS
 from ingest.profiler_steps import is_not_step
 from ingest.schema import Column
 from tracelens.core.tracedb import TraceDB
@@ -328,9 +329,45 @@ def before_host_trace_notes(db: TraceDB) -> list[str]:
     ).fetchone() or (0, 0, 0)
     if not n:
         return []
-    return [
+    head = (
         f"{n:,} kernels ({fmt_ns(int(ns))}, {100.0 * ns / max(total, 1):.1f}% of kernel time) "
         "were launched before the host side of the trace begins (their launch calls precede "
-        "every recorded one): their operators are unknown; record CPU and GPU activities "
-        "over the same span to attribute them"
+        "every recorded one)"
+    )
+    drained = db.con.execute(_DRAINED_BY_FIRST_SYNC).fetchone()
+    if drained:
+        # The host's first recorded call waits for them: work queued before the profiler
+        # started (a previous pass or warm-up), not the recorded work; only a sync before
+        # recording keeps it out, since the same span was recorded on both sides
+        return [
+            f"{head}: they are work queued before the profiler started (an earlier pass), "
+            f"which the host's first recorded call, `{drained[0]}`, waits for until "
+            f"{fmt_ns(int(drained[1]) - db.t0_ns)} into the window. They are no part of the "
+            "recorded work, though shares of kernel time and of the window include them: "
+            "synchronize the device before starting the profiler so a recording holds only "
+            "its own work"
+        ]
+    return [
+        f"{head}: their operators are unknown; record CPU and GPU activities over the same "
+        "span to attribute them"
     ]
+
+
+def _quoted(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
+# A blocking call recorded before any launch that returns only once the kernels launched
+# before the trace are done (within 1 ms of the last one's end): the host drained them.
+_DRAINED_BY_FIRST_SYNC = f"""
+WITH pre AS (
+    SELECT max(start_ns + dur_ns) AS end_ns FROM kernel_ops WHERE op_name = '{BEFORE_HOST_TRACE}'
+),
+first_launch AS (
+    SELECT min(start_ns) AS start_ns FROM api_calls WHERE name IN ({_quoted(LAUNCH_CALLS)})
+)
+SELECT a.name, a.end_ns FROM api_calls a, pre, first_launch f
+WHERE a.name IN ({_quoted(SYNC_CALLS)}) AND a.start_ns < pre.end_ns
+  AND a.end_ns >= pre.end_ns - 1000000 AND (f.start_ns IS NULL OR a.end_ns <= f.start_ns)
+ORDER BY a.start_ns LIMIT 1
+"""
