@@ -10,7 +10,7 @@ from corpus_cache import corpus_db
 from tracelens.analyzers import communication
 from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
-from tracelens.testing.planted_device import exposed_allreduce
+from tracelens.testing.planted_device import exposed_allreduce, exposed_gather_scatter
 from tracelens.testing.planted_host import uneven_steps
 
 
@@ -55,6 +55,12 @@ def test_corpus_sampled_ranks_expose_most_communication(
     assert 0 < f.impact_ns < ev["comm_ns"]
     names = {c["collective"] for c in ev["collectives"]}
     assert {"all_to_all", "all_reduce"} <= names
+    # Shampoo's all-gather (under `Optimizer.step#Shampoo.step`) gathers 1 GiB across 64
+    # ranks from 16 MiB shards: it moves its output, 1 GiB, per rank (nccl-tests' algbw),
+    # at 17-25 GB/s; counted from the input shard it read 0.26-0.40 GB/s
+    ag = next(c for c in ev["collectives"] if c["collective"] == "_all_gather_base")
+    assert ag["min_bytes"] == ag["max_bytes"] == 2**30 and ag["group_size"] == 64
+    assert 15 < ag["median_algbw_gbps"] <= ag["largest_algbw_gbps"] < 30
     if rank == 0:
         # rank 0's four all-to-alls are a 3 KiB split exchange, two 400 MiB payloads and
         # one of 10.9 MiB: no typical call, so the summary gives the range and the largest
@@ -75,3 +81,22 @@ def test_corpus_sampled_ranks_expose_most_communication(
 def test_corpus_single_rank_ddp_has_no_nccl_kernels(corpus: Path) -> None:
     db = corpus_db(corpus, "v100_train_single_rank_ns.pt.trace.json.gz")
     assert communication.analyze(db, Thresholds()) == []
+
+
+def test_planted_gather_scatter_bytes_as_nccl_tests_count_them(scenario_db) -> None:
+    """An all-gather moves its output per rank (a group's worth of input shards), a
+    reduce-scatter its input: both 100 MB here at 50 GB/s, not the all-gather's 25 MB
+    shard at 12.5 GB/s. Kineto's ``nccl:_all_gather_base`` range records only the shard;
+    the enclosing ``c10d::_allgather_base_`` operator gives the output and the group."""
+    sc = exposed_gather_scatter()
+    exp = sc.expected
+    (f,) = communication.analyze(scenario_db(sc), Thresholds())
+    by_name = {c["collective"]: c for c in f.evidence["collectives"]}
+    assert set(by_name) == {"_all_gather_base", "reduce_scatter"}
+    for c in by_name.values():
+        assert c["count"] == 4
+        assert c["median_bytes"] == c["max_bytes"] == exp["bytes"]
+        assert c["group_size"] == exp["group_size"]
+        assert c["median_algbw_gbps"] == pytest.approx(exp["algbw_gbps"])
+        assert c["largest_algbw_gbps"] == pytest.approx(exp["algbw_gbps"])
+        assert c["median_busbw_gbps"] == pytest.approx(exp["busbw_gbps"])

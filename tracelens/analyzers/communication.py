@@ -9,7 +9,8 @@ bucketing, FSDP prefetch, async collectives) can give back, so it is the impact.
 Each NCCL kernel is matched to the collective call that launched it (the profiler's
 ``record_param_comms`` operator enclosing the launch, with element count, dtype and group
 size), giving per-collective message sizes and achieved bandwidth (algorithm bandwidth =
-bytes / kernel time; bus bandwidth scales it by 2(n-1)/n for all-reduce, (n-1)/n for
+bytes / kernel time, the bytes being an all-gather's output and a reduce-scatter's input,
+as nccl-tests count them; bus bandwidth scales it by 2(n-1)/n for all-reduce, (n-1)/n for
 all-gather/reduce-scatter, as nccl-tests report it).
 
 A collective kernel starts when its own rank launches it and ends only after every peer
@@ -56,6 +57,39 @@ _DTYPE_BYTES = """CASE lower(dtype)
     WHEN 'float8_e4m3fn' THEN 1 WHEN 'float8_e5m2' THEN 1 END"""
 
 
+# An all-gather's recorded input is one rank's shard (its output is the group size times
+# that); ``c10d::_allgather_base_`` records the output tensor as its first argument.
+_IS_ALL_GATHER = "replace(lower(o.collective), '_', '') LIKE '%allgather%'"
+_FIRST_NUMEL = (
+    "TRY_CAST(list_reduce(TRY_CAST({0} AS BIGINT[][])[{1}], lambda x, y: x * y) AS BIGINT)"
+)
+_GATHER_OUT = _FIRST_NUMEL.format("g.input_shapes", 1)
+_GATHER_IN = _FIRST_NUMEL.format("g.input_shapes", 2)
+
+# Each collective call's bytes moved per rank, as nccl-tests count them for its algorithm
+# bandwidth: the output of an all-gather (the input of a reduce-scatter, the buffer of an
+# all-reduce, the send buffer of an all-to-all). Kineto's ``nccl:_all_gather_base`` range
+# records only the input shard, so an all-gather takes its output from ``Out msg nelems``,
+# the input times the group size, or the enclosing ``c10d::_allgather_base_`` operator's
+# output tensor, in that order; without any of them its size is unknown (NULL), not a
+# group-size-fold undercount. The group size, where not recorded, follows from that
+# operator's output over its input.
+_COMM_SIZES = f"""
+SELECT o.pid, o.tid, o.start_ns, o.end_ns, o.collective, o.dtype,
+       coalesce(o.group_size,
+                CASE WHEN {_IS_ALL_GATHER} AND {_GATHER_IN} > 0
+                     THEN ({_GATHER_OUT} // {_GATHER_IN})::INTEGER END) AS group_size,
+       CASE WHEN {_IS_ALL_GATHER}
+            THEN coalesce(o.out_nelems, o.in_nelems * o.group_size, {_GATHER_OUT})
+            ELSE o.in_nelems END * ({_DTYPE_BYTES}) AS bytes
+FROM comm_ops o LEFT JOIN (
+    SELECT pid, tid, start_ns, end_ns, input_shapes FROM cpu_ops
+    WHERE name = 'c10d::_allgather_base_'
+) g ON {_IS_ALL_GATHER} AND g.pid = o.pid AND g.tid = o.tid
+   AND g.start_ns <= o.start_ns AND g.end_ns >= o.end_ns
+WHERE o.in_nelems IS NOT NULL
+"""
+
 _OVERLAP = f"""
 WITH c AS {merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE {_COMM}")},
 k AS {covered(merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})"))},
@@ -82,11 +116,7 @@ WITH k AS (
     ) a USING (correlation_id)
     WHERE k.device_id = ? AND {_COMM_K}
 ),
-c AS (
-    SELECT pid, tid, start_ns, end_ns, collective, dtype, group_size,
-           in_nelems * ({_DTYPE_BYTES}) AS bytes
-    FROM comm_ops WHERE in_nelems IS NOT NULL
-),
+c AS ({_COMM_SIZES}),
 m AS (
     SELECT k.*, CASE WHEN c.end_ns >= k.api_start THEN c.collective END AS collective,
            CASE WHEN c.end_ns >= k.api_start THEN c.bytes END AS bytes,
@@ -157,10 +187,7 @@ WITH k AS (
     ) a USING (correlation_id)
     WHERE k.device_id = ? AND {_COMM_K}
 ),
-c AS (
-    SELECT pid, tid, start_ns, end_ns, collective, in_nelems * ({_DTYPE_BYTES}) AS bytes
-    FROM comm_ops WHERE in_nelems IS NOT NULL
-),
+c AS ({_COMM_SIZES}),
 m AS (
     SELECT k.*, CASE WHEN c.end_ns >= k.api_start THEN c.collective END AS collective,
            CASE WHEN c.end_ns >= k.api_start THEN c.bytes END AS bytes
@@ -302,9 +329,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 db,
                 t,
                 subject_ns=int(exposed),
-                title=f"GPU {dev}: {fmt_ns(exposed)} of {'RCCL' if wl.amd else 'NCCL'} "
-                "communication not hidden by compute "
-                f"({share:.1f}% of its window)",
+                title=f"GPU {dev}: {'at least ' if wl.filtered else ''}{fmt_ns(exposed)} of "
+                f"{'RCCL' if wl.amd else 'NCCL'} communication not hidden by compute "
+                f"({share:.1f}% of its window{'; filtered trace' if wl.filtered else ''})",
                 impact_basis="Communication kernel time (union over streams) minus the part "
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
                 "communicates, which overlap can hide."
@@ -313,7 +340,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "peer-waiting finding, not again here."
                     if waited
                     else ""
-                ),
+                )
+                + (_FILTERED_LOWER_BOUND if wl.filtered else ""),
                 summary=f"{'RCCL' if wl.amd else 'NCCL'} kernels ran {fmt_ns(comm_ns)} on GPU "
                 f"{dev}; "
                 f"{overlap_pct:.0f}% of it overlapped compute{size_text}.",
@@ -334,6 +362,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     collectives,
                     wl,
                     sdd_pipeline=bool(db.scalar(_SDD_PIPELINE)),
+                    ddp_reducer=bool(db.scalar(_DDP_REDUCER)),
+                    small_a2a=_small_all_to_alls(kernels),
                     quantized=bool(db.scalar(_QUANTIZED_COMMS)),
                 ),
                 time_ranges=[
@@ -342,6 +372,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
         )
     return findings
+
+
+# A trace filtered after recording may have lost collective kernels too (one rank of a
+# sampled job records a backward all-to-all its peer's trace lacks, while that peer's GPU
+# sits idle for as long): what is counted is what was kept.
+_FILTERED_LOWER_BOUND = (
+    " A lower bound: this trace was filtered after recording (it keeps no runtime call but "
+    "launches and copies), and the filter may have dropped collective kernels as well, "
+    "whose time is not counted; the GPU's idle time waiting on work the trace does not "
+    "record may be such collectives."
+)
 
 
 def _waiting_finding(
@@ -397,9 +438,14 @@ def _waiting_finding(
                 for k in worst
             ],
         },
-        advice=f"This rank reaches its collectives before its peers and its {lib} kernels spin "
-        "until they arrive: the cost is on the slower ranks. Compare the ranks' step times "
-        "on the same steps to find the straggler, then look there for uneven work (variable "
+        # One rank's trace shows its kernels waiting, not who they wait for: a rank can wait
+        # at one collective and be the straggler at the next, so nothing here says this
+        # rank arrives first; the job's analysis, matching the ranks by clock, does.
+        advice=f"This rank's {lib} kernels run long while they wait for peer ranks to join; "
+        "one rank's trace cannot tell which peers are late, nor whether this rank is "
+        "itself late at other collectives. Analyze the ranks' traces together (a folder of "
+        "them is a job) or compare the ranks' start times of the same collectives to find "
+        "the straggler, then look there for uneven work (variable "
         "sequence lengths or batch sizes per rank: bucket or pack them), data loading or host "
         "stalls, a slower GPU (clocks, thermal throttling) or a shared node. "
         + (
@@ -415,12 +461,34 @@ def _waiting_finding(
     )
 
 
+def _is_a2a_name(name: object) -> bool:
+    n = str(name or "").lower()
+    return "all_to_all" in n or "alltoall" in n
+
+
+def _small_all_to_alls(kernels: list[dict]) -> dict | None:
+    """The all-to-alls of at most a tenth of the largest one's bytes (where a sparse
+    pipeline's input exchanges fall, beside the pooled embeddings' payloads): their sizes,
+    kernel time and the part of it no compute hid; None without two sizes to tell apart."""
+    sized = [k for k in kernels if _is_a2a_name(k["coll"]) and k["bytes"]]
+    top = max((int(k["bytes"]) for k in sized), default=0)
+    small = [k for k in sized if 10 * int(k["bytes"]) <= top]
+    if not small:
+        return None
+    return {
+        "min_bytes": min(int(k["bytes"]) for k in small),
+        "max_bytes": max(int(k["bytes"]) for k in small),
+        "kernel_ns": sum(int(k["d"]) for k in small),
+        "exposed_ns": sum(int(k["exposed"]) for k in small),
+        "wait_ns": sum(int(k.get("wait") or 0) for k in small),
+    }
+
+
 def _mostly_all_to_all(collectives: list[dict]) -> bool:
     """All-to-all is the largest collective and at least a third of collective time."""
 
     def is_a2a(c: dict) -> bool:
-        name = str(c["collective"] or "").lower()
-        return "all_to_all" in name or "alltoall" in name
+        return _is_a2a_name(c["collective"])
 
     total = sum(int(c["kernel_ns"] or 0) for c in collectives)
     a2a = sum(int(c["kernel_ns"] or 0) for c in collectives if is_a2a(c))
@@ -430,6 +498,13 @@ def _mostly_all_to_all(collectives: list[dict]) -> bool:
 
 # TorchRec's sparse-data-dist training pipeline marks its stages with these ranges.
 _SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE starts_with(name, '## sdd_')"
+# DDP's reducer issues the gradient all-reduces itself, from autograd hooks, bucket by
+# bucket: its operators or the module's forward range say it runs.
+_DDP_REDUCER = (
+    "SELECT (SELECT count(*) FROM cpu_ops WHERE starts_with(name, 'torch::distributed::reducer')"
+    " OR name = 'DistributedDataParallel.forward') + (SELECT count(*) FROM ranges WHERE "
+    "name = 'DistributedDataParallel.forward') > 0"
+)
 # FBGEMM's quantize operators (and their kernels), which TorchRec's quantized-communication
 # codecs run around the exchange: it is already narrowed.
 _QUANTIZED_COMMS = (
@@ -446,8 +521,24 @@ def _advice(
     wl: Workload,
     sdd_pipeline: bool = False,
     quantized: bool = False,
+    ddp_reducer: bool = False,
+    small_a2a: dict | None = None,
 ) -> str:
     parts = []
+    # Where DDP's reducer runs it already buckets the gradients and issues their
+    # all-reduces asynchronously from backward hooks: "bucket and go async" is done, and
+    # what is left is starting sooner (smaller buckets) and moving fewer bytes.
+    all_reduce_share = (
+        " For the all-reduce share: DDP's reducer already issues the gradient all-reduces "
+        "asynchronously, bucket by bucket, from backward hooks; a smaller `bucket_cap_mb` "
+        "starts the first reduction earlier in backward, and a bf16 compression hook "
+        "(`model.register_comm_hook(None, bf16_compress_hook)` from "
+        "`torch.distributed.algorithms.ddp_comm_hooks.default_hooks`) halves the bytes of "
+        "fp32 gradients."
+        if ddp_reducer
+        else " For the all-reduce share, keep DDP gradient bucketing on and issue "
+        "collectives with `async_op=True`."
+    )
     if not wl.is_pytorch:
         lib = "RCCL" if wl.amd else "NCCL"
         parts.append(
@@ -462,13 +553,34 @@ def _advice(
             "micro-batching), and prefer fused all-reduce kernels for small messages."
         )
     elif _mostly_all_to_all(collectives) and sdd_pipeline:
-        # TorchRec's pipeline already overlaps the next batch's input exchange: what stays
-        # exposed is the embeddings' own exchange in forward and backward
+        # TorchRec's pipeline is meant to overlap the next batch's input exchange; it does
+        # not pipeline the pooled embeddings' exchange, and an exchange whose peers arrive
+        # late stays exposed however it is pipelined: say what the kernels show
+        waits = ""
+        if small_a2a and 2 * small_a2a["exposed_ns"] >= small_a2a["kernel_ns"] > 0:
+            sizes = (
+                fmt_bytes(small_a2a["max_bytes"])
+                if small_a2a["min_bytes"] == small_a2a["max_bytes"]
+                else f"{fmt_bytes(small_a2a['min_bytes'])} to {fmt_bytes(small_a2a['max_bytes'])}"
+            )
+            waits = (
+                f" Here the smaller all-to-alls ({sizes}, where the input exchanges fall) "
+                f"still ran {fmt_ns(small_a2a['exposed_ns'])} of their "
+                f"{fmt_ns(small_a2a['kernel_ns'])} with no compute beside them"
+                + (
+                    ", far longer than their bytes need: waiting for peer ranks, which "
+                    "pipelining does not hide."
+                    if 2 * small_a2a["wait_ns"] >= small_a2a["kernel_ns"]
+                    else "."
+                )
+            )
         parts.append(
             "The largest collective is all-to-all, and TorchRec's sparse-data-dist pipeline "
-            "already runs here (its `## sdd_…` ranges): it overlaps the next batch's input "
-            "exchange, not the pooled embeddings' exchange in forward and backward, which is "
-            "what stays exposed. Balance the embedding lookups across ranks (the sharding "
+            "already runs here (its `## sdd_…` ranges): it is meant to overlap the next "
+            "batch's input exchange with this batch's compute, and it leaves the pooled "
+            "embeddings' exchange in forward and backward exposed."
+            + waits
+            + " Balance the embedding lookups across ranks (the sharding "
             "plan) so no rank waits for a straggler"
             + (
                 "; the exchange already looks quantized (FBGEMM's quantize and dequantize "
@@ -477,8 +589,8 @@ def _advice(
                 else ", and narrow the exchange with TorchRec's quantized-communication "
                 "codecs (FP16/BF16/FP8)"
             )
-            + ". For the all-reduce share, keep DDP gradient bucketing on and issue "
-            "collectives with `async_op=True`."
+            + "."
+            + all_reduce_share
         )
     elif _mostly_all_to_all(collectives):
         # embedding / expert exchanges, not gradient buckets: DDP settings do not touch them
@@ -487,8 +599,7 @@ def _advice(
             "which gradient bucketing does not touch: overlap it with the dense part of the "
             "step (pipeline the exchange of batch i+1 behind the compute of batch i, as "
             "sparse/MoE training loops do), and balance tokens or ids across ranks so no "
-            "rank waits for a straggler. For the all-reduce share, keep DDP gradient "
-            "bucketing on and issue collectives with `async_op=True`."
+            "rank waits for a straggler." + all_reduce_share
         )
     elif overlap_pct < 50:
         parts.append(

@@ -15,7 +15,7 @@ after a rank the last one arrived. So, per rank:
   the exposed-communication finding;
 - a rank that arrives last among the recorded ranks of a larger job cannot be the one its
   peers wait for and also be early: what it waits for are ranks not recorded, and its
-  peer-waiting advice says so instead of calling it early.
+  peer-waiting advice says so instead of leaving open which peers are late.
 
 No millisecond is then counted by two findings. Measured waiting replaces the estimate
 only where every collective of the rank is paired with every other rank's and the job's

@@ -79,7 +79,7 @@ def straggler_findings(
 
     ``world``: the job's size, where the traces record it. When only some of its ranks are
     here, "last" is last among them: the title says so, since the rank may itself be
-    waiting (its own communication finding says it arrives early) for ranks not recorded.
+    waiting (its own communication finding shows its kernels waiting) for ranks not recorded.
     """
     if not found:
         return []

@@ -108,6 +108,70 @@ def exposed_allreduce(steps: int = 5) -> Scenario:
     return sc
 
 
+NCCL_ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+NCCL_REDUCE_SCATTER = (
+    "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+)
+
+
+def exposed_gather_scatter(steps: int = 4) -> Scenario:
+    """Rank 0 of 4, each 8 ms step a 2 ms GEMM, then a 2 ms all-gather and a 2 ms
+    reduce-scatter that nothing overlaps, sized the two ways Kineto records them:
+
+    - the all-gather as Shampoo's ``_all_gather_base`` under an older PyTorch: a
+      ``c10d::_allgather_base_`` operator whose inputs are the 100,000,000-byte int8 output
+      and the 25,000,000-byte input shard, around a ``nccl:_all_gather_base`` range that
+      records only the shard, and no group size;
+    - the reduce-scatter as ``record_param_comms`` with 25,000,000 float input elements
+      (100 MB) and 6,250,000 output elements (a quarter: the group size is 4).
+
+    Each moves 100 MB per rank as nccl-tests counts it (all-gather: output; reduce-scatter:
+    input): algorithm bandwidth 100 MB / 2 ms = 50 GB/s, bus bandwidth 50 x (4-1)/4 =
+    37.5 GB/s. Counted from the all-gather's input, it would read a quarter of that.
+    """
+    sc = Scenario(name="planted_exposed_gather_scatter", rank=0, world_size=4)
+    shard = 25_000_000
+    for k in range(steps):
+        s = k * 8_000 * US
+        sc.range(f"ProfilerStep#{k}", s, 8_000 * US)
+        mm = sc.op("aten::mm", s, 20 * US, [[8192, 8192], [8192, 8192]])
+        sc.launch(mm, BF16_GEMM, s + 5 * US, s + 100 * US, 2_000 * US)
+        sc.op(
+            "c10d::_allgather_base_",
+            s + 50 * US,
+            60 * US,
+            [[4 * shard], [shard], []],
+            types=["signed char", "signed char", ""],
+        )
+        nccl = sc.op(
+            "nccl:_all_gather_base",
+            s + 55 * US,
+            40 * US,
+            [[shard]],
+            category="user_annotation",
+            types=["signed char"],
+        )
+        sc.launch(nccl, NCCL_ALLGATHER, s + 60 * US, s + 2_200 * US, 2_000 * US, stream_id=20)
+        sc.collective(
+            "reduce_scatter",
+            s + 200 * US,
+            30 * US,
+            shard,
+            NCCL_REDUCE_SCATTER,
+            gpu_start_ns=s + 4_300 * US,
+            gpu_dur_ns=2_000 * US,
+            group_size=4,
+        )
+        sc.collectives[-1].out_nelems = shard // 4  # each rank keeps a quarter
+    sc.expected = {
+        "bytes": 100_000_000,
+        "algbw_gbps": 50.0,
+        "busbw_gbps": 37.5,
+        "group_size": 4,
+    }
+    return sc
+
+
 SMALL_GRID_KERNEL = "void splitk_reduce_small_kernel<float>(float*, float const*, int)"
 LOW_OCC_KERNEL = "void my_layer_norm_kernel<float>(float*, float const*, int)"
 FP32_GEMM = "ampere_sgemm_128x64_tn"

@@ -57,8 +57,9 @@ EVIDENCE = AnalyzerEvidence(
                         Key(
                             "median_bytes",
                             BYTES,
-                            "Median message size (a real call's: the lower middle of an even "
-                            "count)",
+                            "Median message size, the bytes each rank moves as nccl-tests "
+                            "count them (an all-gather's output, a reduce-scatter's input; a "
+                            "real call's: the lower middle of an even count)",
                             null="no launching call records sizes",
                         ),
                         Key(
