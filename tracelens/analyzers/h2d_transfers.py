@@ -592,6 +592,17 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     n = sum(int(r["n"]) for r in uvm)
     nbytes = sum(int(r["bytes"]) for r in uvm)
     ns = sum(int(r["ns"]) for r in uvm)
+    # The summed copy time is not how long the traffic lasted: say both, apart.
+    span_ns = int(
+        db.scalar(
+            "SELECT coalesce(max(end_ns) - min(start_ns), 0) FROM memcpys WHERE kind LIKE 'UVM%'"
+        )
+        or 0
+    )
+    moved = (
+        f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations taking {fmt_ns(ns)} "
+        f"of copying, spread over {fmt_ns(span_ns)}"
+    )
     p = "hip" if wl.amd else "cuda"
     spec = wl.gpu.spec
     bytes_per_ns = spec.peaks.mem_gbps if spec and spec.peaks.mem_gbps else 0.0  # GB/s = B/ns
@@ -672,13 +683,13 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
                     else ""
                 )
             ),
-            summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
-            f"{fmt_ns(ns)}; {sum(int(r['migrations']) for r in faults):,} of them ran during "
+            summary=f"{moved}; {sum(int(r['migrations']) for r in faults):,} of them ran during "
             f"kernels ({fmt_ns(copying)} of copying), which ran "
             f"{fmt_ns(sum(int(r['kernel_ns']) for r in faults))} and were stalled on page "
             f"faults for about {fmt_ns(stalled)}." + host_note,
             evidence={
                 "by_kind": uvm,
+                "span_ns": span_ns,
                 "faulting_kernels": [
                     {k: (int(v) if isinstance(v, int | float) else v) for k, v in r.items()}
                     for r in faults[:5]
@@ -698,8 +709,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
         title=f"{n:,} unified-memory migrations ({fmt_bytes(nbytes)}), counted apart from copies",
         impact_basis="Informational: no migration ran while a kernel did, so none stalled a "
         "kernel; they are driver prefetches or host faults, not explicit copies.",
-        summary=f"Unified memory moved {fmt_bytes(nbytes)} in {n:,} migrations over "
-        f"{fmt_ns(ns)}." + host_note,
-        evidence={"by_kind": uvm},
+        summary=f"{moved}." + host_note,
+        evidence={"by_kind": uvm, "span_ns": span_ns},
         advice=prefetch,
     )

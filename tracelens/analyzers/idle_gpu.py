@@ -33,10 +33,11 @@ from tracelens.analyzers.known_host_reads import known_host_read_advice
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.findings import Finding, TimeRange, finding_id
+from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_bytes, fmt_ns
-from tracelens.core.workload import Workload, workload_of
+from tracelens.core.units import fmt_bytes, fmt_count, fmt_ns
+from tracelens.core.workload import Workload, workload_of, wsl_host
 
 ANALYZER = "idle_gpu"
 
@@ -102,26 +103,40 @@ busy_elsewhere AS (
       ON w.start_ns < g.end_ns AND w.end_ns > g.start_ns
     WHERE g.d >= ?
 ),
+-- Module loads (lazy loading at a first launch) running during each gap: only these say
+-- a first launch waited for its module.
+loads AS (
+    SELECT g.start_ns,
+           sum(least(l.end_ns, g.end_ns) - greatest(l.start_ns, g.start_ns)) AS load_ns
+    FROM g JOIN (SELECT start_ns, end_ns FROM api_calls WHERE {module_load}) l
+      ON l.start_ns < g.end_ns AND l.end_ns > g.start_ns
+    GROUP BY g.start_ns
+),
 cls AS (
-    SELECT g.d, b.blocking_call,
+    SELECT g.d, b.blocking_call, coalesce(lo.load_ns, 0) AS load_ns,
+           coalesce(g.launch_end_ns - g.launch_start_ns, 0) AS call_ns,
+           greatest(0, g.end_ns - coalesce(g.launch_end_ns, g.end_ns)) AS after_call_ns,
            CASE WHEN g.d <= ? THEN 'kernel_switch'
                 WHEN g.launch_end_ns - g.launch_start_ns >= ? AND f.first_start = g.end_ns
                     THEN 'first_launch'
                 WHEN g.d >= ? AND e.start_ns IS NULL THEN 'unrecorded_producer'
                 WHEN coalesce(b.blocked_ns, 0) >= 0.5 * g.d THEN 'host_blocked'
-                -- issued as the GPU went idle and started one launch latency later: the
-                -- GPU ran dry waiting for the launch to arrive
-                WHEN g.launch_start_ns > g.start_ns AND g.end_ns - g.launch_start_ns <= ?
-                    THEN 'launch_latency'
+                -- issued as the GPU went idle, or returned just before it did, and started
+                -- within one launch latency of its call's return: the host was barely
+                -- ahead, and the GPU ran dry waiting for the launch to arrive (MI300X Qwen:
+                -- calls returning 0.4-15 µs before the queue emptied, kernels starting
+                -- 18-25 µs after them)
+                WHEN g.end_ns - g.launch_end_ns <= ? THEN 'launch_latency'
                 -- the device's only stream, no other device, no collective: no recorded
                 -- work for the queued kernel to have waited on
                 WHEN ? THEN 'one_stream'
                 ELSE 'dependency' END AS kind
     FROM g LEFT JOIN firsts f ON f.name = g.detail LEFT JOIN blocked b USING (start_ns)
-    LEFT JOIN busy_elsewhere e USING (start_ns)
+    LEFT JOIN busy_elsewhere e USING (start_ns) LEFT JOIN loads lo USING (start_ns)
 )
 SELECT kind, count(*) AS n, sum(d) AS ns, CAST(median(d) AS BIGINT) AS p50_ns,
-       mode(blocking_call) AS blocking_call
+       mode(blocking_call) AS blocking_call, sum(load_ns) AS module_load_ns,
+       sum(call_ns) AS launch_call_ns, sum(after_call_ns) AS after_call_ns
 FROM cls GROUP BY kind ORDER BY ns DESC, kind
 """
 
@@ -143,16 +158,14 @@ def _switch_note(kinds: list[dict] | None, n: int) -> str:
 _GPU_SIDE_TITLES = {
     "kernel_switch": "short gaps between back-to-back queued kernels (the GPU's own "
     "per-kernel overhead)",
-    # the driver's work at a kernel's first launch: loading its module where lazy loading
-    # left it, and whatever else the first launch sets up (an RTX 3060 under WSL2 loaded
-    # the module before the call, then took 1.04 ms in it and 1.1 ms more to start)
-    "first_launch": "a kernel's first launch ran late (one-off: the driver's work at a "
-    "kernel's first launch, such as loading its module)",
+    # a kernel's first launch started late, once per process; what the driver did then is
+    # said only where the trace shows it (_first_launch_title: a module load in the wait)
+    "first_launch": "a kernel's first launch started late (once per process)",
     "host_blocked": "queued work waited on a GPU-side event while the host blocked too",
     "unrecorded_producer": "queued work waited on work this trace does not record (nothing "
     "ran on its GPUs meanwhile)",
-    "launch_latency": "each next kernel was issued as the GPU went idle and arrived one "
-    "launch latency later",
+    "launch_latency": "each next kernel was issued as the GPU went idle (or just before) "
+    "and arrived one launch latency later",
     "one_stream": "the next kernel was already queued on the device's only stream and "
     "started late (nothing recorded for it to wait on)",
     "dependency": CAUSE_TITLES["gpu_dependency"],
@@ -170,7 +183,7 @@ def _gaps(device_id: int, lo: int, hi: int) -> str:
 
 def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dict]:
     return db.dicts(
-        _GPU_SIDE.format(gaps=gaps),
+        _GPU_SIDE.format(gaps=gaps, module_load=MODULE_LOAD_API),
         [
             device_id,
             list(SYNC_CALLS),
@@ -182,6 +195,88 @@ def _gpu_side(db: TraceDB, device_id: int, t: Thresholds, gaps: str) -> list[dic
             t.idle_launch_latency_ns,
             _one_stream(db, device_id),
         ],
+    )
+
+
+# first_launch evidence: module loads during its waits, the launch calls' time, and the
+# wait after the calls returned; under WSL2, how late the trace's other work started.
+_FIRST_LAUNCH_KEYS = ("module_load_ns", "launch_call_ns", "after_call_ns")
+_WSL_KEYS = ("other_work", "other_work_min_start_after_call_ns")
+
+# The launched work other than each kernel's first launch: how soon after its call the
+# earliest of it started on the GPU.
+_OTHER_WORK_LATENCY = """
+WITH w AS (
+    SELECT name, start_ns, correlation_id,
+           row_number() OVER (PARTITION BY name ORDER BY start_ns) AS nth
+    FROM kernels WHERE device_id = ?
+    UNION ALL SELECT NULL, start_ns, correlation_id, 2 FROM memcpys
+              WHERE device_id = ? AND kind NOT LIKE 'UVM%'
+    UNION ALL SELECT NULL, start_ns, correlation_id, 2 FROM memsets WHERE device_id = ?
+)
+SELECT count(*) AS n, min(w.start_ns - a.start_ns) AS min_ns
+FROM w JOIN api_calls a USING (correlation_id)
+WHERE w.nth > 1 AND w.correlation_id IS NOT NULL AND w.start_ns >= a.start_ns
+"""
+
+
+def _other_work_latency(db: TraceDB, device_id: int) -> dict[str, int]:
+    """Under WSL2 every launch and copy goes through the Windows driver: how soon after
+    its call the rest of the trace's work started says whether a late first launch is the
+    first launch's own (an RTX 3060: no work started sooner than 125 µs after its call)."""
+    r = db.dicts(_OTHER_WORK_LATENCY, [device_id] * 3)[0]
+    if not r["n"]:
+        return {}
+    return {"other_work": int(r["n"]), "other_work_min_start_after_call_ns": int(r["min_ns"])}
+
+
+def _first_launch_title(k: dict[str, Any]) -> str:
+    """What a late first launch was, claiming only what the trace shows: a module load
+    during the wait, or under WSL2 all work starting late after its call."""
+    if k.get("module_load_ns"):
+        return (
+            "a kernel's first launch waited for its module to load (once per process: lazy "
+            "module loading)"
+        )
+    if k.get("other_work_min_start_after_call_ns") is not None:
+        return (
+            "a kernel's first launch started late (under WSL2 all work starts long after its call)"
+        )
+    return _GPU_SIDE_TITLES["first_launch"]
+
+
+def _first_launch_advice(k: dict[str, Any], w: Workload) -> str:
+    if w.amd:
+        return (
+            "The first launch of a kernel loads its code object, and the GPU waits for it "
+            "once per process: not a steady-state cost. Launch once before timing."
+        )
+    if k.get("module_load_ns"):
+        return (
+            f"A module load (lazy loading) ran for {fmt_ns(k['module_load_ns'])} of the "
+            "wait: the first launch of a kernel loads its module, and the GPU waits for it "
+            "once per process, not a steady-state cost. Launch once before timing, or set "
+            "`CUDA_MODULE_LOADING=EAGER` to load modules at start-up."
+        )
+    call = (
+        f"The launch call took {fmt_ns(k['launch_call_ns'])}, and the kernel started "
+        f"{fmt_ns(k['after_call_ns'])} after it returned; no module load ran during the "
+        "wait, so eager module loading would not shorten it. "
+        if k.get("launch_call_ns")
+        else "No module load ran during the wait, so eager module loading would not shorten it. "
+    )
+    wsl = k.get("other_work_min_start_after_call_ns")
+    if wsl is not None:
+        return call + (
+            "The host is WSL2, where the GPU is driven through the Windows driver: none of "
+            f"the other {fmt_count(int(k['other_work']), 'launch or copy', 'launches and copies')} "
+            f"started sooner than {fmt_ns(wsl)} after its call (a few µs on native Linux), so "
+            "this wait is not the first launch's alone. Launch once before timing, queue work "
+            "ahead of the GPU (asynchronous calls, no device-wide synchronize between "
+            "launches, or a CUDA graph), and measure latency on native Linux."
+        )
+    return call + (
+        "It is paid once per process, not a steady-state cost: launch once before timing."
     )
 
 
@@ -235,6 +330,8 @@ def _title(
             )
         return f"the GPU waited on a graph launch still running (`{call}`)"
     if cause == "gpu_dependency" and kinds:
+        if kinds[0]["kind"] == "first_launch":
+            return _first_launch_title(kinds[0])
         return _GPU_SIDE_TITLES[kinds[0]["kind"]]
     named = sum(int(d["ns"]) for d in details if d["detail"])
     if cause == "untraced" and 2 * named < ns:
@@ -315,6 +412,24 @@ _FILTERED_ADVICE = (
     "This trace keeps only launch and copy runtime calls (filtered or sampled after "
     "recording), so the syncs, event records and stream waits that decide this cause are "
     "missing: analyze the unfiltered trace before acting on the cause. What this one shows: "
+)
+
+
+# Untraced host time in a filtered trace: what the filter removed, not what the profiler
+# missed, so recording more (stacks, ranges) is not the remedy; the unfiltered trace is.
+_DROPPED_HOST_BASIS = (
+    "Not costed: this trace was filtered after recording (it keeps no runtime call but "
+    "launches and copies), so host time no kept event covers may be where dropped "
+    "operators and ranges ran: neither what the host did there nor whether it held the GPU "
+    "back is known. "
+)
+_DROPPED_HOST_ADVICE = (
+    "This trace was filtered after recording (it keeps no runtime call but launches and "
+    "copies), so host time that no kept event covers may be where the filter dropped "
+    "operators and ranges, not code the profiler did not record: recording with "
+    "`with_stack=True` or adding `record_function` ranges cannot show it. Re-analyze the "
+    "unfiltered trace to see what the host ran in these gaps and whether it held the GPU "
+    "back."
 )
 
 
@@ -423,16 +538,7 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 f"{fuse}, or give each kernel more work (larger batches)."
             )
         if main == "first_launch":
-            loading = "HIP_MODULE_LOADING" if w.amd else "CUDA_MODULE_LOADING=EAGER"
-            return (
-                "The first launch of a kernel pays one-off driver work (under lazy loading, "
-                "loading its module), and the GPU waits for it once per process: not a "
-                f"steady-state cost. Launch once before timing, or set `{loading}` to load "
-                "modules at start-up."
-                if not w.amd
-                else "The first launch of a kernel loads its code object, and the GPU waits "
-                "for it once per process: not a steady-state cost. Launch once before timing."
-            )
+            return _first_launch_advice(kinds[0], w)
         if main == "launch_latency":
             k = kinds[0]
             graphs = (
@@ -445,8 +551,9 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             )
             return (
                 f"{k['n']:,} gaps (median {fmt_ns(k['p50_ns'])}) where the host issued the next "
-                "kernel just as the GPU went idle and the kernel started one launch latency "
-                "later: the GPU outruns the launcher. Launch fewer, larger kernels: "
+                "kernel just as the GPU went idle (or just before) and the kernel started one "
+                "launch latency after its launch call returned: the GPU outruns the "
+                "launcher. Launch fewer, larger kernels: "
                 f"{graphs}{compile_hint}fuse small kernels, or batch more work per kernel."
             )
         if main == "one_stream":
@@ -794,9 +901,14 @@ def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
     others = int(ev["in_graph_launch_gaps"]) - 1
     node = int(ev["in_graph_launch_longest_node"])
     prev, nxt = ev["in_graph_launch_longest_prev"], ev["in_graph_launch_longest_next"]
-    where = f"before graph kernel {node:,} of {int(ev['graph_launch_kernels']):,}"
+    # numbered from 1 in launch order: the stall is after kernel node - 1 ends
+    where = (
+        f"between graph kernels {node - 1:,} and {node:,} of {int(ev['graph_launch_kernels']):,}"
+        if node > 1
+        else f"before graph kernel {node:,} of {int(ev['graph_launch_kernels']):,}"
+    )
     if prev and nxt:
-        where += f" (`{_short(prev, 60)}`, then `{_short(nxt, 60)}`)"
+        where += f" (`{_short(prev, 60)}` ended, `{_short(nxt, 60)}` started late)"
     runtime = (
         "the HIP runtime dispatching the graph's nodes from inside the call"
         if w.amd
@@ -1067,6 +1179,9 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             }
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t, gaps) if cause == "gpu_dependency" else None
+            for k in kinds or []:
+                if k["kind"] == "first_launch" and wsl_host(db):
+                    k |= _other_work_latency(db, dev.device_id)
             if cause == "untraced":
                 ev_for_advice["uvm_gaps"] = int(
                     db.scalar(
@@ -1151,15 +1266,25 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             # the GPU work itself, so neither their cause nor their length is known, and no
             # time is claimed (the finding is listed with those whose savings are unknown).
             unsure = bool(w.filtered and kinds and kinds[0]["kind"] == "unrecorded_producer")
+            # Host time no kept event covers, in a filtered trace: the filter itself makes
+            # it, dropping the operators and ranges the recording had, so neither what the
+            # host ran nor whether it held the GPU back is known, and more profiler ranges
+            # cannot show it; listed, not costed. Not so "host busy": a kept operator's span
+            # is as the recording measured it (the filter drops events, it does not shorten
+            # them), so the host was busy inside it, and that finding keeps its cost, its
+            # cause flagged uncertain as every idle cause of a filtered trace is.
+            dropped_host = bool(w.filtered and cause == "untraced" and title != _UVM_TITLE)
+            if dropped_host:
+                title = "the host ran code this filtered trace does not keep"
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    0 if unsure else ns - one_off - flush.ns - harness - refill,
+                    0 if unsure or dropped_host else ns - one_off - flush.ns - harness - refill,
                     db,
                     t,
                     subject_ns=ns,
-                    costed=not unsure,
+                    costed=not (unsure or dropped_host),
                     title=f"GPU {dev.device_id} {amount}: {title}"
                     + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     impact_basis=(
@@ -1168,18 +1293,20 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         "collective would show, so the filter may have dropped GPU work too: "
                         "neither their cause nor their length is known. "
                         if unsure
+                        else _DROPPED_HOST_BASIS
+                        if dropped_host
                         else ""
                     )
                     + f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({CAUSE_RULES[cause]}){scope}"
                     + (
                         ", as recorded."
-                        if unsure
+                        if unsure or dropped_host
                         else "; removing their cause gives back at most this much GPU time."
                     )
                     + (
-                        f" {fmt_ns(one_off)} of it is kernels' first launches waiting for "
-                        "their modules to load, once per process: not counted."
+                        f" {fmt_ns(one_off)} of it is kernels' first launches starting late, "
+                        "once per process: not counted."
                         if one_off
                         else ""
                     )
@@ -1262,6 +1389,15 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                                         if r["kind"] in ("host_blocked", "unrecorded_producer")
                                         else {}
                                     )
+                                    | (
+                                        {
+                                            k: r[k]
+                                            for k in (*_FIRST_LAUNCH_KEYS, *_WSL_KEYS)
+                                            if k in r
+                                        }
+                                        if r["kind"] == "first_launch"
+                                        else {}
+                                    )
                                     for r in kinds
                                 ]
                             }
@@ -1283,8 +1419,12 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                             for g in longest
                         ],
                     },
-                    advice=(_FILTERED_ADVICE if w.filtered else "")
-                    + _advice(cause, details, w, ev_for_advice),
+                    advice=(
+                        _DROPPED_HOST_ADVICE
+                        if dropped_host
+                        else (_FILTERED_ADVICE if w.filtered else "")
+                        + _advice(cause, details, w, ev_for_advice)
+                    ),
                     time_ranges=[
                         TimeRange(
                             int(g["start_ns"]), int(g["end_ns"]), dev.device_id, f"idle: {cause}"

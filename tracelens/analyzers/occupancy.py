@@ -35,7 +35,7 @@ from tracelens.core.kernel_libraries import CUBLAS, TENSILE, TRITON, gemm_librar
 from tracelens.core.op_cost import attention_lengths, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
+from tracelens.core.units import fmt_count, fmt_ns
 from tracelens.core.workload import workload_of
 from tracelens.derived import require
 from tracelens.derived.kernel_ops import KERNEL_OPS
@@ -43,6 +43,8 @@ from tracelens.derived.kernel_ops import KERNEL_OPS
 ANALYZER = "occupancy"
 # Library GEMM/convolution/attention kernels pick low occupancy by design (large tiles).
 _BY_DESIGN = {"gemm", "gemm_fp32", "conv", "attention", "communication"}
+# The most threads a block (workgroup) may have, on every NVIDIA GPU since Fermi and on AMD.
+_MAX_THREADS_PER_BLOCK = 1024
 # Share of FP32 GEMM/conv time that tensor-core math gives back (as hot_ops assumes).
 _FP32_SAVING = KINDS["gemm_fp32"].saving_fraction
 
@@ -120,7 +122,15 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         or 0
                     )
                 under = _underfilled(
-                    db, t, d, int(sms), r, total, in_hot_ops, stalled.get(str(r["name"]), 0)
+                    db,
+                    t,
+                    d,
+                    int(sms),
+                    r,
+                    total,
+                    in_hot_ops,
+                    stalled.get(str(r["name"]), 0),
+                    _cc(dev["compute_capability"]),
                 )
                 # Time a hot-operator finding counts is kept here only to say why, and only
                 # when the grid leaves most of the GPU idle; a nearly full grid says nothing.
@@ -148,10 +158,12 @@ def _underfilled(
     total: int,
     in_hot_ops: int,
     fault_stalled: int = 0,
+    cc: float | None = None,
 ) -> Finding:
     # The part of its time the kernel waited on page faults is the page-fault finding's:
     # a wider grid would wait as long.
-    faulting = min(1.0, fault_stalled / max(1, int(r["ns"])))
+    stalled = min(fault_stalled, int(r["ns"]))
+    faulting = stalled / max(1, int(r["ns"]))
     in_faults = int(int(r["idle_sm_ns"]) * faulting)
     impact = max(0, int(r["idle_sm_ns"]) - in_hot_ops - in_faults)
     share = 100.0 * r["ns"] / total
@@ -170,9 +182,17 @@ def _underfilled(
         db,
         t,
         subject_ns=int(r["ns"]),
+        # SMs waiting on page faults are not idle for want of blocks: the title gives the
+        # kernel's time outside its fault stall, and names the stall
         title=f"`{_short(r['name'])}` launches {blocks} {noun} "
         f"on {sms} {w.units}, "
-        f"leaving {idle_pct:.0f}% of GPU {dev}'s {w.units} idle for {fmt_ns(r['ns'])}",
+        f"leaving {idle_pct:.0f}% of GPU {dev}'s {w.units} idle for "
+        + (
+            f"{fmt_ns(int(r['ns']) - stalled)}, outside the {fmt_ns(stalled)} it stalled on "
+            "page faults"
+            if in_faults
+            else fmt_ns(r["ns"])
+        ),
         impact_basis=f"Each launch's duration times the share of {w.units} its grid leaves "
         f"without a {w.block}, summed: an upper bound on what spreading the same work over "
         f"every {w.unit} returns"
@@ -188,10 +208,18 @@ def _underfilled(
             if in_faults
             else "."
         ),
-        summary=f"{int(r['launches']):,} launches ({share:.1f}% of kernel time) with a median "
+        summary=f"{fmt_count(int(r['launches']), 'launch', 'launches')} ({share:.1f}% of "
+        "kernel time) with a median "
         f"grid of {blocks} {noun} of {threads} threads ({per_block} "
         f"{w.warp_lanes}-wide {w.warps if per_block != 1 else w.warp} each) on a "
-        f"{sms}-{w.unit} GPU.",
+        f"{sms}-{w.unit} GPU."
+        + (
+            f" For {fmt_ns(stalled)} of its {fmt_ns(r['ns'])} it waited on page faults (the "
+            f"page-fault finding's time): {w.units} waiting on pages do not want for "
+            f"{w.blocks}, so that time is not counted idle here."
+            if in_faults
+            else ""
+        ),
         evidence={
             "device_id": dev,
             "kernel": r["name"],
@@ -209,7 +237,7 @@ def _underfilled(
             "idle_sm_ns_in_hot_ops": in_hot_ops,
             "idle_sm_ns_in_fault_stalls": in_faults,
         },
-        advice=_underfilled_advice(db, r["name"], blocks, sms, w),
+        advice=_underfilled_advice(db, r["name"], blocks, sms, w, threads, cc),
     )
 
 
@@ -238,7 +266,27 @@ def _attention_lengths(db: TraceDB, kernel: str) -> tuple[int, int] | None:
     return None
 
 
-def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTerms) -> str:
+def _threads_per_sm(cc: float | None) -> int | None:
+    """The most threads one NVIDIA SM holds at once, by compute capability (CUDA
+    programming guide); None where unknown."""
+    if cc is None:
+        return None
+    if cc == 7.5:  # Turing
+        return 1024
+    if cc in (8.6, 8.7, 8.9) or cc >= 12.0:  # consumer Ampere, Ada, consumer Blackwell
+        return 1536
+    return 2048
+
+
+def _underfilled_advice(
+    db: TraceDB,
+    name: str,
+    blocks: int,
+    sms: int,
+    w: GpuTerms,
+    threads: int = 0,
+    cc: float | None = None,
+) -> str:
     head = (
         f"A grid of {blocks} {w.block if blocks == 1 else w.blocks} keeps at most {blocks} of "
         f"{sms} {w.units} busy. "
@@ -300,6 +348,26 @@ def _underfilled_advice(db: TraceDB, name: str, blocks: int, sms: int, w: GpuTer
                 else "fuse it into its neighbours (`torch.compile`)"
             )
             + " so fewer, larger kernels run."
+        )
+    if threads >= _MAX_THREADS_PER_BLOCK:
+        # Blocks this large already take all the threads a block may have (on Turing all
+        # an SM runs at once): more work per block or a grid-stride loop keeps the same
+        # blocks, so only more blocks reach the idle units.
+        per_sm = None if amd else _threads_per_sm(cc)
+        full = (
+            f" (on this GPU, all one {w.unit} runs at once)"
+            if per_sm is not None and per_sm <= threads
+            else ""
+        )
+        return (
+            f"A grid of {blocks} {w.block if blocks == 1 else w.blocks} keeps at most "
+            f"{blocks} of {sms} {w.units} busy. Its {w.blocks} already hold {threads:,} "
+            f"threads, the most a {w.block} can{full}, so more work per {w.block} or a "
+            f"grid-stride loop cannot reach the idle {w.units}: split each {w.block}'s work "
+            f"across several {w.blocks} (where one {w.block} handles one row, give each row "
+            f"two or more {w.blocks} that each reduce their part, then combine the partial "
+            "results in a second small kernel or with atomics), so the grid has at least "
+            f"{sms} {w.blocks}; or run independent kernels on other streams meanwhile."
         )
     return head + (
         f"more elements per launch (larger batches, a grid-stride loop sized to the {w.unit} "

@@ -38,7 +38,7 @@ from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
-from tracelens.core.workload import Workload, workload_of
+from tracelens.core.workload import Workload, workload_of, wsl_host
 from tracelens.derived import require
 from tracelens.derived.blocking_calls import BLOCKING_CALLS, SYNC_GAPS
 
@@ -83,6 +83,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     )
     t0 = db.t0_ns
     w = workload_of(db)
+    wsl_managed = _wsl_managed_allocations(db, w)
     findings: list[Finding] = []
     for g in groups:
         idle_ns, blocked_ns = int(g["idle_ns"]), int(g["blocked_ns"])
@@ -97,6 +98,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if db.pct_of_window(idle_ns) < t.sync_min_idle_pct and not repeated_block:
             continue
         pattern, site = g["pattern"], g["site"]
+        managed = wsl_managed if pattern in _NARROWED else 0
         calls = db.dicts(
             """SELECT c.call_id, c.name, c.start_ns, c.end_ns,
                       coalesce(sum(s.end_ns - s.start_ns), 0) AS idle_ns
@@ -184,6 +186,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "idle_after_ns": idle_ns,
                     "recoverable_ns": impact,
                     **({"own_copy_staging_ns": int(g["own_ns"])} if int(g["own_ns"]) else {}),
+                    **({"wsl_managed_allocations": managed} if managed else {}),
                     "longest_calls": [
                         {
                             "api": c["name"],
@@ -204,7 +207,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 )
                 # a library's own read: what removes it is about the library, not the
                 # training-loop habits the generic advice lists
-                + (known_host_read_advice(g["frame"]) or _advice(pattern, where, w)),
+                + (known_host_read_advice(g["frame"]) or _advice(pattern, where, w))
+                + _managed_caveat(managed),
                 supersedes=[idle_finding_id(d, "synchronization") for d in devices],
                 time_ranges=[
                     TimeRange(
@@ -236,6 +240,40 @@ def _title_text(pattern: str, w: Workload) -> str:
     elif w.amd and pattern == "device_synchronize":
         text = "device synchronizes (`hipDeviceSynchronize`, `torch.cuda.synchronize()`)"
     return text[0].upper() + text[1:]
+
+
+# The waits whose advice narrows or removes a synchronize.
+_NARROWED = ("device_synchronize", "stream_synchronize", "event_synchronize")
+
+
+def _wsl_managed_allocations(db: TraceDB, w: Workload) -> int:
+    """The program's managed-memory allocations where the host is WSL2: there managed
+    memory has no concurrent CPU/GPU access (as on Windows), so the host may touch it
+    only while no kernel runs, unless it is attached to a stream."""
+    if w.amd or not wsl_host(db):
+        return 0
+    return int(
+        db.scalar(
+            "SELECT count(*) FROM api_calls WHERE name IN ('cudaMallocManaged', "
+            "'cuMemAllocManaged')"
+        )
+        or 0
+    )
+
+
+def _managed_caveat(managed: int) -> str:
+    if not managed:
+        return ""
+    return (
+        " Caveat: this host is WSL2, where managed memory has no concurrent CPU/GPU access, "
+        f"and the program allocates it ({managed:,} `cudaMallocManaged` "
+        f"{'call' if managed == 1 else 'calls'}): while any kernel runs the host may not "
+        "touch a managed allocation unless it is attached to a stream "
+        "(`cudaStreamAttachMemAsync`, then synchronize that stream before the host touches "
+        "it), so narrowing or moving a synchronize can make the program fault. Attach the "
+        "managed buffers the host touches to their streams first, or keep a device-wide "
+        "synchronize before each host access."
+    )
 
 
 def _advice(pattern: str, where: str, w: Workload) -> str:

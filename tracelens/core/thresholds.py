@@ -33,8 +33,9 @@ class Thresholds:
     host_paced_min_pct: float = 5.0
     # Idle GPU: a launch call this long (ns) before a kernel's first run is lazy loading.
     idle_slow_first_launch_ns: int = 500_000
-    # Idle GPU: a kernel issued during a GPU-side wait that starts within this long (ns)
-    # of its launch call is launch latency (the GPU outran the launcher).
+    # Idle GPU: a queued kernel that starts within this long (ns) of its launch call's
+    # return, the call issued during the wait or just before it, is launch latency (the
+    # GPU outran the launcher).
     idle_launch_latency_ns: int = 50_000
     # Idle GPU: a host gap that opened while a blocking call on the launching thread ran,
     # the call returning within this long (ns), was opened by that call draining the queue.

@@ -173,6 +173,13 @@ def workload_of(db: TraceDB) -> Workload:
     return db.memo("workload", lambda: _detect(db))
 
 
+def wsl_host(db: TraceDB) -> bool:
+    """The trace was recorded under WSL2 (its host kernel release says ``microsoft``): the
+    GPU is driven through the Windows driver, with its launch latency and no persistence
+    mode, and managed memory has no concurrent CPU/GPU access."""
+    return "microsoft" in (db.info.get("host_kernel") or "").lower()
+
+
 def _count(db: TraceDB, table: str, where: str) -> int:
     return int(db.scalar(f"SELECT count(*) FROM {table} WHERE {where}") or 0)
 

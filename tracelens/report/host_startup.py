@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
-from tracelens.core.workload import workload_of
+from tracelens.core.workload import workload_of, wsl_host
 
 # Shorter start-up calls are not worth a note: a profiler that starts late records a few
 # ms of calls before the GPU's.
@@ -62,7 +62,7 @@ def host_startup_notes(db: TraceDB) -> list[str]:
     amd = wl.gpu.vendor == "amd"
     runtime = "HIP" if amd else "CUDA"
     # WSL2 runs the GPU through the Windows driver: no persistence mode to turn on there
-    wsl = "microsoft" in (db.info.get("host_kernel") or "").lower()
+    wsl = wsl_host(db)
     # Where the driver already stayed loaded (the persistence daemon, a display server on
     # the GPU), the call paid this process's own context: persistence mode cannot help.
     kept_loaded = db.info.get("host_driver_kept_loaded")

@@ -18,7 +18,8 @@ def trace_metrics(db: TraceDB) -> dict[str, Any]:
         """SELECT (SELECT count(*) FROM kernels) AS kernel_count,
                   m.memcpy_count, m.uvm_migration_count,
                   (SELECT count(*) FROM memsets) AS memset_count,
-                  m.h2d_bytes, m.h2d_pageable_bytes, m.h2d_time_ns, m.dtoh_bytes
+                  m.h2d_bytes, m.h2d_pageable_bytes, m.h2d_time_ns, m.dtoh_bytes,
+                  m.uvm_bytes, m.uvm_htod_bytes, m.uvm_dtoh_bytes, m.uvm_time_ns
            FROM (SELECT count(*) FILTER (WHERE kind NOT LIKE 'UVM%') AS memcpy_count,
                         count(*) FILTER (WHERE kind LIKE 'UVM%') AS uvm_migration_count,
                         coalesce(sum(bytes) FILTER (WHERE kind = 'HtoD'), 0) AS h2d_bytes,
@@ -27,7 +28,14 @@ def trace_metrics(db: TraceDB) -> dict[str, Any]:
                             AS h2d_pageable_bytes,
                         coalesce(sum(end_ns - start_ns) FILTER (WHERE kind = 'HtoD'), 0)
                             AS h2d_time_ns,
-                        coalesce(sum(bytes) FILTER (WHERE kind = 'DtoH'), 0) AS dtoh_bytes
+                        coalesce(sum(bytes) FILTER (WHERE kind = 'DtoH'), 0) AS dtoh_bytes,
+                        coalesce(sum(bytes) FILTER (WHERE kind LIKE 'UVM%'), 0) AS uvm_bytes,
+                        coalesce(sum(bytes) FILTER (WHERE kind = 'UVM_HtoD'), 0)
+                            AS uvm_htod_bytes,
+                        coalesce(sum(bytes) FILTER (WHERE kind = 'UVM_DtoH'), 0)
+                            AS uvm_dtoh_bytes,
+                        coalesce(sum(end_ns - start_ns) FILTER (WHERE kind LIKE 'UVM%'), 0)
+                            AS uvm_time_ns
                  FROM memcpys) m"""
     )[0]
     windows = sum(d.window_ns for d in db.devices)

@@ -88,6 +88,13 @@ class Metrics(Struct, forbid_unknown_fields=True):
     h2d_pageable_bytes: int
     h2d_time_ns: int
     dtoh_bytes: int
+    # unified-memory migrations (the driver's page traffic for managed memory), which GPU
+    # busy time counts: their bytes in all, to the device and to the host, and their
+    # summed durations
+    uvm_bytes: int
+    uvm_htod_bytes: int
+    uvm_dtoh_bytes: int
+    uvm_time_ns: int
     # sum of busy / sum of windows over devices; None without a GPU
     gpu_busy_pct: float | None
     # first to last GPU activity on any device

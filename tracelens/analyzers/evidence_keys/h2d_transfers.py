@@ -201,6 +201,12 @@ EVIDENCE = AnalyzerEvidence(
                     ),
                 ),
                 Key(
+                    "span_ns",
+                    NS,
+                    "From the first migration's start to the last one's end: how long the "
+                    "traffic lasted (the summed durations in `by_kind` are copying time)",
+                ),
+                Key(
                     "faulting_kernels",
                     ROWS,
                     "Kernels that ran while pages migrated to the device, up to 5 by stalled time",

@@ -231,16 +231,16 @@ EVIDENCE = AnalyzerEvidence(
                         Key(
                             "kind",
                             TEXT,
-                            "What the waits were: `kernel_switch` the gap between "
-                            "back-to-back queued kernels (at most `idle_kernel_switch_ns`), "
-                            "`first_launch` a kernel's first launch loading its module, "
-                            "`unrecorded_producer` a long wait with no GPU busy in a trace of "
-                            "the whole job, `host_blocked` the host sat in a blocking call for "
-                            "half the wait or more, `launch_latency` the kernel was issued as "
-                            "the GPU went idle and started one launch latency later, "
-                            "`one_stream` the kernel was queued on the device's only stream "
-                            "in a trace with no other device or collective (nothing recorded "
-                            "to wait on), `dependency` the rest",
+                            "What the waits were: `kernel_switch` the gap between back-to-back "
+                            "queued kernels (at most `idle_kernel_switch_ns`), `first_launch` a "
+                            "kernel's first launch starting late (a slow launch call), "
+                            "`unrecorded_producer` a long wait with no GPU busy in a trace of the"
+                            " whole job, `host_blocked` the host sat in a blocking call for half "
+                            "the wait or more, `launch_latency` the kernel was issued as the GPU "
+                            "went idle and started one launch latency later, `one_stream` the "
+                            "kernel was queued on the device's only stream in a trace with no "
+                            "other device or collective (nothing recorded to wait on), "
+                            "`dependency` the rest",
                             choices=(
                                 "kernel_switch",
                                 "first_launch",
@@ -260,6 +260,42 @@ EVIDENCE = AnalyzerEvidence(
                             "The blocking call the host sat in most often during these waits",
                             when="`kind` is `host_blocked` or `unrecorded_producer`",
                             null="no blocking call overlapped them",
+                        ),
+                        Key(
+                            "module_load_ns",
+                            NS,
+                            "Module-load calls (lazy loading) running during these waits: "
+                            "0 where none did, so no module load delayed the launch",
+                            when="`kind` is `first_launch`",
+                        ),
+                        Key(
+                            "launch_call_ns",
+                            NS,
+                            "The launch calls' summed duration",
+                            when="`kind` is `first_launch`",
+                        ),
+                        Key(
+                            "after_call_ns",
+                            NS,
+                            "The waits' time after the launch calls returned (the kernel "
+                            "queued, not started)",
+                            when="`kind` is `first_launch`",
+                        ),
+                        Key(
+                            "other_work",
+                            COUNT,
+                            "The device's other launched work (kernels past their first "
+                            "launch, copies, memsets) with a recorded call",
+                            when="`kind` is `first_launch` and the host is WSL2 (its kernel "
+                            "release says so)",
+                        ),
+                        Key(
+                            "other_work_min_start_after_call_ns",
+                            NS,
+                            "How soon after its call the earliest of that work started: "
+                            "under WSL2 all work starts late, not only a first launch",
+                            when="`kind` is `first_launch` and the host is WSL2 (its kernel "
+                            "release says so)",
                         ),
                     ),
                 ),

@@ -81,6 +81,16 @@ EVIDENCE = AnalyzerEvidence(
             when="some of the gaps end with the blocking call's own copy",
         ),
         Key(
+            "wsl_managed_allocations",
+            COUNT,
+            "The program's managed-memory allocation calls (`cudaMallocManaged`, "
+            "`cuMemAllocManaged`) on a WSL2 host, where managed memory has no concurrent "
+            "CPU/GPU access: the advice then warns that narrowing a synchronize can make the "
+            "program fault",
+            when="the host is WSL2, the program allocates managed memory, and the calls "
+            "synchronize a device, stream or event",
+        ),
+        Key(
             "longest_calls",
             ROWS,
             "The calls that left the GPU idle longest, then blocked longest "

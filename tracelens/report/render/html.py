@@ -34,6 +34,7 @@ from tracelens.report.render.minor import (
     UNCOSTED_LEAD_HEADING,
     uncosted_leads,
 )
+from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
 
 HERE = Path(__file__).resolve().parent
@@ -73,6 +74,15 @@ def section_title(key: str) -> str:
 def _workload_line(report: Mapping[str, Any]) -> str | None:
     workload = report.get("workload")
     return workload_line(msgspec.convert(workload, Workload)) if workload else None
+
+
+def _unified_memory(metrics: Mapping[str, Any]) -> str | None:
+    return unified_memory_text(
+        int(metrics.get("uvm_migration_count") or 0),
+        int(metrics.get("uvm_bytes") or 0),
+        int(metrics.get("uvm_htod_bytes") or 0),
+        int(metrics.get("uvm_dtoh_bytes") or 0),
+    )
 
 
 def _split_findings(findings: list[dict[str, Any]]) -> tuple[Any, ...]:
@@ -115,6 +125,7 @@ def html_environment(*template_dirs: Path) -> Environment:
     env.globals["version"] = __version__
     env.globals["dict"] = dict
     env.globals["workload_line"] = _workload_line
+    env.globals["unified_memory"] = _unified_memory
     env.globals["generic_sections"] = generic_sections
     env.globals["split_findings"] = _split_findings
     env.globals["uncosted_heading"] = UNCOSTED_HEADING

@@ -18,6 +18,7 @@ from tracelens.report.render.minor import (
     split_findings,
     uncosted_leads,
 )
+from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
 
 _CODE_SPAN = re.compile(r"(`[^`\n]*`)")
@@ -100,11 +101,14 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
             f"- GPU {d.device_id} ({md_text(d.name or 'unknown')}): "
             f"busy {d.busy_pct:.2f}% of {fmt_ns(d.window_ns)}"
         )
+    uvm = unified_memory_text(
+        m.uvm_migration_count, m.uvm_bytes, m.uvm_htod_bytes, m.uvm_dtoh_bytes
+    )
     out.append(
         f"- {fmt_count(m.kernel_count, 'kernel')}, {fmt_count(m.memcpy_count, 'copy', 'copies')}, "
         f"{fmt_count(m.memset_count, 'memset')}; HtoD {fmt_bytes(m.h2d_bytes)} "
         f"({fmt_bytes(m.h2d_pageable_bytes)} pageable) in {fmt_ns(m.h2d_time_ns)}; "
-        f"DtoH {fmt_bytes(m.dtoh_bytes)}"
+        f"DtoH {fmt_bytes(m.dtoh_bytes)}" + (f"; {uvm}" if uvm else "")
     )
     for note in report.notes:
         out.append(f"- note: {md_text(note)}")

@@ -20,6 +20,7 @@ from tracelens.report.render.minor import (
     split_findings,
     uncosted_leads,
 )
+from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
 
 SEVERITY_STYLE = {
@@ -54,10 +55,13 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
         f"{fmt_count(m.kernel_count, 'kernel')} · {fmt_count(m.memcpy_count, 'copy', 'copies')} · "
         f"{fmt_count(m.memset_count, 'memset')}",
     )
+    uvm = unified_memory_text(
+        m.uvm_migration_count, m.uvm_bytes, m.uvm_htod_bytes, m.uvm_dtoh_bytes
+    )
     head.add_row(
         "transfers",
         f"HtoD {fmt_bytes(m.h2d_bytes)} ({fmt_bytes(m.h2d_pageable_bytes)} pageable) in "
-        f"{fmt_ns(m.h2d_time_ns)} · DtoH {fmt_bytes(m.dtoh_bytes)}",
+        f"{fmt_ns(m.h2d_time_ns)} · DtoH {fmt_bytes(m.dtoh_bytes)}" + (f" · {uvm}" if uvm else ""),
     )
     for note in report.notes:
         head.add_row("note", Text(note, style="yellow"))
