@@ -42,6 +42,7 @@ import duckdb
 
 from ingest.correlation import correlation_ids_unique
 from ingest.profiler_steps import STEP_NAME_PATTERN
+from ingest.schema import sql_list
 
 SYNC_CALLS = (
     "cudaDeviceSynchronize",
@@ -227,10 +228,6 @@ def async_copy_call(name: str) -> str:
     return f"({name} LIKE '%Memcpy%Async' AND regexp_matches({name}, '^(cuda|hip)Memcpy.*Async$'))"
 
 
-def _in_list(names: tuple[str, ...]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
 def _rule(cause: str) -> str:
     return next(w for c, w, _ in _JUDGED if c == cause)
 
@@ -309,12 +306,12 @@ def derive_gaps(con: duckdb.DuckDBPyConnection) -> None:
         DROP TABLE _gap0
         """
     )
-    waits = _in_list(STREAM_WAIT_CALLS)
+    waits = sql_list(STREAM_WAIT_CALLS)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _sync_raw AS
         SELECT pid, tid, name, start_ns, end_ns FROM api_calls
-        WHERE name IN ({_in_list(SYNC_CALLS)})
+        WHERE name IN ({sql_list(SYNC_CALLS)})
         UNION ALL
         -- an async copy to pageable host memory cannot return before the data lands
         SELECT a.pid, a.tid, a.name, a.start_ns, a.end_ns FROM api_calls a

@@ -25,6 +25,7 @@ import duckdb
 from ingest.derive_gaps import GRAPH_LAUNCH_CALLS, LAUNCH_CALLS
 from ingest.errors import TraceInputError
 from ingest.limits import IngestLimits
+from ingest.schema import sql_list
 
 CAPTURE_DIR_NAME = "capture_traces"
 DETAILS_FILE = "execution_details.json"
@@ -91,10 +92,6 @@ def read_capture_entries(capture_dir: Path) -> list[CaptureEntry]:
     return out
 
 
-def _quoted(names: tuple[str, ...]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
 # The calls that launch one kernel: what a capture records for each graph node.
 _KERNEL_LAUNCHES = tuple(n for n in LAUNCH_CALLS if n not in GRAPH_LAUNCH_CALLS)
 
@@ -102,15 +99,15 @@ _KERNEL_LAUNCHES = tuple(n for n in LAUNCH_CALLS if n not in GRAPH_LAUNCH_CALLS)
 # in launch order, each with the innermost operator whose external id the call carries.
 _LAUNCHES_SQL = f"""
     WITH win AS (
-        SELECT min(start_ns) FILTER (WHERE name IN ({_quoted(_BEGIN)})) AS b,
-               max(end_ns) FILTER (WHERE name IN ({_quoted(_END)})) AS e
+        SELECT min(start_ns) FILTER (WHERE name IN ({sql_list(_BEGIN)})) AS b,
+               max(end_ns) FILTER (WHERE name IN ({sql_list(_END)})) AS e
         FROM api_calls
     ),
     launches AS (
         SELECT a.start_ns, a.correlation_id, a.external_id, a.kernel_name
         FROM api_calls a, win
         WHERE (a.kernel_name IS NOT NULL
-               OR a.name IN ({_quoted(_KERNEL_LAUNCHES)}))
+               OR a.name IN ({sql_list(_KERNEL_LAUNCHES)}))
           AND (win.b IS NULL OR a.start_ns >= win.b)
           AND (win.e IS NULL OR a.start_ns <= win.e)
     ),

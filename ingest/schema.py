@@ -12,6 +12,7 @@ is generated from them (``tracelens schema --markdown``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import duckdb
@@ -67,6 +68,11 @@ class Table:
 def sql_literal(text: str) -> str:
     """``text`` as a SQL string literal (single quotes doubled)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def sql_list(names: Iterable[str]) -> str:
+    """``names`` as the items of a SQL ``IN (...)`` list of string literals."""
+    return ", ".join(sql_literal(n) for n in names)
 
 
 # Columns several tables share, described once so they read the same everywhere.

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import duckdb
 
+from ingest.schema import sql_list
+
 # The runtime calls whose grid argument is the global work size, in work-items.
 WORK_ITEM_LAUNCHES = ("hipExtModuleLaunchKernel",)
 
@@ -31,5 +33,5 @@ WHERE k.correlation_id = a.correlation_id
 
 def grids_in_workgroups(con: duckdb.DuckDBPyConnection) -> None:
     """Rewrite the work-item grids of ``WORK_ITEM_LAUNCHES`` kernels as workgroup counts."""
-    names = ", ".join(f"'{n}'" for n in WORK_ITEM_LAUNCHES)
+    names = sql_list(WORK_ITEM_LAUNCHES)
     con.execute(_CONVERT.format(names=names))

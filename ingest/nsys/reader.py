@@ -58,7 +58,7 @@ from ingest.nsys.target_info import (
     session_start_utc,
     target_gpus,
 )
-from ingest.schema import earliest_ns, set_info
+from ingest.schema import earliest_ns, set_info, sql_list
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -330,7 +330,7 @@ def _no_kernels_note(
     copies, memsets, launches = con.execute(
         f"""SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets),
                    (SELECT count(*) FROM api_calls
-                    WHERE name IN ({", ".join(f"'{n}'" for n in LAUNCH_CALLS)}))"""
+                    WHERE name IN ({sql_list(LAUNCH_CALLS)}))"""
     ).fetchone()  # type: ignore[misc]
     note = f"no kernels recorded ({where})"
     if copies or memsets:

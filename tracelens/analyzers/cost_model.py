@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ingest.schema import sql_list
 from tracelens.analyzers.moe_expert_cost import cost_moe_experts
 from tracelens.analyzers.paged_attention_cost import cost_paged_decode_attention
 from tracelens.core.gemm_alignment import GemmDims, off_multiple, required_multiple
@@ -260,10 +261,6 @@ def _r(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
 
-def _sql_names(names: tuple[str, ...]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
 _CALLS = f"""
 WITH calls AS (
     SELECT op_id, any_value(capture_id) AS capture_id, sum(dur_ns) AS ns,
@@ -277,12 +274,12 @@ captured AS (
 SELECT o.name, o.input_shapes, o.input_types, c.op_id, c.ns, c.kernels,
        p.input_shapes AS parent_shapes,
        -- an attention call's scalars say its mask; other calls' would only split keys
-       CASE WHEN o.name IN ({_sql_names(ATTENTION_OPS)}) THEN o.concrete_inputs END AS scalars
+       CASE WHEN o.name IN ({sql_list(ATTENTION_OPS)}) THEN o.concrete_inputs END AS scalars
 FROM calls c JOIN cpu_ops o ON o.op_id = c.op_id
 -- a weight gradient's weight shape is its backward parent's third input
 LEFT JOIN cpu_ops p ON p.op_id = o.parent_id
- AND o.name IN ({_sql_names(CONV_BWD_WEIGHT)})
- AND p.name IN ({_sql_names(CONV_BWD_WITH_WEIGHT)})
+ AND o.name IN ({sql_list(CONV_BWD_WEIGHT)})
+ AND p.name IN ({sql_list(CONV_BWD_WITH_WEIGHT)})
 UNION ALL
 -- a graph replay's operator call: the shapes recorded when the graph was captured, which
 -- every replay runs (replay op ids are minus (replay * 2^20 + position in the capture))

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ingest.derive_gaps import LAUNCH_CALLS
+from ingest.schema import sql_list
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -190,7 +191,7 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
     sql = _DRAINED.format(
         gaps=gaps,
         thread=with_launching_thread("g", keep_unmatched=False),
-        launch_calls=", ".join(f"'{c}'" for c in LAUNCH_CALLS),
+        launch_calls=sql_list(LAUNCH_CALLS),
         device_syncs=_DEVICE_SYNCS,
         harness_sites=_HARNESS_SITES,
         frame_r=_FRAME.format(alias="r"),

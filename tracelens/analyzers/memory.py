@@ -16,6 +16,7 @@ fragmentation findings cost no time; they carry risk, so they are not ranked by 
 from __future__ import annotations
 
 from ingest.profiler_steps import STEP_INTERVALS
+from ingest.schema import sql_list
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, Severity, TimeRange
 from tracelens.core.thresholds import Thresholds
@@ -194,7 +195,7 @@ _FRAGMENTATION_ADVICE = (
 
 
 def _churn_finding(db: TraceDB, t: Thresholds) -> Finding | None:
-    names = ", ".join(f"'{n}'" for n in _ALLOC_CALLS)
+    names = sql_list(_ALLOC_CALLS)
     rows = db.dicts(
         f"""WITH steps AS (
                 SELECT DISTINCT start_ns, end_ns FROM ({STEP_INTERVALS})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ingest.derive_gaps import STREAM_WAIT_CALLS, SYNC_CALLS, async_copy_call
 from ingest.profiler_steps import is_not_step
-from ingest.schema import Column
+from ingest.schema import Column, sql_list
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived.table import DerivedTable
 
@@ -44,8 +44,8 @@ def _pattern_sql(has_ops: str) -> str:
 
 
 def _calls_select(db: TraceDB) -> str:
-    names = ", ".join(f"'{n}'" for n in SYNC_CALLS)
-    waits = ", ".join(f"'{n}'" for n in STREAM_WAIT_CALLS)
+    names = sql_list(SYNC_CALLS)
+    waits = sql_list(STREAM_WAIT_CALLS)
     has_ops = "true" if db.scalar("SELECT count(*) > 0 FROM cpu_ops") else "false"
     return f"""
         WITH copies AS (

@@ -8,7 +8,7 @@ time into what pinning, batching and overlap would save.
 
 from __future__ import annotations
 
-from ingest.schema import Column
+from ingest.schema import Column, sql_list
 from tracelens.derived.table import DerivedTable
 
 # Copy calls that return only when the copy is done, whatever the host memory.
@@ -25,7 +25,7 @@ SYNC_COPY_CALLS = (
     "hipMemcpyWithStream",
 )
 
-_SYNC_LIST = ", ".join(f"'{n}'" for n in SYNC_COPY_CALLS)
+_SYNC_LIST = sql_list(SYNC_COPY_CALLS)
 
 HOST_COPIES = DerivedTable(
     "host_copies",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ingest.asof_lanes import lane_key
 from ingest.derive_gaps import LAUNCH_CALLS, SYNC_CALLS
 from ingest.profiler_steps import is_not_step
-from ingest.schema import Column
+from ingest.schema import Column, sql_list
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import ENGINE_STEP_SQL
 from tracelens.derived.table import DerivedTable
@@ -353,10 +353,6 @@ def before_host_trace_notes(db: TraceDB) -> list[str]:
     ]
 
 
-def _quoted(names: tuple[str, ...]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
 # A blocking call recorded before any launch that returns only once the kernels launched
 # before the trace are done (within 1 ms of the last one's end): the host drained them.
 _DRAINED_BY_FIRST_SYNC = f"""
@@ -364,10 +360,10 @@ WITH pre AS (
     SELECT max(start_ns + dur_ns) AS end_ns FROM kernel_ops WHERE op_name = '{BEFORE_HOST_TRACE}'
 ),
 first_launch AS (
-    SELECT min(start_ns) AS start_ns FROM api_calls WHERE name IN ({_quoted(LAUNCH_CALLS)})
+    SELECT min(start_ns) AS start_ns FROM api_calls WHERE name IN ({sql_list(LAUNCH_CALLS)})
 )
 SELECT a.name, a.end_ns FROM api_calls a, pre, first_launch f
-WHERE a.name IN ({_quoted(SYNC_CALLS)}) AND a.start_ns < pre.end_ns
+WHERE a.name IN ({sql_list(SYNC_CALLS)}) AND a.start_ns < pre.end_ns
   AND a.end_ns >= pre.end_ns - 1000000 AND (f.start_ns IS NULL OR a.end_ns <= f.start_ns)
 ORDER BY a.start_ns LIMIT 1
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ingest.derive_gaps import DATA_LOADER_PATTERN, GAP_CAUSES, SYNC_CALLS
 from ingest.profiler_steps import STEP_INTERVALS
-from ingest.schema import Column
+from ingest.schema import Column, sql_list
 from tracelens.derived.table import DerivedTable
 
 PROFILER_STEPS = DerivedTable(
@@ -61,7 +61,7 @@ PROFILER_STEP_KERNELS = DerivedTable(
     requires=(PROFILER_STEPS,),
 )
 
-_SYNC_LIST = ", ".join(f"'{n}'" for n in SYNC_CALLS)
+_SYNC_LIST = sql_list(SYNC_CALLS)
 _IDLE_COLS = ",\n".join(
     f"coalesce(sum(ov) FILTER (WHERE cause = '{c}'), 0) AS idle_{c}_ns" for c in GAP_CAUSES
 )
