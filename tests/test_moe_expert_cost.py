@@ -36,11 +36,17 @@ def _callees() -> str:
 
 def test_expert_reads_counts_the_experts_the_tokens_choose() -> None:
     shapes = json.dumps([[TOKENS, 4096], [TOKENS, EXPERTS]])
-    nbytes, how = expert_reads(shapes, _callees()) or (0.0, "")
+    read = expert_reads(shapes, _callees())
+    assert read is not None
     touched = EXPERTS * (1 - (1 - TOP_K / EXPERTS) ** TOKENS)  # 7.92 of 8
-    assert abs(nbytes - WEIGHT_BYTES * touched / EXPERTS) < 1
-    assert "16 tokens choosing 2 of 8 experts each read about 7.9 of them" in how
-    assert "[8, 2048, 4096], [8, 4096, 2048] bf16: 256 MiB for 8 experts" in how
+    assert abs(read.nbytes - WEIGHT_BYTES * touched / EXPERTS) < 1
+    assert read.per_tensor == [read.nbytes / 2, read.nbytes / 2]  # two equal weights
+    assert "16 tokens choosing 2 of 8 experts each read about 7.9 of them" in read.basis
+    assert "[8, 2048, 4096], [8, 4096, 2048] bf16: 256 MiB for 8 experts" in read.basis
+    # MXFP4's block scales, where the kernels say MXFP4: a sixteenth more
+    scaled = expert_reads(shapes, _callees(), 1 / 16)
+    assert scaled is not None and abs(scaled.nbytes - read.nbytes * 17 / 16) < 1
+    assert "with MXFP4's block scales (1/16 of the packed bytes)" in scaled.basis
     # without the router's width, the chosen ids or the weights, nothing is claimed
     assert expert_reads(json.dumps([[TOKENS, 4096]]), _callees()) is None
     no_ids = json.dumps([[w, "c10::BFloat16"] for w in WEIGHTS])
@@ -126,5 +132,9 @@ def test_a_replayed_moe_layer_is_costed_from_its_experts_weights(tmp_path: Path)
     assert "memory-bound" in moe["impact_basis"] and "uniform routing" in moe["impact_basis"]
     assert moe["advice"].startswith("The MoE layer is memory-bound")
     assert "TunableOp" in moe["advice"] and "never sees these kernels" in moe["advice"]
-    # bf16 experts: narrower weights are advised
+    # bf16 experts: narrower weights are advised; the engine's fused_moe_kernel is tuned
+    # from its per-device config files
     assert "narrower expert weights" in moe["advice"]
+    assert "`benchmark_moe.py --tune`" in moe["advice"]
+    # no MXFP4 kernel: no block scales are added, and the basis says scales are left out
+    assert "block scales not taken as inputs are left out" in moe["impact_basis"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import (
@@ -213,24 +214,33 @@ def _no_estimate_why(db: TraceDB, name: str, costs: CostTables) -> str:
     )
     big = _largest_callee_tensor(db, name)
     if big is not None:
-        # vLLM's attention takes its layer's whole KV cache through a callee; the context a
-        # call reads of it (per request, per sliding-window layer) is nowhere recorded
+        nbytes, shape, dtype = big
+        # vLLM's attention takes its layer's whole KV cache through a callee ([2, blocks,
+        # block size, heads, head size]: K and V stacked); the context a call reads of it
+        # (per request, and only a window in sliding-window layers) is nowhere recorded
+        what = (
+            "its KV cache (K and V)"
+            if len(shape) == 5 and shape[0] == 2 and _ATTENTION_NAME.search(name)
+            else "a tensor of model state (weights or a cache)"
+        )
         return (
-            f"{head}, and its callees take a {fmt_bytes(big[0])} tensor ({big[1]}, such as "
-            "a KV cache or weights), but which part of it each call reads (a sliding window, "
-            "or the whole context) is not recorded"
+            f"{head}, and its callees take {what}, {_shape_text(shape)} {dtype} "
+            f"({fmt_bytes(nbytes)}), but not which part of it each call reads (layers with a "
+            "sliding window read only the last tokens)"
         )
     return f"{head}, and what else it reads, weights or a KV cache, is not recorded"
 
 
+# An attention operator, by name: its 5-D [2, ...] callee tensor is its K and V cache.
+_ATTENTION_NAME = re.compile(r"(?i)attention|attn")
 # A callee's tensor this big is model state (weights, a KV cache), not an activation.
 _STATE_BYTES = 64 << 20
 
 
-def _largest_callee_tensor(db: TraceDB, name: str) -> tuple[int, str] | None:
+def _largest_callee_tensor(db: TraceDB, name: str) -> tuple[int, list[int], str] | None:
     """The largest tensor the operator's captured callees take, at least ``_STATE_BYTES``,
-    as (bytes, "[shape] dtype"); None without one."""
-    best: tuple[int, str] | None = None
+    as (bytes, shape, dtype); None without one."""
+    best: tuple[int, list[int], str] | None = None
     for (text,) in db.rows(
         "SELECT DISTINCT callee_inputs FROM captured_launches "
         "WHERE op_name = ? AND callee_inputs IS NOT NULL",
@@ -240,7 +250,7 @@ def _largest_callee_tensor(db: TraceDB, name: str) -> tuple[int, str] | None:
             size = dtype_of(dtype)
             nbytes = math.prod(shape) * size[1] if size else 0
             if nbytes >= _STATE_BYTES and (best is None or nbytes > best[0]):
-                best = (nbytes, f"{_shape_text(shape)} {size[0] if size else dtype}")
+                best = (nbytes, shape, size[0] if size else dtype)
     return best
 
 

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tracelens.core.gpu_specs import GpuSpec
+from tracelens.core.kernel_kinds import classify
 from tracelens.core.op_cost import MATMUL, MOE_OPERATOR, dtype_of, parse_list
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_bytes
+from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.derived.kernel_ops import REPLAY_OP_SPAN
 
 if TYPE_CHECKING:  # the cost model calls this module: no import back at run time
@@ -52,10 +55,24 @@ FROM calls c JOIN captured cl ON cl.capture_id = c.capture_id
 """
 
 
-def expert_reads(shapes_text: str | None, callees_text: str | None) -> tuple[float, str] | None:
+@dataclass(frozen=True)
+class ExpertReads:
+    """What one call of a MoE operator reads of its experts' weights."""
+
+    nbytes: float  # all weight tensors, the experts the tokens choose
+    per_tensor: list[float]  # the same per weight tensor, in the order the callees took them
+    basis: str
+
+
+def expert_reads(
+    shapes_text: str | None, callees_text: str | None, scale_fraction: float = 0.0
+) -> ExpertReads | None:
     """Bytes of expert weights one call reads, and how that was read, from the call's
     inputs (tokens x hidden activations and tokens x experts router logits) and its
-    callees' tensors; None where they do not give tokens, experts, top-k and weights."""
+    callees' tensors; None where they do not give tokens, experts, top-k and weights.
+    ``scale_fraction``: block scales the kernels read beside the packed weights, as a
+    share of their bytes (MXFP4: one byte per 32 values, 1/16), where not taken as
+    inputs."""
     shapes = [s for s in parse_list(shapes_text) if _is_shape(s)]
     try:
         callees = json.loads(callees_text) if callees_text else []
@@ -91,17 +108,25 @@ def expert_reads(shapes_text: str | None, callees_text: str | None) -> tuple[flo
         if not weights or not chosen:
             continue
         k = chosen[0]
-        total = sum(_bytes(s, d) for s, d in weights.items())
+        sizes = [_bytes(s, d) * (1 + scale_fraction) for s, d in weights.items()]
+        total = sum(sizes)
         touched = experts * (1 - (1 - k / experts) ** tokens)
         dtypes = sorted({(dtype_of(d) or (d, 0))[0] for d in weights.values()})
+        scales = (
+            f", with MXFP4's block scales (1/{round(1 / scale_fraction)} of the packed bytes)"
+            if scale_fraction
+            else ""
+        )
         how = (
             f"the expert weights its callees take ({', '.join(_shape(s) for s in weights)} "
-            f"{'/'.join(dtypes)}: {fmt_bytes(total)} for {experts} experts); {tokens} tokens "
-            f"choosing {k} of {experts} experts each read about {touched:.1f} of them a call "
-            "under uniform routing (skewed routing reads fewer, and block scales not taken "
-            "as inputs are left out: the ideal is a little short)"
+            f"{'/'.join(dtypes)}{scales}: {fmt_bytes(total)} for {experts} experts); {tokens} "
+            f"tokens choosing {k} of {experts} experts each read about {touched:.1f} of them a "
+            "call under uniform routing (skewed routing reads fewer"
+            + ("" if scale_fraction else ", and block scales not taken as inputs are left out")
+            + ": the ideal is a little short)"
         )
-        return total * touched / experts, how
+        share = touched / experts
+        return ExpertReads(total * share, [b * share for b in sizes], how)
     return None
 
 
@@ -116,17 +141,23 @@ def cost_moe_experts(
     for name, est in sorted(ops.items()):
         if est.costed_ns or not MOE_OPERATOR.search(name):
             continue
+        gemms = _gemm_kernels(db, name)
+        # MXFP4 weights travel with one scale byte per 32 values, which the callees take
+        # as a tensor of their own or not at all: counted where the kernels say MXFP4
+        scale_fraction = 1 / 16 if any(_MXFP4.search(k) for k, _, _ in gemms) else 0.0
         calls = []
-        basis = None
+        read = None
         for ns, kernels, shapes_text, callees_text in db.rows(_REPLAYED_CALLS, [name, name]):
-            read = expert_reads(shapes_text, callees_text)
+            read = expert_reads(shapes_text, callees_text, scale_fraction) or read
             if read is None:
                 continue
-            nbytes, basis = read
-            ideal = min(float(ns), max(nbytes / bandwidth, int(kernels) * t.cost_min_kernel_ns))
-            calls.append((int(ns), nbytes, ideal))
-        if not calls:
+            ideal = min(
+                float(ns), max(read.nbytes / bandwidth, int(kernels) * t.cost_min_kernel_ns)
+            )
+            calls.append((int(ns), read.nbytes, ideal))
+        if not calls or read is None:
             continue
+        basis = read.basis + _by_kernel(gemms, read, len(calls))
         # per call, as the cost model goes: a fast call offsets no slow one
         est.costed_ns = sum(ns for ns, _, _ in calls)
         est.bytes = sum(b for _, b, _ in calls)
@@ -136,6 +167,61 @@ def cost_moe_experts(
         est.mem_gbps = spec.peaks.mem_gbps
         est.mem_eff = t.cost_memory_efficiency
         est.bytes_basis = basis
+
+
+# The expert GEMM kernels of an operator, in launch order: (name, total ns, launches).
+_GEMMS = """
+SELECT kernel_name, sum(dur_ns) AS ns, count(*) AS n FROM kernel_ops
+WHERE op_name = ? GROUP BY kernel_name ORDER BY min(krow)
+"""
+
+_MXFP4 = re.compile(r"(?i)mxfp4")
+
+
+def _gemm_kernels(db: TraceDB, name: str) -> list[tuple[str, int, int]]:
+    return [
+        (str(k), int(ns), int(n))
+        for k, ns, n in db.rows(_GEMMS, [name])
+        if classify(str(k)).key == "gemm"
+    ]
+
+
+def _by_kernel(gemms: list[tuple[str, int, int]], read: ExpertReads, calls: int) -> str:
+    """Each expert GEMM's share, where the kernels pair one to one with the weight
+    tensors (launched in the order the callees took them: gate/up, then down): its bytes,
+    its rate, and what the slower would save at the faster one's rate. Two projections
+    of one layer read different shapes, and one kernel can be far slower than the other
+    at the same job: the finding then names which."""
+    # the longest GEMM kernels, one per weight tensor, in launch order (a finalize or
+    # scatter kernel named for the matmul it completes is no expert GEMM)
+    longest = sorted(sorted(gemms, key=lambda g: -g[1])[: len(read.per_tensor)], key=gemms.index)
+    gemms = longest
+    if len(gemms) != len(read.per_tensor) or len(gemms) < 2:
+        return ""
+    rates = []
+    parts = []
+    for (kernel, ns, n), per_call in zip(gemms, read.per_tensor, strict=True):
+        if ns <= 0 or n != calls:
+            return ""
+        rate = per_call * n / ns  # bytes per ns = GB/s
+        rates.append((rate, ns, per_call * n))
+        parts.append(f"`{_short(kernel)}` {fmt_bytes(per_call)} a call at {rate / 1e3:.2f} TB/s")
+    fast = max(r for r, _, _ in rates)
+    saving = sum(ns - nbytes / fast for r, ns, nbytes in rates if r < fast / 1.5)
+    return (
+        "; by kernel: "
+        + ", ".join(parts)
+        + (
+            f"; the slower at the faster one's rate would take {fmt_ns(int(saving))} less, "
+            "a saving this GPU has shown it reaches"
+            if saving > 0
+            else ""
+        )
+    )
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def _is_shape(s: object) -> bool:

@@ -305,19 +305,51 @@ def _memory_bound_gemm_advice(wl: Workload, kernel_name: str) -> str:
 _PACKED_WEIGHTS = re.compile(r"(?i)mxfp4|nvfp4|fp4|int4|w4a")
 
 
+# triton_kernels' matmul_ogs names its tile: block_m x block_n x block_k x split_k.
+_OGS_TILE = re.compile(r"matmul_ogs\w*?_(\d+)x(\d+)x(\d+)x(\d+)(?:_|$)")
+
+
 def _moe_expert_advice(kernel_name: str) -> str:
     """A MoE layer in decode: the chosen experts' weights are the bytes; the expert GEMM
-    kernel, not a BLAS library, streams them."""
+    kernel, not a BLAS library, streams them, and its own tiling is the lever."""
     packed = bool(_PACKED_WEIGHTS.search(kernel_name))
+    tile = _OGS_TILE.search(kernel_name)
+    if "matmul_ogs" in kernel_name:
+        # vLLM's gpt-oss path: tiles from triton_kernels' opt flags, not the engine's
+        # tuned fused_moe configs (those feed fused_moe_kernel only)
+        lever = (
+            "Its expert GEMMs are triton_kernels' `matmul_ogs`, tiled by its opt flags"
+            + (
+                f" (the name's `{tile.group(0).split('_')[-1]}`: block_m x block_n x "
+                f"block_k x split_k = {tile.group(1)} x {tile.group(2)} x {tile.group(3)} x "
+                f"{tile.group(4)})"
+                if tile
+                else ""
+            )
+            + ": for the slower projection (the basis names it) try a split_k of 2-4 or a "
+            "smaller block_n, set with `triton_kernels.matmul_ogs_details.opt_flags."
+            "update_opt_flags_constraints` (global: time the other projection again), or "
+            "a newer release of the engine and triton_kernels."
+        )
+    elif kernel_name.startswith("fused_moe_kernel"):
+        lever = (
+            "Its expert GEMMs are the engine's Triton `fused_moe_kernel`, whose block "
+            "configs come from tuned files per device and expert shape: tune them for this "
+            "GPU and batch size (vLLM's `benchmark_moe.py --tune`, SGLang's fused-MoE tuning "
+            "script), and check the engine found a file for this device."
+        )
+    else:
+        lever = (
+            "Tune the expert GEMM kernel for this GPU and batch size, or compare the "
+            "engine's MoE backends for this weight format."
+        )
     return (
         "The MoE layer is memory-bound: each step reads the weights of every expert any of "
         "its tokens chose (the basis says about how many) for a few tokens each, so the "
         "layer's time should be those bytes over the memory bandwidth; the gap to it is "
-        "the expert GEMM kernels'. Tune them for this GPU and batch size (a Triton "
-        "MoE kernel's block configs, the engine's tuned MoE configs for this device), or "
-        "compare the engine's MoE backends for this weight format; library GEMM tuning "
-        "(TunableOp, hipBLASLt/cuBLASLt) never sees these kernels. A larger batch reads "
-        "the same experts for more tokens"
+        f"the expert GEMM kernels'. {lever} Library GEMM tuning (TunableOp, "
+        "hipBLASLt/cuBLASLt) never sees these kernels. A larger batch reads the same "
+        "experts for more tokens"
         + (
             " (the weights are already packed below 8 bits)."
             if packed
