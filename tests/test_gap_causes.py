@@ -776,3 +776,34 @@ def test_the_programs_own_sync_in_a_harness_refill_takes_the_gaps_after_it(load)
     assert after["call"] == "cudaStreamSynchronize"
     assert "before the program's own sync" in f.advice
     assert "`cudaDeviceSynchronize` from `run_benchmark.py(41): measure`" in f.impact_basis
+
+
+def _barely_ahead() -> Scenario:
+    """Four rounds of: a 100 µs kernel whose successor's launch call returns 2 µs before
+    it ends and starts 20 µs after the return (launch latency), then 400 µs of host code
+    before the next launch (host busy)."""
+    sc = Scenario(name="barely_ahead")
+    t = 0
+    for i in range(4):
+        sc.launch(None, f"k{i}a", t, t + 10_000, 100_000, api_dur_ns=5_000)
+        # returns at t + 108 µs, 2 µs before k{i}a ends; starts 20 µs after the return
+        sc.launch(None, f"k{i}b", t + 103_000, t + 128_000, 100_000, api_dur_ns=5_000)
+        op = sc.op("prepare_batch", t + 230_000, 400_000, category="python_function")
+        t = op.start_ns + op.dur_ns + 5_000
+    return sc
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_launch_latency_beside_host_gaps_is_one_host_bound_problem(load, fmt: str) -> None:
+    """Kernels launched just before the GPU ran dry, starting one launch latency after
+    their calls returned, are launch latency (not a GPU-side dependency); beside longer
+    host-busy gaps the advice reads them as the same host-bound problem."""
+    db = load(_barely_ahead(), fmt)
+    findings = {f.evidence["cause"]: f for f in idle_gpu.analyze(db, Thresholds())}
+    dep = findings["gpu_dependency"]
+    assert dep.evidence["gpu_side_kinds"][0]["kind"] == "launch_latency"
+    assert dep.evidence["gpu_side_kinds"][0]["n"] == 4
+    assert dep.title.endswith("arrived one launch latency later")
+    assert "host_compute" in findings or "untraced" in findings
+    assert "They are the short end of the" in dep.advice
+    assert "one host-bound problem" in dep.advice

@@ -549,12 +549,28 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             compile_hint = (
                 '`torch.compile(mode="reduce-overhead")`, ' if torch and not w.torch_compile else ""
             )
+            # beside host-side gaps at least as long, these are the same host-bound problem
+            # seen once the host is barely ahead (BERT on an MI300X: 449 µs beside 2.63 ms
+            # of host-busy gaps; Qwen: in the refill after a sync emptied the queue)
+            host_ns = sum(
+                int((ev.get("idle_ns_by_cause") or {}).get(c, 0))
+                for c in ("host_compute", "launch_overhead", "untraced")
+            )
+            same_problem = (
+                f" They are the short end of the {fmt_ns(host_ns)} of this GPU's gaps with "
+                "the host busy before its next launch: one host-bound problem, the host at "
+                "most a launch ahead of the GPU, so what keeps it ahead (no syncs that empty "
+                "the queue, fewer launches) removes both."
+                if host_ns >= int(k["ns"])
+                else ""
+            )
             return (
                 f"{k['n']:,} gaps (median {fmt_ns(k['p50_ns'])}) where the host issued the next "
                 "kernel just as the GPU went idle (or just before) and the kernel started one "
                 "launch latency after its launch call returned: the GPU outruns the "
                 "launcher. Launch fewer, larger kernels: "
                 f"{graphs}{compile_hint}fuse small kernels, or batch more work per kernel."
+                + same_problem
             )
         if main == "one_stream":
             k = kinds[0]
@@ -1196,6 +1212,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 ev_for_advice["gap_count"] = n
             if kinds:
                 ev_for_advice["kinds"] = kinds
+                ev_for_advice["idle_ns_by_cause"] = idle_by_cause
             in_graph: dict[str, Any] = {}
             if cause == "launch_overhead" and w.cuda_graphs:
                 in_graph = db.dicts(
