@@ -1,7 +1,8 @@
 """Unified memory and WSL2 hosts, on synthetic Nsight exports: the report header counts
-migrations, the page-fault and grid findings keep stall time apart from idle SMs, a late
-first launch claims a module load only where one ran, and sync advice warns where managed
-memory has no concurrent CPU/GPU access."""
+migrations, the page-fault and grid findings keep stall time apart from idle SMs, the
+migrations back to the host are split into the avoidable ones before the faulting kernels
+and the results read after them, a late first launch claims a module load only where one
+ran, and sync advice warns where managed memory has no concurrent CPU/GPU access."""
 
 from __future__ import annotations
 
@@ -171,11 +172,116 @@ def test_sync_advice_warns_where_managed_memory_has_no_concurrent_access(tmp_pat
     wsl = _sync_advice(_report(tmp_path, _synchronizing(managed=True), WSL_KERNEL))
     assert wsl["evidence"]["wsl_managed_allocations"] == 3
     assert "Caveat: this host is WSL2" in wsl["advice"]
-    assert "`cudaStreamAttachMemAsync`" in wsl["advice"]
     assert "3 `cudaMallocManaged` calls" in wsl["advice"]
+    # Without concurrent access the GPU keeps every managed page from a launch until a
+    # synchronize shows it idle: not only while a kernel runs, and not only a device-wide
+    # synchronize; a stream-attached buffer waits on its own stream alone
+    assert (
+        "after any kernel launch the host may not touch a managed allocation until a "
+        "synchronize guarantees the GPU is idle, even if the kernel has already finished"
+    ) in wsl["advice"]
+    assert (
+        "a `cudaStreamSynchronize` or `cudaEventSynchronize` when that stream or event is the "
+        "last work queued on the GPU"
+    ) in wsl["advice"]
+    assert (
+        "a buffer attached to a stream (`cudaStreamAttachMemAsync`) needs only that stream's "
+        "synchronize"
+    ) in wsl["advice"]
+    assert "while any kernel runs" not in wsl["advice"]
+    assert "keep a device-wide synchronize" not in wsl["advice"]
+    # the GPU's work is recorded: the waits are not put down to launch migrations
+    assert "migrates the managed memory the host touched" not in wsl["advice"]
     # native Linux has concurrent access (Pascal on), and a program without managed memory
     # has nothing to fault
     for sc, host in ((_synchronizing(True), None), (_synchronizing(False), WSL_KERNEL)):
         plain = _sync_advice(_report(tmp_path, sc, host))
         assert "Caveat" not in plain["advice"]
         assert "wsl_managed_allocations" not in plain["evidence"]
+
+
+def _synchronizing_unrecorded() -> Scenario:
+    """Two managed allocations, then 20 device synchronizes of 1 ms each whose GPU work
+    the trace does not record (kernel tracing off)."""
+    sc = Scenario("sync_unrecorded")
+    for i in range(2):
+        sc.api("cudaMallocManaged", i * 10 * US, 5 * US)
+    for i in range(20):
+        sc.api("cudaDeviceSynchronize", 100 * US + i * 1100 * US, MS)
+    return sc
+
+
+def test_unrecorded_waits_on_wsl2_may_hold_launch_migrations(tmp_path: Path) -> None:
+    """Without concurrent managed access the GPU cannot fault pages in: each launch first
+    moves what the host touched to the GPU, so with no kernel records a wait's time is not
+    only the kernels' run time."""
+    wsl = _sync_advice(_report(tmp_path, _synchronizing_unrecorded(), WSL_KERNEL))
+    assert "most likely the kernels' own run time" in wsl["advice"]
+    assert (
+        "Without concurrent managed access (this WSL2 host; the program makes 2 "
+        "`cudaMallocManaged` calls), each launch first migrates the managed memory the host "
+        "touched to the GPU, so the waits may include those migrations too."
+    ) in wsl["advice"]
+    assert wsl["evidence"]["wsl_managed_allocations"] == 2
+    native = _sync_advice(_report(tmp_path, _synchronizing_unrecorded()))
+    assert "most likely the kernels' own run time" in native["advice"]
+    assert "migrations" not in native["advice"]
+
+
+def _host_touches_around_kernels() -> Scenario:
+    """Two launches of a T4 kernel faulting 8 MiB in each; 4 MiB go back to the host
+    before the first (host code touching memory an earlier kernel left on the GPU), 2 MiB
+    between the two, and 6 MiB after the second (the results read)."""
+    sc = Scenario("uvm_host_touch", devices=[DeviceSpec(0, "Tesla T4", 40, 16 << 30, 7, 5)])
+    sc.launch(None, "init(float *)", 0, 50 * US, 100 * US)  # leaves its pages on the GPU
+    for k_start in (5 * MS, 15 * MS):
+        sc.launch(None, "scale(float *)", k_start - 100 * US, k_start, 4 * MS)
+        for i in range(4):
+            sc.memcpys.append(Memcpy("UVM_HtoD", "unknown", "unknown", 2 * MIB,
+                                     k_start + 100 * US + i * 800 * US, 200 * US, 0))  # fmt: skip
+    for start in (1 * MS, 2 * MS, 10 * MS, 30 * MS, 31 * MS, 32 * MS):
+        sc.memcpys.append(Memcpy("UVM_DtoH", "unknown", "unknown", 2 * MIB, start, 150 * US, 0))
+    return sc
+
+
+def test_migrations_to_the_host_are_split_by_the_faulting_kernels(tmp_path: Path) -> None:
+    """Migrations to the host before the first faulting kernel pulled back memory the
+    kernel then faults in again (avoidable); those after the last one are the results
+    being read (expected); those between launches are said apart from both."""
+    r = _report(tmp_path, _host_touches_around_kernels())
+    (uvm,) = [f for f in r["findings"] if f["title"].startswith("GPU page faults")]
+    assert uvm["evidence"]["to_host_split"] == {
+        "before_migrations": 2,
+        "before_bytes": 4 * MIB,
+        "during_migrations": 1,
+        "during_bytes": 2 * MIB,
+        "after_migrations": 3,
+        "after_bytes": 6 * MIB,
+    }
+    s = uvm["summary"]
+    assert "6 migrations (12 MiB) went back to the host. " in s
+    assert (
+        "2 (4 MiB) ran before the first faulting kernel started, the host touching managed "
+        "memory the GPU already had, so the kernels fault it in again: avoidable"
+    ) in s
+    assert "1 (2 MiB) ran while the faulting kernels ran or between them" in s
+    assert (
+        "3 (6 MiB) ran after the last faulting kernel ended, the host reading the results "
+        "back: expected"
+    ) in s
+    # no prefetch call: nothing is said to have been undone
+    assert "undoing" not in s and "undone_prefetch" not in uvm["evidence"]
+
+
+def test_results_read_after_the_kernel_are_not_called_avoidable(tmp_path: Path) -> None:
+    (uvm,) = [
+        f
+        for f in _report(tmp_path, _faulting_softmax())["findings"]
+        if f["title"].startswith("GPU page faults")
+    ]
+    assert uvm["summary"].endswith(
+        "10 migrations (20 MiB) went back to the host, all after the last faulting kernel "
+        "ended, the host reading the results back: expected (a prefetch to the host, "
+        "`cudaCpuDeviceId`, moves them in bulk rather than on faults)."
+    )
+    assert "avoidable" not in uvm["summary"]

@@ -568,6 +568,88 @@ GROUP BY first_p.call, first_p.calls
 """
 
 
+# Migrations to the host by when they ran against the kernels that faulted: those before
+# the first such kernel started moved memory the GPU already had (prefetched, or left by
+# earlier kernels) back to the host just before a kernel needed it, which it then faults
+# in again; those after the last one ended are the host reading results, as expected.
+_TO_HOST_SPLIT = """
+WITH f AS (
+    SELECT min(k.start_ns) AS first_ns, max(k.end_ns) AS last_ns FROM kernels k
+    WHERE EXISTS (SELECT 1 FROM memcpys m WHERE m.kind = 'UVM_HtoD'
+                  AND m.device_id = k.device_id
+                  AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns)
+),
+d AS (
+    SELECT CASE WHEN m.start_ns < f.first_ns THEN 'before'
+                WHEN m.start_ns >= f.last_ns THEN 'after' ELSE 'during' END AS phase,
+           m.bytes
+    FROM memcpys m, f WHERE m.kind = 'UVM_DtoH' AND f.first_ns IS NOT NULL
+)
+SELECT count(*) FILTER (WHERE phase = 'before') AS before_migrations,
+       coalesce(sum(bytes) FILTER (WHERE phase = 'before'), 0) AS before_bytes,
+       count(*) FILTER (WHERE phase = 'during') AS during_migrations,
+       coalesce(sum(bytes) FILTER (WHERE phase = 'during'), 0) AS during_bytes,
+       count(*) FILTER (WHERE phase = 'after') AS after_migrations,
+       coalesce(sum(bytes) FILTER (WHERE phase = 'after'), 0) AS after_bytes
+FROM d
+"""
+
+
+def _to_host_split(db: TraceDB) -> dict[str, int]:
+    """The migrations to the host before, among and after the faulting kernels
+    (``_TO_HOST_SPLIT``); empty where no kernel faulted or none went to the host."""
+    row = db.dicts(_TO_HOST_SPLIT)[0]
+    split = {k: int(v or 0) for k, v in row.items()}
+    return split if any(split.values()) else {}
+
+
+def _to_host_note(
+    total: dict[str, Any], split: dict[str, int], undone: dict[str, Any] | None, p: str
+) -> str:
+    """The summary's sentences on migrations to the host: split by when they ran against
+    the faulting kernels where some kernel faulted, since the ones before the kernels are
+    avoidable and the ones after them are the results being read."""
+    n, nbytes = int(total["n"]), int(total["bytes"])
+    head = f" {n:,} migrations ({fmt_bytes(nbytes)}) went back to the host"
+    if not split:
+        return head + ": host code touched managed memory the GPU had, faulting it back."
+    # the prefetch's undoing is named only where it accounts for all of them (the advice
+    # counts the migrations after the prefetch call, these all before the kernel)
+    after_prefetch = undone is not None and int(undone["migrations"]) == split["before_migrations"]
+    before = (
+        "the host touching the memory after the prefetch, undoing it, so the kernel faulted "
+        "it in again: avoidable (see the advice)"
+        if after_prefetch
+        else "the host touching managed memory the GPU already had, so the kernels fault it "
+        "in again: avoidable (see the advice)"
+    )
+    during = (
+        "the host touching managed memory between launches, or pages evicted to make room on "
+        "the GPU"
+    )
+    after = (
+        "the host reading the results back: expected (a prefetch to the host, "
+        f"`{p}CpuDeviceId`, moves them in bulk rather than on faults)"
+    )
+    parts = [
+        (split["before_migrations"], split["before_bytes"],
+         "before the first faulting kernel started", before),
+        (split["during_migrations"], split["during_bytes"],
+         "while the faulting kernels ran or between them", during),
+        (split["after_migrations"], split["after_bytes"],
+         "after the last faulting kernel ended", after),
+    ]  # fmt: skip
+    shown = [(m, b, when, why) for m, b, when, why in parts if m]
+    if len(shown) == 1:
+        _, _, when, why = shown[0]
+        return f"{head}, all {when}, {why}."
+    return (
+        head
+        + ". "
+        + " ".join(f"{m:,} ({fmt_bytes(b)}) ran {when}, {why}." for m, b, when, why in shown)
+    )
+
+
 def _fault_rows(db: TraceDB, wl: Workload) -> list[dict]:
     """Each faulting kernel's migrations and stalled time: once per trace, for the
     page-fault finding and for the grid finding that leaves that time out."""
@@ -609,12 +691,8 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
     faults = _fault_rows(db, wl)
     undone = [r for r in db.dicts(_UNDONE_PREFETCH) if int(r["migrations"])]
     to_host = next((r for r in uvm if r["kind"] == "UVM_DtoH"), None)
-    host_note = (
-        f" {int(to_host['n']):,} migrations ({fmt_bytes(int(to_host['bytes']))}) went back to "
-        "the host: host code touched managed memory the GPU had, faulting it back."
-        if to_host
-        else ""
-    )
+    split = _to_host_split(db) if to_host and faults else {}
+    host_note = _to_host_note(to_host, split, undone[0] if undone else None, p) if to_host else ""
     prefetch = (
         f"Prefetch managed memory to the device right before the kernels that use it "
         f"(`{p}MemPrefetchAsync(ptr, size, device, stream)`), after the host's last access "
@@ -695,6 +773,7 @@ def _uvm_finding(db: TraceDB, t: Thresholds, uvm: list[dict], wl: Workload) -> F
                     for r in faults[:5]
                 ],
                 **({"undone_prefetch": undone[0]} if undone else {}),
+                **({"to_host_split": split} if split else {}),
             },
             advice="The kernel touches managed memory that is not on the GPU, so it stalls "
             "while the driver migrates pages on demand. " + prefetch,

@@ -98,7 +98,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         if db.pct_of_window(idle_ns) < t.sync_min_idle_pct and not repeated_block:
             continue
         pattern, site = g["pattern"], g["site"]
+        # the caveat is for advice that narrows a synchronize; without GPU records any
+        # wait's time may hold the launches' managed-memory migrations
         managed = wsl_managed if pattern in _NARROWED else 0
+        migrating = 0 if db.devices else wsl_managed
         calls = db.dicts(
             """SELECT c.call_id, c.name, c.start_ns, c.end_ns,
                       coalesce(sum(s.end_ns - s.start_ns), 0) AS idle_ns
@@ -186,7 +189,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "idle_after_ns": idle_ns,
                     "recoverable_ns": impact,
                     **({"own_copy_staging_ns": int(g["own_ns"])} if int(g["own_ns"]) else {}),
-                    **({"wsl_managed_allocations": managed} if managed else {}),
+                    **(
+                        {"wsl_managed_allocations": managed or migrating}
+                        if managed or migrating
+                        else {}
+                    ),
                     "longest_calls": [
                         {
                             "api": c["name"],
@@ -203,7 +210,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     else f"The host waited {fmt_ns(blocked_ns)} on the GPU in these calls, but "
                     "the trace records none of the GPU's work: the waits are most likely the "
                     "kernels' own run time (a GPU-bound program), not idle time a change here "
-                    "gives back. Record again with kernel tracing on before acting on them. "
+                    "gives back. "
+                    + _launch_migrations(migrating)
+                    + "Record again with kernel tracing on before acting on them. "
                 )
                 # a library's own read: what removes it is about the library, not the
                 # training-loop habits the generic advice lists
@@ -248,8 +257,9 @@ _NARROWED = ("device_synchronize", "stream_synchronize", "event_synchronize")
 
 def _wsl_managed_allocations(db: TraceDB, w: Workload) -> int:
     """The program's managed-memory allocations where the host is WSL2: there managed
-    memory has no concurrent CPU/GPU access (as on Windows), so the host may touch it
-    only while no kernel runs, unless it is attached to a stream."""
+    memory has no concurrent CPU/GPU access (as on Windows), so after a kernel launch the
+    host may touch it only once a synchronize has left the GPU idle, unless it is attached
+    to a stream (then that stream's synchronize suffices)."""
     if w.amd or not wsl_host(db):
         return 0
     return int(
@@ -264,15 +274,37 @@ def _wsl_managed_allocations(db: TraceDB, w: Workload) -> int:
 def _managed_caveat(managed: int) -> str:
     if not managed:
         return ""
+    # Without concurrentManagedAccess the GPU owns every managed page from a kernel launch
+    # until the host learns the GPU is idle: a finished kernel does not hand pages back, and
+    # neither does a synchronize that leaves other work queued. A stream-attached buffer is
+    # the exception: it belongs to its stream only.
     return (
         " Caveat: this host is WSL2, where managed memory has no concurrent CPU/GPU access, "
         f"and the program allocates it ({managed:,} `cudaMallocManaged` "
-        f"{'call' if managed == 1 else 'calls'}): while any kernel runs the host may not "
-        "touch a managed allocation unless it is attached to a stream "
-        "(`cudaStreamAttachMemAsync`, then synchronize that stream before the host touches "
-        "it), so narrowing or moving a synchronize can make the program fault. Attach the "
-        "managed buffers the host touches to their streams first, or keep a device-wide "
-        "synchronize before each host access."
+        f"{'call' if managed == 1 else 'calls'}): after any kernel launch the host may not "
+        "touch a managed allocation until a synchronize guarantees the GPU is idle, even if "
+        "the kernel has already finished. A device-wide synchronize does; so does a "
+        "`cudaStreamSynchronize` or `cudaEventSynchronize` when that stream or event is the "
+        "last work queued on the GPU; and a buffer attached to a stream "
+        "(`cudaStreamAttachMemAsync`) needs only that stream's synchronize. So narrowing or "
+        "moving a synchronize, or queuing the next kernel before the host is done with a "
+        "managed buffer, can make the program fault: before each host access keep a "
+        "synchronize that leaves the GPU idle, or attach the buffers the host touches to "
+        "their streams first."
+    )
+
+
+def _launch_migrations(managed: int) -> str:
+    """Where managed memory has no concurrent access the GPU cannot fault pages in, so the
+    driver moves what the host touched to the GPU at each launch, before the kernel runs:
+    with no kernel records, a wait's time cannot be told apart from those moves."""
+    if not managed:
+        return ""
+    return (
+        "Without concurrent managed access (this WSL2 host; the program makes "
+        f"{managed:,} `cudaMallocManaged` {'call' if managed == 1 else 'calls'}), each "
+        "launch first migrates the managed memory the host touched to the GPU, so the waits "
+        "may include those migrations too. "
     )
 
 

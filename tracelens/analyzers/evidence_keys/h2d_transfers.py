@@ -248,6 +248,38 @@ EVIDENCE = AnalyzerEvidence(
                         Key("bytes", BYTES, "Their bytes"),
                     ),
                 ),
+                Key(
+                    "to_host_split",
+                    OBJECT,
+                    "The migrations to the host by when they started against the faulting "
+                    "kernels (every launch that ran while pages migrated to the device, as "
+                    "in `faulting_kernels`)",
+                    when="a kernel faulted and migrations went to the host",
+                    fields=(
+                        Key(
+                            "before_migrations",
+                            COUNT,
+                            "Before the first faulting kernel started: host code touched "
+                            "managed memory the GPU already had, which the kernels then fault "
+                            "in again (avoidable)",
+                        ),
+                        Key("before_bytes", BYTES, "Their bytes"),
+                        Key(
+                            "during_migrations",
+                            COUNT,
+                            "From then until the last faulting kernel ended: host access "
+                            "between launches, or pages evicted from the GPU",
+                        ),
+                        Key("during_bytes", BYTES, "Their bytes"),
+                        Key(
+                            "after_migrations",
+                            COUNT,
+                            "After the last faulting kernel ended: the host reading the "
+                            "results (expected)",
+                        ),
+                        Key("after_bytes", BYTES, "Their bytes"),
+                    ),
+                ),
             ),
         ),
     ),

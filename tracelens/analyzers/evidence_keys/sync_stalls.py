@@ -86,9 +86,12 @@ EVIDENCE = AnalyzerEvidence(
             "The program's managed-memory allocation calls (`cudaMallocManaged`, "
             "`cuMemAllocManaged`) on a WSL2 host, where managed memory has no concurrent "
             "CPU/GPU access: the advice then warns that narrowing a synchronize can make the "
-            "program fault",
+            "program fault (the host may touch managed memory after a launch only once a "
+            "synchronize leaves the GPU idle, or its stream's for a stream-attached buffer), "
+            "and, where the trace records no GPU work, that the waits may include each "
+            "launch's migration of host-touched managed memory to the GPU",
             when="the host is WSL2, the program allocates managed memory, and the calls "
-            "synchronize a device, stream or event",
+            "synchronize a device, stream or event, or the trace records no GPU work",
         ),
         Key(
             "longest_calls",
