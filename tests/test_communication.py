@@ -10,6 +10,7 @@ from corpus_cache import corpus_db
 from tracelens.analyzers import communication
 from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
+from tracelens.core.workload import GpuInfo, Workload
 from tracelens.testing.planted_device import exposed_allreduce, exposed_gather_scatter
 from tracelens.testing.planted_host import uneven_steps
 
@@ -68,7 +69,9 @@ def test_corpus_sampled_ranks_expose_most_communication(
         a2a = next(c for c in ev["collectives"] if c["collective"] == "all_to_all")
         assert a2a["max_bytes"] == 400 * 2**20 and a2a["min_bytes"] < 4096
         assert a2a["median_bytes"] != 215_408_640  # a real call's size
-        assert "`all_to_all` ×4 (182 ms), " in f.summary and "the largest at" in f.summary
+        assert "`all_to_all` ×4 (182 ms), " in f.summary
+        # the largest message's rate is said to be that, not the best rate
+        assert "the largest message at 6.681 GB/s" in f.summary
         assert "400 MiB" in f.summary and "205" not in f.summary
         # the all-reduces (108 ms) and all-gathers (106 ms) hold as much time between them:
         # naming the all-to-all alone hid half the communication; and the bandwidth, taken
@@ -100,3 +103,152 @@ def test_planted_gather_scatter_bytes_as_nccl_tests_count_them(scenario_db) -> N
         assert c["median_algbw_gbps"] == pytest.approx(exp["algbw_gbps"])
         assert c["largest_algbw_gbps"] == pytest.approx(exp["algbw_gbps"])
         assert c["median_busbw_gbps"] == pytest.approx(exp["busbw_gbps"])
+
+
+def _training() -> Workload:
+    """A PyTorch training run's workload, as the advice reads it."""
+    gpu = GpuInfo(vendor="nvidia", name=None, arch=None, compute_capability=None, tensor_dtypes=())
+    return Workload(
+        kind="training",
+        kind_basis="",
+        framework="pytorch",
+        framework_basis="",
+        gpu=gpu,
+        torch_compile=False,
+        cuda_graphs=False,
+        attention=None,
+        optimizer_steps=1,
+        backward_ops=1,
+    )
+
+
+def _kernel(coll: str, launch: int | None, start: int, end: int, stream: int = 84) -> dict:
+    return {
+        "coll": coll,
+        "api_start": launch,
+        "start_ns": start,
+        "end_ns": end,
+        "stream_id": stream,
+    }
+
+
+def test_collectives_queued_behind_another_kind_on_their_stream() -> None:
+    """One process group's collectives share one NCCL stream and run in the order issued:
+    an all-reduce launched while an all-to-all still runs there starts only after it. In a
+    filtered trace the kernel it queued behind may be missing: a start long after the
+    launch on a stream recorded idle is counted apart, and only there."""
+    ms = 1_000_000
+    kernels = [
+        _kernel("all_to_all", 0, ms // 2, 40 * ms),
+        _kernel("all_reduce", 10 * ms, 40 * ms + 5_000, 50 * ms),  # behind the all-to-all
+        _kernel("all_reduce", 60 * ms, 100 * ms, 110 * ms),  # late, stream idle as recorded
+        _kernel("_all_gather_base", 200 * ms, 200 * ms + 10_000, 260 * ms, stream=203),
+    ]
+    (a2a, ar) = communication.queued_behind(kernels, filtered=True)
+    assert (ar["collective"], ar["stream_id"], ar["shares_with"]) == (
+        "all_reduce",
+        84,
+        ["all_to_all"],
+    )
+    assert (ar["kernels"], ar["queued"], ar["queued_ns"], ar["behind"]) == (
+        2,
+        1,
+        30 * ms,
+        ["all_to_all"],
+    )
+    assert (ar["unexplained"], ar["unexplained_ns"]) == (1, [40 * ms])
+    assert a2a["queued"] == 0 and a2a["unexplained"] == 0
+    # unfiltered, a late start on an idle stream waits for an event, not the stream
+    (_, ar) = communication.queued_behind(kernels, filtered=False)
+    assert ar["queued"] == 1 and ar["unexplained"] == 0
+
+
+def _coll(name: str, kernel_ns: int, exposed_ns: int, **kw: object) -> dict:
+    return {
+        "collective": name,
+        "count": 2,
+        "kernel_ns": kernel_ns,
+        "exposed_ns": exposed_ns,
+        "median_bytes": kw.get("bytes"),
+        "min_bytes": kw.get("bytes"),
+        "max_bytes": kw.get("bytes"),
+        "group_size": kw.get("group_size"),
+        "best_algbw_gbps": kw.get("best"),
+        "best_busbw_gbps": kw.get("bus"),
+    }
+
+
+def test_ddp_all_reduce_advice_follows_the_stream_it_queues_on() -> None:
+    """DDP's all-reduces that queue behind all-to-alls on one stream get a process group of
+    their own, not a smaller bucket cap; under TorchRec the bf16 setting is
+    `DefaultDataParallelWrapper`'s (`DistributedModelParallel` has no `register_comm_hook`),
+    elsewhere DDP's comm hook; an all-reduce compute hides gets no advice at all."""
+    wl = _training()
+    ms = 1_000_000
+    queued = [
+        {
+            "collective": "all_reduce",
+            "stream_id": 84,
+            "shares_with": ["all_to_all"],
+            "kernels": 4,
+            "queued": 2,
+            "queued_ns": 100 * ms,
+            "behind": ["all_to_all"],
+            "unexplained": 0,
+            "unexplained_ns": [],
+        }
+    ]
+    colls = [_coll("all_to_all", 180 * ms, 160 * ms), _coll("all_reduce", 100 * ms, 60 * ms)]
+    advice = communication._advice(
+        20.0, colls, wl, ddp_reducer=True, queued=queued, torchrec=True, fp32_all_reduce=True
+    )
+    assert "they run on NCCL stream 84 with the `all_to_all`s" in advice
+    assert "2 were launched while the `all_to_all`s still ran there" in advice
+    assert "A smaller `bucket_cap_mb` does not start them sooner" in advice
+    assert "a process group of DDP's own" in advice
+    assert 'DefaultDataParallelWrapper(allreduce_comm_precision="bf16"' in advice
+    assert "register_comm_hook(None" not in advice
+    plain = communication._advice(
+        20.0, colls, wl, ddp_reducer=True, queued=[], torchrec=False, fp32_all_reduce=True
+    )
+    assert "register_comm_hook(None, bf16_compress_hook)" in plain
+    assert "DefaultDataParallelWrapper" not in plain and "process group" not in plain
+    # 85 % hidden: 6.6 ms of 300 ms exposed is no share to advise on
+    hidden = [_coll("all_to_all", 230 * ms, 290 * ms), _coll("all_reduce", 44 * ms, 6_600_000)]
+    advice = communication._advice(
+        20.0, hidden, wl, ddp_reducer=True, queued=queued, torchrec=True, fp32_all_reduce=True
+    )
+    assert "all-reduce" not in advice and "DefaultDataParallelWrapper" not in advice
+
+
+def test_shampoo_gather_advice_and_a_network_rate_not_called_slow() -> None:
+    """Distributed Shampoo's all-gather gets `DDPShampooConfig` advice; its ~25 GB/s bus
+    bandwidth is one network port's rate, which a trace cannot tell from slow NVLink, so
+    it is not called far below the interconnect. A rate under any network port's is."""
+    wl = _training()
+    ms = 1_000_000
+    gather = _coll(
+        "_all_gather_base", 106 * ms, 106 * ms, bytes=2**30, group_size=64, best=25.3, bus=24.9
+    )
+    colls = [_coll("all_to_all", 180 * ms, 160 * ms, best=6.7), gather]
+    advice = communication._advice(20.0, colls, wl, shampoo_gather=True)
+    assert "distributed Shampoo's" in advice
+    assert "`DDPShampooConfig(num_trainers_per_group=<GPUs per node>)`" in advice
+    assert "communication_dtype" in advice and "the trace cannot tell" in advice
+    assert "1 GiB each over 64 ranks" in advice
+    assert "far below it, check topology" not in advice
+    assert "`_all_gather_base`'s 24.9 GB/s bus bandwidth" in advice
+    # without Shampoo's step around it, no Shampoo advice
+    assert "Shampoo" not in communication._advice(20.0, colls, wl)
+    slow = [_coll("all_to_all", 180 * ms, 160 * ms, best=3.0)]
+    assert "far below it, check topology" in communication._advice(20.0, slow, wl)
+
+
+def test_median_bandwidth_of_two_calls_is_their_midpoint(corpus: Path) -> None:
+    """Rank 1's two Shampoo all-gathers ran 1 GiB at 17.27 and 25.12 GB/s: their median is
+    21.2 GB/s, not the lower one; the best is 25.12."""
+    db = corpus_db(corpus, "sampled_2rank/rank-1.json.gz")
+    (f,) = [f for f in communication.analyze(db, Thresholds()) if "collectives" in f.evidence]
+    ag = next(c for c in f.evidence["collectives"] if c["collective"] == "_all_gather_base")
+    assert ag["median_algbw_gbps"] == pytest.approx((17.273 + 25.12) / 2, abs=0.01)
+    assert ag["best_algbw_gbps"] == pytest.approx(25.12, abs=0.01)

@@ -118,13 +118,21 @@ def test_cli_takes_a_folder_or_several_files(tmp_path: Path) -> None:
 def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     """Two of a 128-rank job's ranks, sampled (only some events kept).
 
-    Expert reading: the two files' recorded clocks already agree (the shared SendRecv
-    kernels end within tens of µs of each other), so the offset is near zero; four of the
-    ten SendRecvs are the same exchange on both ranks (the others pair each rank with
-    ranks not in the files). Rank 1 reaches all four last, having run more GPU compute
-    before them (272 ms against 210 ms over the capture). With 126 ranks absent, "last"
-    is among these two only, and the report says so, in the straggler's own title too.
-    Rank 1's NCCL kernels still wait 150 ms inside collectives: in the four it shares with
+    Expert reading: the two files' recorded clocks already agree (the shared collectives'
+    kernels end within tens of µs of each other), so the offset is near zero; five of the
+    ten collectives are the same exchange on both ranks (the others pair each rank with
+    ranks not in the files): an all-to-all, two all-reduces and both of Shampoo's
+    all-gathers. NCCL runs them all as `ncclKernel_SendRecv_*` kernels, so they are named
+    by the calls that launched them (`all_to_all`, `all_reduce`, `_all_gather_base`, as
+    each rank's report names them), not "SendRecv". The step-551 all-gather (rank 0
+    585.321-627.817 ms, rank 1 585.405-628.149 ms: same sizes, same stream) ends 0.33 ms
+    apart on the two ranks, a 1 GiB ring's last steps ending in turn: beyond the 0.2 ms the
+    offset is fitted to, but well within its 42.5 ms, so it is matched too. Rank 1 reaches
+    all five last, having run more GPU compute between its previous recorded collective and
+    them than rank 0 (61.9 ms in all; over the capture 272 ms against 210 ms). With 126
+    ranks absent, "last" is among these two only, and the report says so, in the
+    straggler's own title too.
+    Rank 1's NCCL kernels still wait 150 ms inside collectives: in the five it shares with
     rank 0 it is last, so there it waits for ranks not recorded; about 100 ms of it is in
     collectives only rank 1 records (the sampling dropped rank 0's side), where it may wait
     for anyone. So its peer-waiting finding must not call it early (that contradicted the
@@ -136,18 +144,36 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     """
     job = _job(corpus / "torch/sampled_2rank")
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
-    assert abs(o["offset_ns"]) < 100_000 and o["matched_collectives"] == 4
+    assert abs(o["offset_ns"]) < 100_000 and o["matched_collectives"] == 5
     assert o["residual_ns"] is not None and o["residual_ns"] < 100_000
+    assert job["collectives"]["shared"] == 5
+    skew = {k["collective"]: k["count"] for k in job["collectives"]["skew"]}
+    assert skew == {"all_to_all": 1, "all_reduce": 2, "_all_gather_base": 2}
     (s,) = job["stragglers"]
-    assert (s["rank"], s["last_in"], s["of"], s["cause"]) == (1, 4, 4, "compute")
+    assert (s["rank"], s["last_in"], s["of"], s["cause"]) == (1, 5, 5, "compute")
     assert any("2 of the job's 128 ranks" in n for n in job["notes"])
     assert job["world_size"] == 128
     assert [r["compute_ns"] for r in job["ranks"]] == [210_320_000, 271_973_000]
     titles = [f["title"] for f in job["findings"] if f["analyzer"] == "ranks"]
     assert any(
-        t.startswith("Rank 1 arrives last among the 2 of 128 ranks recorded at 4 of 4")
+        t.startswith("Rank 1 arrives last among the 2 of 128 ranks recorded at 5 of 5")
         for t in titles
     ), titles
+    (late,) = [f for f in job["findings"] if f["title"].startswith("Rank 1 arrives last")]
+    assert [w["collective"] for w in late["evidence"]["worst"]] == [
+        "all_reduce",
+        "all_to_all",
+        "all_reduce",
+        "_all_gather_base",
+        "_all_gather_base",
+    ]
+    # what is summed: each collective's stretch since the rank's previous recorded one,
+    # not the whole capture's compute difference (the imbalance finding's 61.7 ms)
+    assert (
+        "between its previous recorded collective and each of them it ran 61.9 ms more GPU "
+        "compute in all than the other ranks' median" in late["summary"]
+    )
+    assert "more GPU work before them" not in late["summary"]
     assert "Rank 1 runs 61.7 ms more GPU compute than rank 0 (29% more)" in titles
     (imb,) = [f for f in job["findings"] if f["title"].startswith("Rank 1 runs")]
     assert "sharding plan" in imb["advice"] and "embedding tables" in imb["advice"]
@@ -280,3 +306,29 @@ def test_imbalance_advice_follows_the_operators_that_differ(
     from tracelens.ranks.job_findings import imbalance_advice
 
     assert says in imbalance_advice(diffs)
+
+
+def test_a_long_collective_ending_apart_is_still_matched() -> None:
+    """Four short collectives end within 20 µs on both ranks' aligned clocks; a 42.5 ms
+    1 GiB all-gather ends 0.33 ms apart (a ring's last steps end in turn), beyond the
+    0.2 ms the offset is fitted to. It is matched, and the offset stays the short ones'."""
+    from tracelens.ranks.clock import align
+
+    def coll(kind: str, ordinal: int, start: int, end: int) -> Collective:
+        return Collective(kind, ordinal, 0, start, end, 0, 0, 0, None)
+
+    ms = 1_000_000
+    offset = 5 * ms
+    ref = [coll("all_reduce", i, 10 * ms * i, 10 * ms * i + ms) for i in range(4)]
+    ref.append(coll("_all_gather_base", 0, 50 * ms, 92_500_000))
+    other = [
+        coll(c.kind, c.ordinal, c.start_ns + offset, c.end_ns + offset + 20_000 * (i % 2))
+        for i, c in enumerate(ref[:4])
+    ]
+    other.append(coll("_all_gather_base", 0, 50 * ms + offset, 92_500_000 + offset + 330_000))
+    a = align(other, ref)
+    assert a.matched == 5 and (4, 4) in a.pairs
+    assert abs(a.offset_ns - offset) <= 20_000
+    # a short collective ending as far apart is a different one: not matched
+    other[0] = coll("all_reduce", 0, offset, ms + offset + 330_000)
+    assert (0, 0) not in align(other, ref).pairs

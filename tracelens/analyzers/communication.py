@@ -90,6 +90,28 @@ FROM comm_ops o LEFT JOIN (
 WHERE o.in_nelems IS NOT NULL
 """
 
+
+def kernel_collectives_sql() -> str:
+    """Every collective kernel (all devices) with the collective of the call that launched
+    it, as the per-rank reports name it (``collective``: all_to_all, all_reduce, ...; NULL
+    where no recorded call encloses the launch). Kernel names do not say it: NCCL runs
+    all-reduces, all-gathers and all-to-alls alike as ``ncclKernel_SendRecv_*`` kernels."""
+    return f"""
+SELECT k.device_id, k.stream_id, k.name, k.start_ns, k.end_ns,
+       CASE WHEN c.end_ns >= k.api_start THEN c.collective END AS collective
+FROM (
+    SELECT k.device_id, k.stream_id, k.name, k.start_ns, k.end_ns, a.pid, a.tid,
+           a.start_ns AS api_start
+    FROM kernels k LEFT JOIN (
+        SELECT correlation_id, min(pid) AS pid, min(tid) AS tid, min(start_ns) AS start_ns
+        FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
+    ) a USING (correlation_id)
+    WHERE {_COMM_K}
+) k ASOF LEFT JOIN ({_COMM_SIZES}) c
+    ON c.pid = k.pid AND c.tid = k.tid AND c.start_ns <= k.api_start
+"""
+
+
 _OVERLAP = f"""
 WITH c AS {merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE {_COMM}")},
 k AS {covered(merged(f"SELECT device_id, start_ns, end_ns FROM kernels WHERE NOT ({_COMM})"))},
@@ -130,7 +152,9 @@ SELECT coalesce(collective, regexp_extract(name, 'ncclKernel_([A-Za-z]+)|nccl([A
        quantile_disc(bytes, 0.5) AS median_bytes, sum(bytes) AS total_bytes,
        min(bytes) AS min_bytes, max(bytes) AS max_bytes,
        max(group_size) AS group_size,
-       quantile_disc(bytes / nullif(end_ns - start_ns, 0), 0.5) AS median_algbw_gbps,
+       -- a rate has no "real call" to keep: the median of two calls is their midpoint
+       median(bytes / nullif(end_ns - start_ns, 0)) AS median_algbw_gbps,
+       max(bytes / nullif(end_ns - start_ns, 0)) AS best_algbw_gbps,
        arg_max(bytes / nullif(end_ns - start_ns, 0), bytes) AS largest_algbw_gbps
 FROM m GROUP BY 1 ORDER BY kernel_ns DESC, 1
 """
@@ -138,15 +162,19 @@ FROM m GROUP BY 1 ORDER BY kernel_ns DESC, 1
 
 def _size_text(c: dict) -> str:
     """The largest collective's sizes and bandwidth for the summary: one size with its
-    median bandwidth, or the range with the largest call's (mixed sizes have no typical
-    call: a few-KiB split exchange beside 400 MiB payloads)."""
+    median bandwidth, or the range with the largest message's, and the best rate where
+    another call reached a higher one (mixed sizes have no typical call: a few-KiB split
+    exchange beside 400 MiB payloads)."""
     if not c["median_bytes"] or c["median_algbw_gbps"] is None:
         return ""
     if c["min_bytes"] == c["max_bytes"]:
         return f", {fmt_bytes(c['max_bytes'])} each at {c['median_algbw_gbps']} GB/s"
+    # the largest message's rate, which need not be the best one: say which it is
+    best = c.get("best_algbw_gbps")
     return (
-        f", {fmt_bytes(c['min_bytes'])} to {fmt_bytes(c['max_bytes'])}, the largest at "
-        f"{c['largest_algbw_gbps']} GB/s"
+        f", {fmt_bytes(c['min_bytes'])} to {fmt_bytes(c['max_bytes'])}, the largest message "
+        f"at {c['largest_algbw_gbps']} GB/s"
+        + (f" (the best {best} GB/s)" if best and best != c["largest_algbw_gbps"] else "")
     )
 
 
@@ -179,8 +207,8 @@ def _collectives_text(collectives: list[dict], waited: bool) -> str:
 _PER_KERNEL = f"""
 WITH k AS (
     SELECT row_number() OVER (ORDER BY k.start_ns, k.end_ns, k.stream_id, k.name) AS kid,
-           k.device_id, k.name, k.start_ns, k.end_ns, k.grid_x, k.grid_y, k.grid_z,
-           k.block_x, k.block_y, k.block_z, a.pid, a.tid, a.start_ns AS api_start
+           k.device_id, k.stream_id, k.name, k.start_ns, k.end_ns, k.grid_x, k.grid_y,
+           k.grid_z, k.block_x, k.block_y, k.block_z, a.pid, a.tid, a.start_ns AS api_start
     FROM kernels k LEFT JOIN (
         SELECT correlation_id, min(pid) AS pid, min(tid) AS tid, min(start_ns) AS start_ns
         FROM api_calls WHERE correlation_id IS NOT NULL GROUP BY correlation_id
@@ -207,7 +235,8 @@ ov AS (
     ASOF LEFT JOIN cu ce ON m.end_ns >= ce.start_ns
 ),
 steps AS (SELECT DISTINCT name, start_ns, end_ns FROM ({STEP_INTERVALS}))
-SELECT m.kid, m.name, m.start_ns, m.end_ns, m.end_ns - m.start_ns AS d,
+SELECT m.kid, m.name, m.stream_id, m.api_start, m.start_ns, m.end_ns,
+       m.end_ns - m.start_ns AS d,
        m.end_ns - m.start_ns - coalesce(ov.ns, 0) AS exposed,
        coalesce(m.collective, regexp_extract(m.name,
                 'ncclKernel_([A-Za-z]+)|nccl(?:DevKernel_)?([A-Za-z]+)', 1), 'nccl') AS coll,
@@ -222,7 +251,8 @@ FROM m LEFT JOIN ov USING (kid) ORDER BY m.kid
 
 def collective_kernels(db: TraceDB, device_id: int) -> list[dict]:
     """One row per collective kernel on ``device_id``, in launch order: its collective, bytes
-    (None where no ``record_param_comms`` gives them), duration ``d``, ``exposed`` time (not
+    (None where no ``record_param_comms`` gives them), ``stream_id``, ``api_start`` (its
+    launch call's start, None without one), duration ``d``, ``exposed`` time (not
     overlapped by compute) and the ``step`` its launch fell in. Kept for the life of ``db``
     (the job's extract reads them again for small-collective storms); not to be mutated."""
     return db.memo(
@@ -252,6 +282,71 @@ def _waiting(kernels: list[dict]) -> list[dict]:
             transfer = d
         wait = d - transfer
         out.append(k | {"wait": wait, "wait_exposed": max(0, min(wait, int(k["exposed"])))})
+    return out
+
+
+# A collective that starts this long after its launch call waited for something: its
+# stream's earlier work, or an event it waits on.
+_LATE_START_NS = 1_000_000
+
+
+def queued_behind(kernels: list[dict], filtered: bool) -> list[dict]:
+    """Collectives that share a stream with another collective kind, and how often they
+    queued behind it there.
+
+    A stream runs its kernels in order, and NCCL gives each communicator (each process
+    group) one stream per device: collectives of one group queue behind each other
+    whatever the framework meant to overlap. A kernel launched while a kernel of another
+    kind on its stream had not yet ended started only after it (``queued``; the time from
+    its launch to that end is ``queued_ns``). In a trace filtered after recording the
+    kernel it queued behind may be missing: one starting at least ``_LATE_START_NS`` after
+    its launch with nothing recorded on its stream meanwhile is counted apart
+    (``unexplained``), only where the trace is filtered (otherwise such a wait is for an
+    event, not the stream). One row per collective and stream, in first-launch order."""
+    by_stream: dict[object, list[dict]] = {}
+    for k in kernels:
+        if k.get("stream_id") is not None:
+            by_stream.setdefault(k["stream_id"], []).append(k)
+    rows: dict[tuple[str, object], dict] = {}
+    for stream, ks in by_stream.items():
+        kinds = {str(k["coll"]) for k in ks}
+        if len(kinds) < 2:
+            continue
+        ks = sorted(ks, key=lambda k: (k["start_ns"], k["end_ns"]))
+        for i, k in enumerate(ks):
+            coll = str(k["coll"])
+            row = rows.setdefault(
+                (coll, stream),
+                {
+                    "collective": coll,
+                    "stream_id": stream,
+                    "shares_with": sorted(kinds - {coll}),
+                    "kernels": 0,
+                    "queued": 0,
+                    "queued_ns": 0,
+                    "behind": [],
+                    "unexplained": 0,
+                    "unexplained_ns": [],
+                    "first_ns": k["start_ns"],
+                },
+            )
+            row["kernels"] += 1
+            launch = k.get("api_start")
+            if launch is None:
+                continue
+            prev = ks[i - 1] if i else None
+            if prev is not None and prev["end_ns"] > launch:
+                if str(prev["coll"]) != coll:
+                    row["queued"] += 1
+                    row["queued_ns"] += int(prev["end_ns"] - launch)
+                    if str(prev["coll"]) not in row["behind"]:
+                        row["behind"].append(str(prev["coll"]))
+            elif filtered and k["start_ns"] - launch >= _LATE_START_NS:
+                row["unexplained"] += 1
+                row["unexplained_ns"].append(int(k["start_ns"] - launch))
+    out = sorted(rows.values(), key=lambda r: r["first_ns"])
+    for r in out:
+        del r["first_ns"]
     return out
 
 
@@ -291,15 +386,20 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             waited = 0
         transfer_exposed = exposed - waited
         per = db.dicts(_PER_COLLECTIVE, [dev])
+        exposed_by: dict[str, int] = {}
+        for k in kernels:
+            exposed_by[str(k["coll"])] = exposed_by.get(str(k["coll"]), 0) + int(k["exposed"])
         collectives = []
         for p in per:
             algbw = p["median_algbw_gbps"]
+            best = p["best_algbw_gbps"]
             factor = _bus_factor(p["collective"], p["group_size"])
             collectives.append(
                 {
                     "collective": p["collective"],
                     "count": int(p["count"]),
                     "kernel_ns": int(p["kernel_ns"]),
+                    "exposed_ns": exposed_by.get(str(p["collective"]), 0),
                     "median_bytes": p["median_bytes"],
                     "total_bytes": int(p["total_bytes"]) if p["total_bytes"] is not None else None,
                     "group_size": p["group_size"],
@@ -312,8 +412,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "median_busbw_gbps": round(algbw * factor, 3)
                     if algbw is not None and factor is not None
                     else None,
+                    "best_algbw_gbps": round(best, 3) if best is not None else None,
+                    "best_busbw_gbps": round(best * factor, 3)
+                    if best is not None and factor is not None
+                    else None,
                 }
             )
+        queued = queued_behind(kernels, wl.filtered)
         longest = db.dicts(
             f"""SELECT start_ns, end_ns FROM kernels WHERE device_id = ? AND {_COMM}
                 ORDER BY end_ns - start_ns DESC, start_ns LIMIT 5""",
@@ -354,6 +459,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     "exposed_transfer_ns": transfer_exposed,
                     "overlap_pct": round(overlap_pct, 2),
                     "collectives": collectives,
+                    "queued_behind": queued,
                     "bandwidth_note": "Kernel time includes waiting for peer ranks, so the "
                     "achieved bandwidth is a lower bound on the link's.",
                 },
@@ -365,6 +471,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     ddp_reducer=bool(db.scalar(_DDP_REDUCER)),
                     small_a2a=_small_all_to_alls(kernels),
                     quantized=bool(db.scalar(_QUANTIZED_COMMS)),
+                    queued=queued,
+                    torchrec=bool(db.scalar(_TORCHREC)),
+                    fp32_all_reduce=bool(db.scalar(_FP32_ALL_REDUCE)),
+                    shampoo_gather=bool(db.scalar(_SHAMPOO_GATHER)),
                 ),
                 time_ranges=[
                     TimeRange(int(k["start_ns"]), int(k["end_ns"]), dev, "NCCL") for k in longest
@@ -515,6 +625,189 @@ _QUANTIZED_COMMS = (
 )
 
 
+# TorchRec runs here: its sparse-data-dist pipeline's ranges, or its modules' names. Its
+# `DistributedModelParallel` wraps the dense part in DDP itself, through a
+# `data_parallel_wrapper`, and has no `register_comm_hook` of its own.
+_TORCHREC = (
+    "SELECT (SELECT count(*) FROM ranges WHERE starts_with(name, '## sdd_') "
+    "OR name ILIKE '%torchrec%' OR name LIKE 'Sharded%Embedding%') "
+    "+ (SELECT count(*) FROM cpu_ops WHERE name ILIKE '%torchrec%' "
+    "OR name LIKE 'Sharded%Embedding%') > 0"
+)
+# Whether the all-reduces move fp32 (NULL: no all-reduce records its dtype): bf16
+# communication halves fp32 bytes, and has nothing to halve in bf16 or fp16 ones.
+_FP32_ALL_REDUCE = (
+    "SELECT bool_and(lower(dtype) IN ('float', 'float32')) FROM comm_ops "
+    "WHERE replace(lower(collective), '_', '') LIKE '%allreduce%' AND dtype IS NOT NULL"
+)
+# An all-gather launched inside a Shampoo optimizer step (`Optimizer.step#<class>.step`,
+# the profiler's range around every optimizer's step): distributed Shampoo's gather of the
+# blocks each rank preconditioned.
+_SHAMPOO_GATHER = r"""
+SELECT count(*) > 0 FROM comm_ops o
+WHERE replace(lower(o.collective), '_', '') LIKE '%allgather%' AND EXISTS (
+    SELECT 1 FROM (SELECT pid, tid, name, start_ns, end_ns FROM ranges
+                   UNION ALL SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops) s
+    WHERE s.pid = o.pid AND s.tid = o.tid AND s.start_ns <= o.start_ns
+      AND s.end_ns >= o.end_ns
+      AND regexp_matches(s.name, '^Optimizer\.step#\w*Shampoo\w*\.step$')
+)
+"""
+
+
+def _is_kind(name: object, kind: str) -> bool:
+    return kind in str(name or "").lower().replace("_", "")
+
+
+def _holds_share(c: dict, collectives: list[dict]) -> bool:
+    """Whether a collective holds a real share of the exposed time: the share the summary
+    names a collective at, of the collectives' exposed time. An all-reduce compute hides
+    nearly all of gets no advice, however long its kernels run."""
+    total = sum(int(x.get("exposed_ns") or 0) for x in collectives)
+    return total > 0 and int(c.get("exposed_ns") or 0) >= _NAMED_SHARE * total
+
+
+def _kinds_text(kinds: list[str]) -> str:
+    return " and ".join(f"the `{k}`s" for k in kinds)
+
+
+def _ns_range(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return fmt_ns(lo) if fmt_ns(lo) == fmt_ns(hi) else f"{fmt_ns(lo)} to {fmt_ns(hi)}"
+
+
+def _queue_text(row: dict) -> str:
+    """What the trace shows of one collective queuing behind other kinds on its stream."""
+    seen = []
+    if row["queued"]:
+        it = "it" if row["queued"] == 1 and len(row["behind"]) == 1 else "them"
+        seen.append(
+            f"{row['queued']} {'was' if row['queued'] == 1 else 'were'} launched while "
+            f"{_kinds_text(row['behind'])} still ran there and started only after {it} "
+            f"ended ({fmt_ns(row['queued_ns'])} of waiting behind {it})"
+        )
+    if row["unexplained"]:
+        seen.append(
+            f"{row['unexplained']} started {_ns_range(row['unexplained_ns'])} after "
+            "their launch with nothing recorded running on that stream meanwhile (this "
+            "filtered trace may have dropped what they queued behind)"
+        )
+    return "; ".join(seen)
+
+
+def _ddp_all_reduce_text(queued: list[dict], torchrec: bool, fp32_all_reduce: bool | None) -> str:
+    """The all-reduce advice where DDP's reducer runs: it buckets and goes async already."""
+    text = (
+        " For the all-reduce share: DDP's reducer already issues the gradient all-reduces "
+        "asynchronously, bucket by bucket, from backward hooks"
+    )
+    rows = [
+        r
+        for r in queued
+        if _is_kind(r["collective"], "allreduce") and (r["queued"] or r["unexplained"])
+    ]
+    if rows:
+        # One stream per communicator: the reducer's all-reduces wait for every other
+        # collective its process group issued first, however early their bucket was ready.
+        # A smaller bucket cap does not start them sooner; a group of their own does.
+        r = max(rows, key=lambda r: (r["queued"] + r["unexplained"], r["kernels"]))
+        text += (
+            f", but they run on NCCL stream {r['stream_id']} with "
+            f"{_kinds_text(r['shares_with'])} (one process group, whose collectives run in "
+            f"the order issued): of the {r['kernels']} there, {_queue_text(r)}. A smaller "
+            "`bucket_cap_mb` does not start them sooner; a process group of DDP's own "
+            '(`dist.new_group(backend="nccl")`, its own communicator and stream) lets its '
+            f"all-reduces run beside {_kinds_text(r['shares_with'])} instead of behind them."
+        )
+    else:
+        text += "."
+    if torchrec:
+        text += (
+            " Under TorchRec, `DistributedModelParallel` wraps the dense part in DDP itself "
+            "and has no `register_comm_hook`: pass it "
+            "`data_parallel_wrapper=DefaultDataParallelWrapper(allreduce_comm_precision="
+            '"bf16", bucket_cap_mb=...)`'
+            + (
+                " to halve the all-reduces' bytes (their `nccl:all_reduce` records say fp32)"
+                if fp32_all_reduce
+                else " to halve the bytes of fp32 gradients"
+                if fp32_all_reduce is None
+                else " for the bucket size"
+            )
+            + (
+                ", and for the separate group a wrapper of your own whose `wrap` builds "
+                "`DistributedDataParallel` with that `process_group`."
+                if rows
+                else "."
+            )
+        )
+    elif fp32_all_reduce is not False:
+        text += (
+            " A bf16 compression hook (`model.register_comm_hook(None, bf16_compress_hook)` "
+            "from `torch.distributed.algorithms.ddp_comm_hooks.default_hooks`) halves the "
+            "bytes of " + ("these fp32 gradients." if fp32_all_reduce else "fp32 gradients.")
+        )
+    return text
+
+
+def _shampoo_text(c: dict) -> str:
+    """Distributed Shampoo's all-gather: each step every rank gathers the blocks the others
+    preconditioned, over the whole group unless the group is made smaller."""
+    size = (
+        f", {fmt_bytes(c['max_bytes'])} each"
+        if c["max_bytes"] == c["min_bytes"] and c["max_bytes"]
+        else ""
+    )
+    group = f" over {c['group_size']} ranks" if c["group_size"] else ""
+    hidden = (
+        f"all {fmt_ns(c['kernel_ns'])} of it"
+        if fmt_ns(c["exposed_ns"]) == fmt_ns(c["kernel_ns"])
+        else f"{fmt_ns(c['exposed_ns'])} of its {fmt_ns(c['kernel_ns'])}"
+    )
+    return (
+        f" The `{c['collective']}` ×{c['count']}{size}{group} "
+        f"({hidden} with no compute beside it) is distributed Shampoo's, launched inside "
+        "its optimizer step: each step every rank gathers the blocks the others preconditioned. "
+        "`DDPShampooConfig(num_trainers_per_group=<GPUs per node>)` keeps that gather inside "
+        "a node (each node then computes every block), and "
+        "`communication_dtype=CommunicationDType.BF16` halves its bytes if it communicates "
+        "fp32 (the trace cannot tell: the gathered buffer is recorded as int8 bytes)."
+    )
+
+
+# A collective's bus bandwidth this high is what one network port gives a GPU (100 Gb/s:
+# 12.5 GB/s, less protocol overhead): a trace does not record whether its ranks share a
+# node, so such a rate may be the network's full speed, not far below NVLink's.
+_NETWORK_PLAUSIBLE_GBPS = 10.0
+_ONE_PORT_MAX_GBPS = 55.0  # a 400 Gb/s port's 50 GB/s; faster is several ports or NVLink
+
+
+def _bandwidth_text(collectives: list[dict], wl: Workload) -> str:
+    fabric = "Infinity Fabric" if wl.amd else "NVLink"
+    debug = "RCCL_DEBUG=INFO" if wl.amd else "NCCL_DEBUG=INFO"
+    rates = [
+        (float(c["best_busbw_gbps"] or c["best_algbw_gbps"]), c)
+        for c in collectives
+        if c.get("best_busbw_gbps") or c.get("best_algbw_gbps")
+    ]
+    best = max(rates, key=lambda r: r[0], default=None)
+    if best is None or not _NETWORK_PLAUSIBLE_GBPS <= best[0] <= _ONE_PORT_MAX_GBPS:
+        return (
+            f"Compare the achieved bandwidth with the interconnect ({fabric} hundreds of GB/s, "
+            f"PCIe tens, network per NIC); far below it, check topology (`{debug}`) and rank "
+            "placement."
+        )
+    rate, c = best
+    kind = "bus" if c.get("best_busbw_gbps") else "algorithm"
+    return (
+        f"The best rate, `{c['collective']}`'s {rate:.1f} GB/s {kind} bandwidth, is what one "
+        "network port gives a GPU (100-400 Gb/s: 12.5-50 GB/s); the trace does not say "
+        f"whether these ranks share a node, so it cannot tell {fabric} from the network: "
+        f"`{debug}` names each channel's transport, and only over {fabric} is this rate "
+        "far below the link."
+    )
+
+
 def _advice(
     overlap_pct: float,
     collectives: list[dict],
@@ -523,22 +816,25 @@ def _advice(
     quantized: bool = False,
     ddp_reducer: bool = False,
     small_a2a: dict | None = None,
+    queued: list[dict] | None = None,
+    torchrec: bool = False,
+    fp32_all_reduce: bool | None = None,
+    shampoo_gather: bool = False,
 ) -> str:
     parts = []
-    # Where DDP's reducer runs it already buckets the gradients and issues their
-    # all-reduces asynchronously from backward hooks: "bucket and go async" is done, and
-    # what is left is starting sooner (smaller buckets) and moving fewer bytes.
-    all_reduce_share = (
-        " For the all-reduce share: DDP's reducer already issues the gradient all-reduces "
-        "asynchronously, bucket by bucket, from backward hooks; a smaller `bucket_cap_mb` "
-        "starts the first reduction earlier in backward, and a bf16 compression hook "
-        "(`model.register_comm_hook(None, bf16_compress_hook)` from "
-        "`torch.distributed.algorithms.ddp_comm_hooks.default_hooks`) halves the bytes of "
-        "fp32 gradients."
-        if ddp_reducer
-        else " For the all-reduce share, keep DDP gradient bucketing on and issue "
-        "collectives with `async_op=True`."
-    )
+    # A collective compute hides gets no advice: the all-reduce's only where it holds the
+    # share of the exposed time the summary names a collective at.
+    all_reduce = next((c for c in collectives if _is_kind(c["collective"], "allreduce")), None)
+    all_reduce_share = ""
+    if all_reduce is not None and _holds_share(all_reduce, collectives):
+        # Where DDP's reducer runs it already buckets the gradients and issues their
+        # all-reduces asynchronously from backward hooks: "bucket and go async" is done.
+        all_reduce_share = (
+            _ddp_all_reduce_text(queued or [], torchrec, fp32_all_reduce)
+            if ddp_reducer
+            else " For the all-reduce share, keep DDP gradient bucketing on and issue "
+            "collectives with `async_op=True`."
+        )
     if not wl.is_pytorch:
         lib = "RCCL" if wl.amd else "NCCL"
         parts.append(
@@ -615,6 +911,14 @@ def _advice(
             "last bucket or a collective on the critical path. Shrink it (bf16 gradients via "
             "a DDP comm hook, fewer/larger buckets) or start it earlier."
         )
+    gather = next((c for c in collectives if _is_kind(c["collective"], "allgather")), None)
+    if (
+        shampoo_gather
+        and wl.is_pytorch
+        and gather is not None
+        and _holds_share(gather, collectives)
+    ):
+        parts.append(_shampoo_text(gather).strip())
     small = [c for c in collectives if c["median_bytes"] and c["median_bytes"] < 1024 * 1024]
     if small:
         parts.append(
@@ -622,11 +926,5 @@ def _advice(
             + ", ".join(f"`{c['collective']}`" for c in small[:3])
             + ") are latency-bound: batch them (coalesce tensors, larger buckets)."
         )
-    fabric = "Infinity Fabric" if wl.amd else "NVLink"
-    debug = "RCCL_DEBUG=INFO" if wl.amd else "NCCL_DEBUG=INFO"
-    parts.append(
-        f"Compare the achieved bandwidth with the interconnect ({fabric} hundreds of GB/s, "
-        f"PCIe tens, network per NIC); far below it, check topology (`{debug}`) and rank "
-        "placement."
-    )
+    parts.append(_bandwidth_text(collectives, wl))
     return " ".join(parts)

@@ -1,8 +1,11 @@
 """What the cross-rank analyses need from one rank, taken while its database is open.
 
 A collective is one NCCL/RCCL kernel; its *key* is its kind and its ordinal among that
-kind's kernels on the rank (the i-th SendRecv), which is how the same collective is found
-on every rank without a sequence number in the trace. For each collective the extract
+kind's kernels on the rank (the i-th all_reduce), which is how the same collective is found
+on every rank without a sequence number in the trace. The kind is the collective of the
+call that launched the kernel, as the rank's report names it (NCCL runs most collectives
+as ``ncclKernel_SendRecv_*`` kernels, so the kernel name alone would make every one a
+SendRecv); the kernel name's where no call is recorded. For each collective the extract
 keeps what the rank did since its previous one: GPU compute time and idle time, and the
 idle time's leading cause, so a late rank's reason is known without its tables.
 """
@@ -15,7 +18,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from tracelens.analyzers.communication import collective_kernels, comm_kernel_sql
+from tracelens.analyzers.communication import (
+    collective_kernels,
+    comm_kernel_sql,
+    kernel_collectives_sql,
+)
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 
@@ -58,11 +65,12 @@ def _joins(prefix: str) -> str:
 _COLLECTIVES = f"""
 WITH c AS (
     SELECT device_id, start_ns, end_ns,
-           coalesce(nullif(regexp_extract(name,
-               'ncclKernel_([A-Za-z]+)|nccl(?:DevKernel_)?([A-Za-z]+)', 1), ''),
+           coalesce(collective,
+               nullif(regexp_extract(name,
+                   'ncclKernel_([A-Za-z]+)|nccl(?:DevKernel_)?([A-Za-z]+)', 1), ''),
                nullif(regexp_extract(name, 'nccl(?:DevKernel_)?([A-Za-z]+)', 1), ''),
                'collective') AS kind
-    FROM kernels WHERE {_COMM}
+    FROM ({kernel_collectives_sql()})
 ), o AS (
     SELECT *, row_number() OVER (PARTITION BY kind ORDER BY start_ns, end_ns) - 1 AS ordinal,
            coalesce(lag(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns),

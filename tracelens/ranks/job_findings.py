@@ -21,8 +21,10 @@ ANALYZER = "ranks"
 
 # What the late rank's GPU was doing before the collectives it was late for.
 _WHY = {
-    "compute": "it ran {compute} more GPU work before them than the other ranks' median "
-    "(load imbalance)",
+    # summed over those collectives, each from the rank's own previous recorded one: not
+    # the whole capture's difference (the imbalance finding's), which it may come near
+    "compute": "between its previous recorded collective and each of them it ran {compute} "
+    "more GPU compute in all than the other ranks' median (load imbalance)",
     "data_loading": "its GPU sat idle {idle} longer than the others' before them, waiting for "
     "its input pipeline (DataLoader)",
     "host_compute": "its GPU sat idle {idle} longer than the others' before them while its "

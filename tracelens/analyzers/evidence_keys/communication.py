@@ -10,9 +10,11 @@ from tracelens.analyzers.evidence_keys.model import (
     PCT,
     ROWS,
     TEXT,
+    TEXTS,
     AnalyzerEvidence,
     Key,
     Kind,
+    Type,
 )
 
 _STEP = "The ProfilerStep the kernel's launch fell in"
@@ -55,6 +57,13 @@ EVIDENCE = AnalyzerEvidence(
                         Key("count", COUNT, "Its kernels"),
                         Key("kernel_ns", NS, "Their summed duration"),
                         Key(
+                            "exposed_ns",
+                            NS,
+                            "The part of each kernel no compute kernel overlaps, summed: what "
+                            "decides whether its advice is given (a share of the collectives' "
+                            "exposed time)",
+                        ),
+                        Key(
                             "median_bytes",
                             BYTES,
                             "Median message size, the bytes each rank moves as nccl-tests "
@@ -90,15 +99,28 @@ EVIDENCE = AnalyzerEvidence(
                             "median_algbw_gbps",
                             GBPS,
                             "Median algorithm bandwidth, bytes / kernel time (a lower bound: "
-                            "kernel time includes waiting for peers; a real call's, as for "
-                            "the size)",
+                            "kernel time includes waiting for peers; the midpoint of the "
+                            "middle two of an even count)",
                             null="sizes are unknown",
                         ),
                         Key(
                             "largest_algbw_gbps",
                             GBPS,
-                            "Algorithm bandwidth of the largest message's call",
+                            "Algorithm bandwidth of the largest message's call (not "
+                            "necessarily the best: see `best_algbw_gbps`)",
                             null="sizes are unknown",
+                        ),
+                        Key(
+                            "best_algbw_gbps",
+                            GBPS,
+                            "The highest algorithm bandwidth of any of its calls",
+                            null="sizes are unknown",
+                        ),
+                        Key(
+                            "best_busbw_gbps",
+                            GBPS,
+                            "`best_algbw_gbps` scaled to bus bandwidth as `median_busbw_gbps`",
+                            null="sizes or the group size are unknown",
                         ),
                         Key(
                             "median_busbw_gbps",
@@ -106,6 +128,44 @@ EVIDENCE = AnalyzerEvidence(
                             "The same scaled to bus bandwidth as nccl-tests do (2(n-1)/n for "
                             "all-reduce, (n-1)/n for all-gather and reduce-scatter)",
                             null="sizes or the group size are unknown",
+                        ),
+                    ),
+                ),
+                Key(
+                    "queued_behind",
+                    ROWS,
+                    "Per collective and stream, where the stream also runs other "
+                    "collectives (one process group: they run in the order issued), how "
+                    "often it queued behind them; in first-launch order",
+                    fields=(
+                        Key("collective", TEXT, "The collective"),
+                        Key("stream_id", COUNT, "The stream"),
+                        Key("shares_with", TEXTS, "The other collectives on that stream"),
+                        Key("kernels", COUNT, "Its kernels on that stream"),
+                        Key(
+                            "queued",
+                            COUNT,
+                            "Those launched while the stream's previous kernel, another "
+                            "collective, had not ended: they started only after it",
+                        ),
+                        Key(
+                            "queued_ns",
+                            NS,
+                            "From each such launch to the end of the kernel it queued "
+                            "behind, summed",
+                        ),
+                        Key("behind", TEXTS, "The collectives they queued behind"),
+                        Key(
+                            "unexplained",
+                            COUNT,
+                            "In a filtered trace only: those starting at least 1 ms after "
+                            "their launch with no kernel recorded on the stream meanwhile "
+                            "(the filter may have dropped what they queued behind)",
+                        ),
+                        Key(
+                            "unexplained_ns",
+                            Type("list", item=NS),
+                            "Each such kernel's time from launch to start",
                         ),
                     ),
                 ),
