@@ -762,9 +762,11 @@ def test_a_harness_sync_drain_is_named_and_not_counted(load, frame: str, harness
 
 def test_the_programs_own_sync_in_a_harness_refill_takes_the_gaps_after_it(load) -> None:
     """A harness's device synchronize drains the queue; during the refill the program makes
-    a 20 us stream synchronize of its own that finds the queue empty already. Without the
-    harness, that sync would have emptied it itself: the refill's gaps before it are the
-    harness's (not counted), the ones after it the program's (counted, named by it)."""
+    a 20 us stream synchronize of its own that finds the queue empty already. The program
+    syncs each pass itself, so each pass starts on an empty queue with or without the
+    harness: the refill's gaps before its sync are the harness's (not counted), the ones
+    after it the program's (counted), and the cause is the host slower than the GPU at the
+    pass's start, which removing a sync that found the queue empty does not give back."""
     sc = _drain_then_refill(short_sync_at=3)
     sc.op("bench/run_benchmark.py(41): measure", 15 * US, 2_000 * US, category="python_function")
     after, f = _after_sync(load, sc)
@@ -774,7 +776,10 @@ def test_the_programs_own_sync_in_a_harness_refill_takes_the_gaps_after_it(load)
     assert 0 < ev["harness_sync_ns"] < ev["gap_ns"]
     assert f.impact_ns == ev["gap_ns"] - ev["harness_sync_ns"]
     assert after["call"] == "cudaStreamSynchronize"
-    assert "before the program's own sync" in f.advice
+    assert "the rest after the program's own `cudaStreamSynchronize`" in f.advice
+    assert "which found the queue empty already" in f.advice
+    assert "capture the pass in a graph or compile it" in f.advice
+    assert "the host refilled a queue the harness's sync had emptied" in f.title
     assert "`cudaDeviceSynchronize` from `run_benchmark.py(41): measure`" in f.impact_basis
 
 

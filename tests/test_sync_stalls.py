@@ -153,7 +153,9 @@ def test_transformers_mask_check_gets_its_own_advice(corpus: Path) -> None:
     """BERT-small on an MI300X: the one `bool(tensor)` sync is transformers' check, in
     `_prepare_4d_attention_mask_for_sdpa`, that the 2D attention mask is all ones. The
     generic advice (accumulate losses, `.item()` every N steps) is a training loop's; the
-    expert names the library's check and what skips it (compiling, tracing, a 4D mask)."""
+    expert names the library's check and what skips it: `attention_mask=None` where every
+    mask is all ones, which keeps SDPA's causal path; compiling, tracing or a 4D mask skip
+    it too but hand SDPA an explicit mask, which can cost the flash kernel."""
     db = corpus_db(corpus, "mi300_bert_small.json.gz", "engines")
     (f,) = [
         f for f in sync_stalls.analyze(db, Thresholds()) if f.evidence["pattern"] == "bool_check"
@@ -161,6 +163,7 @@ def test_transformers_mask_check_gets_its_own_advice(corpus: Path) -> None:
     assert "_prepare_4d_attention_mask_for_sdpa" in f.evidence["python_frame"]
     assert f.advice.startswith("The read is transformers' own")
     assert "torch.compile" in f.advice and "4D mask" in f.advice
+    assert "`attention_mask=None`" in f.advice and "rule out the flash kernel" in f.advice
     # ... and only that: the training-loop habits do not follow it
     assert "accumulate losses" not in f.advice and ".item()" not in f.advice
     assert (

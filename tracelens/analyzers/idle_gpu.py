@@ -375,6 +375,14 @@ def _title(
                     f"before the host's next work ({share} in `{top}`{allocating}; the "
                     "harness's, not counted)"
                 )
+            if 0 < drained.harness_ns < drained.ns:
+                # the harness emptied the queue and the program's own sync found it empty
+                # (MI300X Qwen: a 34 µs mask check): the time is the host refilling an
+                # empty queue at the forward's start, which no removed sync gives back
+                return (
+                    f"the host refilled a queue the harness's sync had emptied, slower than "
+                    f"the GPU until it got ahead ({share} in `{top}`{allocating})"
+                )
             return (
                 f"a sync (`{drained.call}`{where}) let the queue run dry before the host's "
                 f"next work ({share} in `{top}`{allocating})"
@@ -821,6 +829,8 @@ def _drained_advice(ev: dict[str, Any]) -> str:
         return ""
     site = ev.get("drained_site")
     share = 100.0 * int(ev["drained_ns"]) / max(1, int(ev["gap_ns"]))
+    if ev.get("drained_harness_ns") and int(ev["drained_ns"]) > int(ev["drained_harness_ns"]):
+        return _harness_refill_advice(ev, n, share, site)
     return (
         f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
         f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) follow a sync that "
@@ -835,20 +845,39 @@ def _drained_advice(ev: dict[str, Any]) -> str:
         + ". Removing the sync, or issuing the next work before it, hides that host time "
         "behind the queued kernels; shortening the host work helps only where it stays. "
         + (
-            f"{fmt_ns(ev['drained_harness_ns'])} of it, before the program's own sync, "
-            f"follows `{ev['drained_harness_call']}`"
-            + (f" from `{ev['drained_harness_site']}`" if ev.get("drained_harness_site") else "")
-            + ", a profiling or benchmark harness's own device synchronize, and is not "
-            "counted; the program's sync found the queue empty already, but without the "
-            "harness it would empty it itself. "
-            if ev.get("drained_harness_ns")
-            else "Where the device synchronize is a benchmark's or profiling harness's own "
+            "Where the device synchronize is a benchmark's or profiling harness's own "
             "(around the measured step), the gap is the harness's: the program without it "
             "keeps its queue full. "
             if "DeviceSynchronize" in str(ev["drained_call"])
             or "CtxSynchronize" in str(ev["drained_call"])
             else ""
         )
+        + (f"{known} " if (known := known_host_read_advice(site)) else "")
+    )
+
+
+def _harness_refill_advice(ev: dict[str, Any], n: int, share: float, site: str | None) -> str:
+    """Gaps after a harness's device synchronize emptied the queue, the program's own sync
+    during the refill finding it empty (MI300X Qwen: the harness's `hipDeviceSynchronize`,
+    then transformers' 34 µs mask check): each pass starts on an empty queue anyway (the
+    harness's sync here; in generation, each token's host read of the sampled token), so
+    removing the program's sync gives back its own time only; what gives the rest back is
+    a host ahead of the GPU from the pass's first kernel."""
+    return (
+        f"{'All' if n == int(ev.get('gap_count', -1)) else f'{n:,}'} of these gaps "
+        f"({fmt_ns(ev['drained_ns'])}, {share:.0f}% of the time) follow syncs that left the "
+        f"queue empty: {fmt_ns(ev['drained_harness_ns'])} of them the refill after "
+        f"`{ev['drained_harness_call']}`"
+        + (f" from `{ev['drained_harness_site']}`" if ev.get("drained_harness_site") else "")
+        + ", a profiling or benchmark harness's own device synchronize (not counted), the "
+        f"rest after the program's own `{ev['drained_call']}`"
+        + (f" from `{site}`" if site else "")
+        + ", which found the queue empty already. So removing that sync gives back only its "
+        "own time: each pass starts on an empty queue anyway (the harness's sync here; in "
+        "generation, the host's read of each sampled token), and the counted time is the "
+        "host slower than the GPU at the pass's start, gap after gap, until it got ahead. "
+        "A host ahead from the first kernel gives it back: capture the pass in a graph or "
+        "compile it; shortening that host work helps too. "
         + (f"{known} " if (known := known_host_read_advice(site)) else "")
     )
 

@@ -3,7 +3,8 @@
 Hugging Face transformers checks before each SDPA call whether the attention mask is all
 ones (`torch.all(mask == 1)`), so it can drop it: a blocking read of a GPU value in every
 forward. The sync-stall finding names it where the read blocks; the idle finding names it
-where the read would empty the queue (after a harness's own sync had emptied it already).
+where it runs in the refill after a harness's own sync had emptied the queue (found empty,
+it costs its own time only).
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ _KNOWN_READS = (
         ),
         "The read is transformers' own: before SDPA attention it checks whether the 2D "
         "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
-        "of a GPU value per forward. transformers skips the check under `torch.compile` and "
-        "tracing, and where the model is given a 4D mask instead of a 2D one.",
+        "of a GPU value per forward. Where every mask is all ones (no padding), passing "
+        "`attention_mask=None` skips it and keeps SDPA's causal path. transformers also "
+        "skips it under `torch.compile` and tracing, and where the model is given a 4D "
+        "mask, but then passes SDPA an explicit mask, which can rule out the flash kernel "
+        "a causal call gets.",
     ),
 )
 
