@@ -98,7 +98,9 @@ CANONICAL_TABLES: tuple[Table, ...] = (
         "Facts about the trace as key/value text: format, tool, rank, t0_ns, warnings, "
         "source file and its sha256, tracelens_schema_version; from PyTorch traces also the "
         "profiler's options recorded as on (profiler_options) and the PyTorch settings a "
-        "harness wrote into the metadata (env.PYTORCH_TUNABLEOP_*); from Nsight exports the "
+        "harness wrote into the metadata (env.PYTORCH_TUNABLEOP_*), and device_ids_renumbered "
+        "where the kernels' device ids (ROCm's physical indices) are not those of the "
+        "deviceProperties listing (the visible ones); from Nsight exports the "
         "host, host_cpu, host_kernel and host_driver_kept_loaded (what kept the driver loaded: the "
         "persistence daemon, a display server on it)",
         (

@@ -85,11 +85,16 @@ def test_hip_module_launch_grids_are_workgroups_and_the_device_is_sized(tmp_path
         db = TraceDB(loaded.con)
         grids = dict(db.rows("SELECT DISTINCT name, grid_x FROM kernels"))
         dev = db.rows("SELECT device_id, name, sm_count, compute_capability FROM devices")
+        info = db.info
         findings = run_all(db, Thresholds())
     finally:
         loaded.close()
     assert grids == {GEMM: 128, ADD: 36}  # 32768 work-items / 256; the add as recorded
     assert dev == [(2, "AMD Instinct MI300X", 304, "9.4")]
+    # the listed device 0 is the GPU that ran (ROCm records its physical index, 2), not
+    # an idle one beside it
+    assert info.get("device_ids_renumbered") == "GPU 2 is the trace's visible device 0"
+    assert "host_gpus_without_work" not in info
     by_kernel = {f.evidence["kernel"]: f for f in findings if f.analyzer == "occupancy"}
     gemm, add = by_kernel[GEMM], by_kernel[ADD]
     assert gemm.title.startswith(f"`{GEMM}` launches 128 workgroups on 304 compute units")

@@ -162,6 +162,22 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
             if isinstance(p, dict) and isinstance(p.get("id"), int):
                 by_id[p["id"]] = p
     active = active_device_ids(con)
+    # ROCm's kernels carry the physical GPU index (2, 9), its deviceProperties the
+    # process's visible ones from 0: the same GPUs when both sets are the same size and
+    # share no index, in order; without this the GPU that ran would look unlisted and
+    # the listed one idle
+    if by_id and len(by_id) == len(active) and not set(by_id) & set(active):
+        visible = sorted(by_id)
+        by_id = {dev: by_id[v] for dev, v in zip(sorted(active), visible, strict=True)}
+        set_info(
+            con,
+            {
+                "device_ids_renumbered": "; ".join(
+                    f"GPU {dev} is the trace's visible device {v}"
+                    for dev, v in zip(sorted(active), visible, strict=True)
+                )
+            },
+        )
     rows = []
     named_after_host: list[int] = []
     inferred: list[str] = []
