@@ -28,6 +28,7 @@ def _paced_and_queued() -> Scenario:
     for i in range(20):
         t = i * 100 * US
         sc.launch(None, "host_paced_k", t, t + 10 * US, 20 * US)
+        sc.op("prepare_next", t + 25 * US, 40 * US, category="python_function")
         sc.launch(None, "queued_k", t + 70 * US, t + 78 * US, 10 * US, api_dur_ns=2 * US)
         sc.launch(None, "tail_k", t + 72 * US, t + 88 * US, 2 * US, api_dur_ns=2 * US)
     return sc

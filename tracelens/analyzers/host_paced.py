@@ -120,6 +120,19 @@ def _cap_by_replay(db: TraceDB, f: Finding, t: Thresholds) -> None:
     if subject is None:
         return
     sel, params = subject
+    # Launch times held is a claim about the host: it holds where the GPU's waits are on
+    # recorded host work (a loader, operators, allocations, syncs). Where they are mostly
+    # time nothing recorded explains, the host may have been waiting on the GPU in a call
+    # the trace lacks, and a faster kernel would then bring its launches forward: no cap.
+    untraced, host_side = db.rows(
+        f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE cause = 'untraced'), 0),
+                   coalesce(sum(end_ns - start_ns)
+                            FILTER (WHERE cause <> 'gpu_dependency'), 0)
+            FROM gaps WHERE device_id IN (SELECT DISTINCT device_id FROM ({sel}))""",
+        params,
+    )[0]
+    if 2 * int(untraced) >= int(host_side):
+        return
     kernel_ns = int(db.scalar(f"SELECT sum(end_ns - start_ns) FROM ({sel})", params) or 0)
     # the selection must hold the finding's kernels whole: an impact larger than their
     # time, or a subject larger, means it names only some of them

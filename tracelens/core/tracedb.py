@@ -87,8 +87,10 @@ class TraceDB:
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
-        row = self.con.execute(sql, params or []).fetchone()
-        return row[0] if row else None
+        # fetched to the end: a result left open blocks the connection's next relation
+        # (a frame read after the analysis fails "unfinished result from execute()")
+        rows = self.con.execute(sql, params or []).fetchall()
+        return rows[0][0] if rows else None
 
     @cached_property
     def info(self) -> dict[str, str]:
