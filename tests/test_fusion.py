@@ -11,8 +11,9 @@ from corpus_cache import corpus_db
 from tracelens.analyzers import fusion, run_all
 from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
-from tracelens.testing.planted_cost import compiled_pointwise, cuda_c_program
-from tracelens.testing.planted_fusion import eager_rmsnorm
+from tracelens.testing.planted_cost import A100, BF16_GEMM, compiled_pointwise, cuda_c_program
+from tracelens.testing.planted_fusion import MS, RMSNORM, US, eager_rmsnorm
+from tracelens.testing.scenario import Scenario
 
 FUSION = finding_id("fusion", "memory_bound_runs")
 
@@ -105,3 +106,64 @@ def test_legacy_resnet_per_parameter_sgd_is_told_to_batch_its_updates(corpus: Pa
     db = corpus_db(corpus, "v100_resnet50_legacy2021.pt.trace.json.gz")
     (f,) = fusion.analyze(db, Thresholds())
     assert "foreach=True" in f.advice and "one parameter at a time" in f.advice
+
+
+_NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+_HFP8 = (
+    "void at::native::vectorized_elementwise_kernel<4, fbgemm_gpu::_hfp8_to_float_gpu("
+    "at::Tensor const&, long, long)::{lambda(unsigned char)#1}, at::detail::Array<char*, 2> >"
+    "(int, fbgemm_gpu::_hfp8_to_float_gpu(at::Tensor const&, long, long)::"
+    "{lambda(unsigned char)#1}, at::detail::Array<char*, 2>)"
+)
+
+
+def _rmsnorm_beside(comm_end_after: int | None, fbgemm_at: int | None) -> Scenario:
+    """The planted RMSNorm's seven kernels between two GEMMs, with a collective on its
+    own stream that starts before them and ends after the ``comm_end_after``-th, and/or
+    FBGEMM's HFP8 dequantize as the ``fbgemm_at``-th kernel instead of RMSNorm's."""
+    sc = Scenario(name="planted_rmsnorm_beside", devices=[A100])
+    for k in range(4):
+        s = k * 3 * MS
+        gpu = s + 100 * US
+        mm = sc.op("aten::mm", s + 10 * US, 20 * US)
+        sc.launch(mm, BF16_GEMM, s + 15 * US, gpu, 1 * MS)
+        gpu += 1 * MS
+        host = s + 40 * US
+        ends = []
+        for i, (name, kernel, dur) in enumerate(RMSNORM):
+            if i == fbgemm_at:
+                name, kernel = "fbgemm::HFP8QuantizedToFloat", _HFP8
+            op = sc.op(name, host, 15 * US)
+            sc.launch(op, kernel, host + 5 * US, gpu, dur * US)
+            gpu += dur * US
+            ends.append(gpu)
+            host += 20 * US
+        if comm_end_after is not None:
+            comm = sc.op("record_param_comms", s + 20 * US, 10 * US)
+            start = s + 1 * MS  # before the RMSNorm's first kernel, on its own stream
+            sc.launch(
+                comm,
+                _NCCL,
+                s + 25 * US,
+                start,
+                ends[comm_end_after - 1] + 5 * US - start,
+                stream_id=9,
+            )
+        mm2 = sc.op("aten::mm", host, 20 * US)
+        sc.launch(mm2, BF16_GEMM, host + 5 * US, gpu, 1 * MS)
+    return sc
+
+
+def test_runs_stop_at_collectives_and_leave_fbgemm_out(scenario_db) -> None:
+    """torch.compile fuses neither across a collective (its result is awaited in between)
+    nor into FBGEMM's custom operators: a collective ending in the middle of the RMSNorm
+    splits its run in two (3 + 4 kernels), and FBGEMM's HFP8 dequantize in its place ends
+    the run there and joins none (3 + 3)."""
+    plain = fusion.analyze(scenario_db(_rmsnorm_beside(None, None)), Thresholds())
+    assert [f.evidence["runs"] for f in plain] == [4]
+    (split,) = fusion.analyze(scenario_db(_rmsnorm_beside(3, None)), Thresholds())
+    assert (split.evidence["runs"], split.evidence["run_kernels"]) == (8, 28)
+    assert sorted({r["kernels"] for r in split.evidence["longest_runs"]}) in ([3, 4], [4])
+    (fb,) = fusion.analyze(scenario_db(_rmsnorm_beside(None, 3)), Thresholds())
+    assert (fb.evidence["runs"], fb.evidence["run_kernels"]) == (8, 24)
+    assert all(not o["operator"].startswith("fbgemm::") for o in fb.evidence["operators"])

@@ -183,17 +183,50 @@ def _size_text(c: dict) -> str:
 _NAMED_SHARE = 0.15
 
 
-def _collectives_text(collectives: list[dict], waited: bool) -> str:
+def long_queues(queued: list[dict], collectives: list[dict]) -> dict[str, dict]:
+    """Per collective kind, its stream row where it queued behind other kinds for at least
+    the share of the exposed time the summary names a collective at. Time queued before a
+    kernel starts is not its exposed kernel time (the kernel had not begun), but it is
+    what a process group of the collective's own would give back: an all-reduce compute
+    hides once it runs can still be held 100 ms behind all-to-alls on a shared stream."""
+    total = sum(int(c.get("exposed_ns") or 0) for c in collectives)
+    out: dict[str, dict] = {}
+    for r in queued:
+        if total > 0 and r["queued"] and r["queued_ns"] >= _NAMED_SHARE * total:
+            best = out.get(r["collective"])
+            if best is None or r["queued_ns"] > best["queued_ns"]:
+                out[r["collective"]] = r
+    return out
+
+
+def _queued_head(row: dict) -> str:
+    return (
+        f"{row['queued']} of them queued {fmt_ns(row['queued_ns'])} behind "
+        f"{_kinds_text(row['behind'])} on NCCL stream {row['stream_id']} before starting"
+    )
+
+
+def _collectives_text(
+    collectives: list[dict], waited: bool, queues: dict[str, dict] | None = None
+) -> str:
     """The collectives that hold the communication time, largest first, with the largest's
-    sizes and bandwidth (a lower bound on the link's where kernels also wait for peers)."""
+    sizes and bandwidth (a lower bound on the link's where kernels also wait for peers),
+    and any that queued long behind another kind (``queues``, from :func:`long_queues`),
+    however little of their kernel time is exposed."""
+    queues = queues or {}
     total = sum(int(c["kernel_ns"]) for c in collectives) or 1
     named = [
-        c for i, c in enumerate(collectives) if i == 0 or c["kernel_ns"] >= _NAMED_SHARE * total
+        c
+        for i, c in enumerate(collectives)
+        if i == 0 or c["kernel_ns"] >= _NAMED_SHARE * total or c["collective"] in queues
     ]
     parts = []
     for i, c in enumerate(named):
         head = f"`{c['collective']}` ×{c['count']:,}"
-        if len(named) > 1:
+        row = queues.get(str(c["collective"]))
+        if row is not None:
+            head += f" ({fmt_ns(int(c['kernel_ns']))}; {_queued_head(row)})"
+        elif len(named) > 1:
             head += f" ({fmt_ns(int(c['kernel_ns']))})"
         sizes = _size_text(c) if i == 0 else ""
         if sizes and waited:
@@ -302,7 +335,10 @@ def queued_behind(kernels: list[dict], filtered: bool) -> list[dict]:
     kernel it queued behind may be missing: one starting at least ``_LATE_START_NS`` after
     its launch with nothing recorded on its stream meanwhile is counted apart
     (``unexplained``), only where the trace is filtered (otherwise such a wait is for an
-    event, not the stream). One row per collective and stream, in first-launch order."""
+    event, not the stream). Each such kernel is listed in ``waits`` (its launch and start,
+    and the kernel it queued behind where recorded), so the ranks of a job can be set side
+    by side: a collective one rank's filter left unexplained may be queued on another's.
+    One row per collective and stream, in first-launch order."""
     by_stream: dict[object, list[dict]] = {}
     for k in kernels:
         if k.get("stream_id") is not None:
@@ -327,6 +363,7 @@ def queued_behind(kernels: list[dict], filtered: bool) -> list[dict]:
                     "behind": [],
                     "unexplained": 0,
                     "unexplained_ns": [],
+                    "waits": [],
                     "first_ns": k["start_ns"],
                 },
             )
@@ -341,9 +378,27 @@ def queued_behind(kernels: list[dict], filtered: bool) -> list[dict]:
                     row["queued_ns"] += int(prev["end_ns"] - launch)
                     if str(prev["coll"]) not in row["behind"]:
                         row["behind"].append(str(prev["coll"]))
+                    row["waits"].append(
+                        {
+                            "launch_ns": int(launch),
+                            "start_ns": int(k["start_ns"]),
+                            "behind": str(prev["coll"]),
+                            "behind_start_ns": int(prev["start_ns"]),
+                            "behind_end_ns": int(prev["end_ns"]),
+                        }
+                    )
             elif filtered and k["start_ns"] - launch >= _LATE_START_NS:
                 row["unexplained"] += 1
                 row["unexplained_ns"].append(int(k["start_ns"] - launch))
+                row["waits"].append(
+                    {
+                        "launch_ns": int(launch),
+                        "start_ns": int(k["start_ns"]),
+                        "behind": None,
+                        "behind_start_ns": None,
+                        "behind_end_ns": None,
+                    }
+                )
     out = sorted(rows.values(), key=lambda r: r["first_ns"])
     for r in out:
         del r["first_ns"]
@@ -425,7 +480,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             [dev],
         )
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
-        size_text = _collectives_text(collectives, waited > 0) if collectives else ""
+        queues = long_queues(queued, collectives)
+        size_text = _collectives_text(collectives, waited > 0, queues) if collectives else ""
         findings.append(
             finding(
                 ANALYZER,
@@ -475,6 +531,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     torchrec=bool(db.scalar(_TORCHREC)),
                     fp32_all_reduce=bool(db.scalar(_FP32_ALL_REDUCE)),
                     shampoo_gather=bool(db.scalar(_SHAMPOO_GATHER)),
+                    gpus=host_gpus(db),
                 ),
                 time_ranges=[
                     TimeRange(int(k["start_ns"]), int(k["end_ns"]), dev, "NCCL") for k in longest
@@ -615,6 +672,13 @@ _DDP_REDUCER = (
     " OR name = 'DistributedDataParallel.forward') + (SELECT count(*) FROM ranges WHERE "
     "name = 'DistributedDataParallel.forward') > 0"
 )
+
+
+def ddp_reducer_runs(db: TraceDB) -> bool:
+    """Whether DDP's reducer runs in the trace (its operators or module range)."""
+    return bool(db.scalar(_DDP_REDUCER))
+
+
 # FBGEMM's quantize operators (and their kernels), which TorchRec's quantized-communication
 # codecs run around the exchange: it is already narrowed.
 _QUANTIZED_COMMS = (
@@ -695,30 +759,54 @@ def _queue_text(row: dict) -> str:
     return "; ".join(seen)
 
 
-def _ddp_all_reduce_text(queued: list[dict], torchrec: bool, fp32_all_reduce: bool | None) -> str:
-    """The all-reduce advice where DDP's reducer runs: it buckets and goes async already."""
-    text = (
-        " For the all-reduce share: DDP's reducer already issues the gradient all-reduces "
-        "asynchronously, bucket by bucket, from backward hooks"
-    )
+def all_reduce_queue_row(queued: list[dict]) -> dict | None:
+    """The all-reduce stream row that shows most of the all-reduces queuing behind other
+    collectives: those seen queued behind a recorded kernel first, then those a filter
+    left unexplained."""
     rows = [
         r
         for r in queued
         if _is_kind(r["collective"], "allreduce") and (r["queued"] or r["unexplained"])
     ]
-    if rows:
-        # One stream per communicator: the reducer's all-reduces wait for every other
-        # collective its process group issued first, however early their bucket was ready.
-        # A smaller bucket cap does not start them sooner; a group of their own does.
-        r = max(rows, key=lambda r: (r["queued"] + r["unexplained"], r["kernels"]))
-        text += (
-            f", but they run on NCCL stream {r['stream_id']} with "
-            f"{_kinds_text(r['shares_with'])} (one process group, whose collectives run in "
-            f"the order issued): of the {r['kernels']} there, {_queue_text(r)}. A smaller "
-            "`bucket_cap_mb` does not start them sooner; a process group of DDP's own "
-            '(`dist.new_group(backend="nccl")`, its own communicator and stream) lets its '
-            f"all-reduces run beside {_kinds_text(r['shares_with'])} instead of behind them."
-        )
+    return max(
+        rows,
+        key=lambda r: (r["queued"], r["queued_ns"], r["unexplained"], r["kernels"]),
+        default=None,
+    )
+
+
+def ddp_queue_text(r: dict, rank: int | None = None) -> str:
+    """Why a process group of DDP's own: its all-reduces share a stream with other
+    collectives (``r``, a ``queued_behind`` row; ``rank``: whose trace shows it, where
+    that is another rank's than the finding's). One stream per communicator: the reducer's
+    all-reduces wait for every other collective their process group issued first, however
+    early their bucket was ready. A smaller bucket cap does not start them sooner; a group
+    of their own does."""
+    where = "" if rank is None else f"rank {rank}'s trace shows "
+    return (
+        f", but {where}they run on NCCL stream {r['stream_id']} with "
+        f"{_kinds_text(r['shares_with'])} (one process group, whose collectives run in "
+        f"the order issued): of the {r['kernels']} there, {_queue_text(r)}. A smaller "
+        "`bucket_cap_mb` does not start them sooner; a process group of DDP's own "
+        '(`dist.new_group(backend="nccl")`, its own communicator and stream) lets its '
+        f"all-reduces run beside {_kinds_text(r['shares_with'])} instead of behind them."
+    )
+
+
+def _ddp_all_reduce_text(
+    queued: list[dict], torchrec: bool, fp32_all_reduce: bool | None, share: bool = True
+) -> str:
+    """The all-reduce advice where DDP's reducer runs: it buckets and goes async already.
+    ``share``: the all-reduces hold a share of the exposed time (else they are advised on
+    for their queuing alone)."""
+    text = (
+        f" For the all-reduce{' share' if share else 's'}: DDP's reducer already issues the "
+        "gradient all-reduces asynchronously, bucket by bucket, from backward hooks"
+    )
+    r = all_reduce_queue_row(queued)
+    rows = [r] if r is not None else []
+    if r is not None:
+        text += ddp_queue_text(r)
     else:
         text += "."
     if torchrec:
@@ -750,9 +838,37 @@ def _ddp_all_reduce_text(queued: list[dict], torchrec: bool, fp32_all_reduce: bo
     return text
 
 
-def _shampoo_text(c: dict) -> str:
+# Kineto gives each GPU it lists a process track whose pid is the device index, named
+# like the host process; a host process's pid is the OS's and runs host events.
+_GPU_TRACKS = """
+SELECT count(DISTINCT pid) FROM threads
+WHERE process_name IS NOT NULL AND pid BETWEEN 0 AND 63
+  AND pid NOT IN (SELECT DISTINCT pid FROM cpu_ops WHERE pid IS NOT NULL
+                  UNION SELECT DISTINCT pid FROM api_calls WHERE pid IS NOT NULL)
+"""
+
+
+def host_gpus(db: TraceDB) -> int | None:
+    """The GPUs the trace lists for its host: ``deviceProperties``' (the active ones and
+    ``host_gpus_without_work``), else Kineto's GPU process tracks (it names a track for
+    every GPU the process sees, whether or not it ran work there). None where neither lists
+    more than one GPU: a trace that lists only its own GPU does not say the host's count."""
+    idle = [p for p in (db.info.get("host_gpus_without_work") or "").split(",") if p.strip()]
+    listed = len(db.devices) + len(idle) if idle else 0
+    if listed < 2:
+        listed = int(db.scalar(_GPU_TRACKS) or 0)
+        active = {d.device_id for d in db.devices}
+        if active and max(active) >= listed:
+            return None  # the tracks do not cover the GPUs that ran work: not the host's list
+    return listed if listed >= 2 else None
+
+
+def _shampoo_text(c: dict, gpus: int | None = None) -> str:
     """Distributed Shampoo's all-gather: each step every rank gathers the blocks the others
-    preconditioned, over the whole group unless the group is made smaller."""
+    preconditioned, over the whole group unless the group is made smaller. The group is
+    ``num_trainers_per_group`` ranks (all of them by default); with ``gpus`` per host known
+    and a larger group, the gather crosses hosts, and a group of one host's GPUs keeps it
+    on NVLink."""
     size = (
         f", {fmt_bytes(c['max_bytes'])} each"
         if c["max_bytes"] == c["min_bytes"] and c["max_bytes"]
@@ -768,10 +884,39 @@ def _shampoo_text(c: dict) -> str:
         f" The `{c['collective']}` ×{c['count']}{size}{group} "
         f"({hidden} with no compute beside it) is distributed Shampoo's, launched inside "
         "its optimizer step: each step every rank gathers the blocks the others preconditioned. "
-        "`DDPShampooConfig(num_trainers_per_group=<GPUs per node>)` keeps that gather inside "
-        "a node (each node then computes every block), and "
-        "`communication_dtype=CommunicationDType.BF16` halves its bytes if it communicates "
-        "fp32 (the trace cannot tell: the gathered buffer is recorded as int8 bytes)."
+        + _shampoo_group_text(c.get("group_size"), gpus)
+        + "; bf16 communication halves its bytes if it "
+        "communicates fp32 (the trace cannot tell: the gathered buffer is recorded as int8 "
+        "bytes). In facebookresearch/optimizers' current API both are "
+        "`distributed_config=DDPDistributedConfig(communication_dtype=torch.bfloat16, "
+        f"num_trainers_per_group={gpus or '<GPUs per node>'})`; older releases spell it "
+        "`distributed_config=DDPShampooConfig(communication_dtype=CommunicationDType.BF16, "
+        f"num_trainers_per_group={gpus or '<GPUs per node>'})`."
+    )
+
+
+def _shampoo_group_text(group: object, gpus: int | None) -> str:
+    n = int(group) if isinstance(group, int) else None
+    if n and gpus and n > gpus:
+        hosts = -(-n // gpus)
+        return (
+            f"`num_trainers_per_group` is {n} here (the gather spans ~{hosts} nodes of "
+            f"{gpus} GPUs, the trace listing {gpus} on this host); {gpus} keeps it inside a node "
+            "(each node then computes every block)"
+        )
+    if n and gpus:
+        return (
+            f"`num_trainers_per_group` is {n} here, within one node of {gpus} GPUs: the "
+            "gather already stays inside a node"
+        )
+    if n:
+        return (
+            f"`num_trainers_per_group` is {n} here; the GPUs per node keep that gather inside "
+            "a node (each node then computes every block)"
+        )
+    return (
+        "`num_trainers_per_group` set to the GPUs per node keeps that gather inside a node "
+        "(each node then computes every block)"
     )
 
 
@@ -782,7 +927,10 @@ _NETWORK_PLAUSIBLE_GBPS = 10.0
 _ONE_PORT_MAX_GBPS = 55.0  # a 400 Gb/s port's 50 GB/s; faster is several ports or NVLink
 
 
-def _bandwidth_text(collectives: list[dict], wl: Workload) -> str:
+def _bandwidth_text(collectives: list[dict], wl: Workload, gpus: int | None = None) -> str:
+    """Where the best rate stands against the links. ``gpus``: the GPUs the trace lists for
+    its host; a collective whose group is larger crosses hosts, so its rate is the
+    network's whether or not the recorded ranks share a node."""
     fabric = "Infinity Fabric" if wl.amd else "NVLink"
     debug = "RCCL_DEBUG=INFO" if wl.amd else "NCCL_DEBUG=INFO"
     rates = [
@@ -799,6 +947,16 @@ def _bandwidth_text(collectives: list[dict], wl: Workload) -> str:
         )
     rate, c = best
     kind = "bus" if c.get("best_busbw_gbps") else "algorithm"
+    group = c.get("group_size")
+    if gpus and isinstance(group, int) and group > gpus:
+        return (
+            f"The best rate, `{c['collective']}`'s {rate:.1f} GB/s {kind} bandwidth, is an "
+            f"inter-node rate: its group of {group} ranks spans at least "
+            f"{-(-group // gpus)} hosts of {gpus} GPUs (the trace lists {gpus} on this one), "
+            "so its ring crosses the network, where one port gives a GPU 12.5-50 GB/s "
+            f"(100-400 Gb/s): near what the network gives, not a slow {fabric}. `{debug}` "
+            "names each channel's transport."
+        )
     return (
         f"The best rate, `{c['collective']}`'s {rate:.1f} GB/s {kind} bandwidth, is what one "
         "network port gives a GPU (100-400 Gb/s: 12.5-50 GB/s); the trace does not say "
@@ -820,17 +978,24 @@ def _advice(
     torchrec: bool = False,
     fp32_all_reduce: bool | None = None,
     shampoo_gather: bool = False,
+    gpus: int | None = None,
 ) -> str:
     parts = []
     # A collective compute hides gets no advice: the all-reduce's only where it holds the
     # share of the exposed time the summary names a collective at.
     all_reduce = next((c for c in collectives if _is_kind(c["collective"], "allreduce")), None)
     all_reduce_share = ""
-    if all_reduce is not None and _holds_share(all_reduce, collectives):
+    holds = all_reduce is not None and _holds_share(all_reduce, collectives)
+    # an all-reduce held long behind another kind on its stream is advised on however
+    # little of its own kernel time is exposed: the queuing is what a group of its own saves
+    queues_long = all_reduce is not None and all_reduce["collective"] in long_queues(
+        queued or [], collectives
+    )
+    if holds or queues_long:
         # Where DDP's reducer runs it already buckets the gradients and issues their
         # all-reduces asynchronously from backward hooks: "bucket and go async" is done.
         all_reduce_share = (
-            _ddp_all_reduce_text(queued or [], torchrec, fp32_all_reduce)
+            _ddp_all_reduce_text(queued or [], torchrec, fp32_all_reduce, share=holds)
             if ddp_reducer
             else " For the all-reduce share, keep DDP gradient bucketing on and issue "
             "collectives with `async_op=True`."
@@ -918,7 +1083,7 @@ def _advice(
         and gather is not None
         and _holds_share(gather, collectives)
     ):
-        parts.append(_shampoo_text(gather).strip())
+        parts.append(_shampoo_text(gather, gpus).strip())
     small = [c for c in collectives if c["median_bytes"] and c["median_bytes"] < 1024 * 1024]
     if small:
         parts.append(
@@ -926,5 +1091,5 @@ def _advice(
             + ", ".join(f"`{c['collective']}`" for c in small[:3])
             + ") are latency-bound: batch them (coalesce tensors, larger buckets)."
         )
-    parts.append(_bandwidth_text(collectives, wl))
+    parts.append(_bandwidth_text(collectives, wl, gpus))
     return " ".join(parts)

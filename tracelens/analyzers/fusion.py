@@ -13,6 +13,13 @@ least two operator calls. Its fused cost is estimated as its longest kernel (a f
 kernel still streams the largest tensor once), so the impact is each run's time beyond
 its longest kernel: an estimate, high where a run joins unrelated tensors.
 
+A run never crosses a communication kernel's start or end on its device (the collective
+is a boundary torch.compile does not fuse across: its result is awaited in between), and
+FBGEMM's kernels (``fbgemm_gpu``: table-batched embedding lookups and their backward,
+index linearization, the quantize and dequantize codecs of quantized communication) end a
+run instead of joining it: they are custom operators that Inductor calls as they are and
+cannot fuse with their neighbours.
+
 Only eager PyTorch is judged (its operators recorded by the PyTorch profiler, or as the
 NVTX ranges ``emit_nvtx`` writes for Nsight Systems): compiled models (Triton kernels) and
 graph replays have fused or fixed their kernels, and a CUDA C program names no operators
@@ -21,6 +28,9 @@ to fuse.
 
 from __future__ import annotations
 
+import re
+
+from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.hot_ops import operator_finding_id
 from tracelens.core.findings import Finding, TimeRange
@@ -38,14 +48,31 @@ ANALYZER = "fusion"
 _MEMORY_BOUND = ("elementwise", "reduction")
 _TOP = 5
 
-# Runs of memory-bound kernels: a run ends at any other kernel on the device. Kernels no
-# operator launched (before the host trace, graph replays) break runs and count in none.
-_RUN_KERNELS = """
+# FBGEMM's kernels: its namespace in the name, or the embedding kernels it names bare,
+# launched by its operators (``fbgemm::``, ``fb::``) or the embedding lookup's autograd
+# node (its backward's ``linearize_index_kernel``).
+_FBGEMM_KERNEL = re.compile(
+    r"fbgemm|^(?:void )?(?:linearize_index|split_embedding|bounds_check_indices|"
+    r"permute_pooled_embs)"
+)
+_FBGEMM_OP = (
+    "(starts_with(op_name, 'fbgemm::') OR starts_with(op_name, 'fb::') "
+    "OR op_name LIKE '%SplitLookupFunction%')"
+)
+
+# Runs of memory-bound kernels: a run ends at any other kernel on the device, and at a
+# communication kernel's end too (a run on the compute stream beside a long collective
+# would otherwise join the kernels before it ends with those after). Kernels no operator
+# launched (before the host trace, graph replays) break runs and count in none.
+_RUN_KERNELS = f"""
 WITH k AS (
     SELECT device_id, krow, start_ns, dur_ns, op_id, op_name,
-           op_id IS NOT NULL AND op_id >= 0
+           op_id IS NOT NULL AND op_id >= 0 AND NOT coalesce({_FBGEMM_OP}, false)
                AND kernel_name IN (SELECT unnest(?::VARCHAR[])) AS mem
     FROM kernel_ops
+    UNION ALL
+    SELECT device_id, NULL, end_ns, 0, NULL, NULL, false
+    FROM kernels WHERE {comm_kernel_sql()}
 ),
 r AS (
     SELECT *, sum(CASE WHEN mem THEN 0 ELSE 1 END)
@@ -95,7 +122,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     names = [
         n
         for (n,) in db.rows("SELECT DISTINCT kernel_name FROM kernel_ops")
-        if classify(n).key in _MEMORY_BOUND
+        if classify(n).key in _MEMORY_BOUND and not _FBGEMM_KERNEL.search(n)
     ]
     if not names:
         return []

@@ -30,7 +30,7 @@ from tracelens.analyzers.cost_model import (
 from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
-from tracelens.core.kernel_kinds import KINDS, advice_for, classify
+from tracelens.core.kernel_kinds import KINDS, advice_for, classify, communication_advice
 from tracelens.core.op_cost import dtype_of
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -138,7 +138,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 f"{int(op['kernels']):,} kernels totalling {fmt_ns(op['ns'])} "
                 f"({share:.1f}% of all kernel time).",
                 evidence=evidence,
-                advice=advice_for(
+                advice=_communication_advice(db, name)
+                if kind.key == "communication" and wl.is_pytorch
+                else advice_for(
                     kind,
                     wl,
                     top_kernel,
@@ -155,6 +157,38 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         )
     _say_one_switch(findings)
     return findings
+
+
+# FSDP runs: FSDP1's module (`FullyShardedDataParallel.forward`, its `_pre_forward`...) or
+# FSDP2's ranges (`FSDP::pre_forward`, `FSDP::all_gather`...).
+_FSDP = """
+SELECT (SELECT count(*) FROM cpu_ops WHERE name ILIKE '%FullyShardedDataParallel%'
+        OR starts_with(name, 'FSDP::')) +
+       (SELECT count(*) FROM ranges WHERE name ILIKE '%FullyShardedDataParallel%'
+        OR starts_with(name, 'FSDP::')) > 0
+"""
+# An operator's calls inside distributed Shampoo's optimizer step (the profiler's
+# `Optimizer.step#<class>.step` range around every optimizer's step).
+_IN_SHAMPOO_STEP = r"""
+SELECT count(*) > 0 AND bool_and(EXISTS (
+    SELECT 1 FROM (SELECT pid, tid, name, start_ns, end_ns FROM ranges
+                   UNION ALL SELECT pid, tid, name, start_ns, end_ns FROM cpu_ops) s
+    WHERE s.pid = o.pid AND s.tid = o.tid AND s.start_ns <= o.start_ns
+      AND s.end_ns >= o.end_ns
+      AND regexp_matches(s.name, '^Optimizer\.step#\w*Shampoo\w*\.step$')))
+FROM cpu_ops o WHERE o.name = ?
+"""
+
+
+def _communication_advice(db: TraceDB, operator: str) -> str:
+    """A hot communication operator's advice from what the trace shows runs around it."""
+    from tracelens.analyzers.communication import ddp_reducer_runs
+
+    return communication_advice(
+        ddp=ddp_reducer_runs(db),
+        fsdp=bool(db.scalar(_FSDP)),
+        shampoo=bool(db.scalar(_IN_SHAMPOO_STEP, [operator])),
+    )
 
 
 def _say_one_switch(findings: list[Finding]) -> None:

@@ -138,8 +138,9 @@ KINDS = {
         "communication (NCCL)",
         0.0,
         "",
-        "Collectives take GPU time: overlap them with compute (DDP bucketing, FSDP prefetch), "
-        "and check their bandwidth against the interconnect's.",
+        "Collectives take GPU time: overlap them with compute (async collectives, waited on "
+        "only where the result is needed), and check their bandwidth against the "
+        "interconnect's.",
     ),
     "elementwise": KernelKind(
         "elementwise",
@@ -355,6 +356,32 @@ def _moe_expert_advice(kernel_name: str) -> str:
             if packed
             else "; narrower expert weights (FP8, or 4-bit formats) cut the bytes."
         )
+    )
+
+
+def communication_advice(ddp: bool = False, fsdp: bool = False, shampoo: bool = False) -> str:
+    """A hot communication operator's advice, from what the trace shows runs: DDP's
+    bucketing or FSDP's prefetch only where their operators or ranges are recorded (FSDP
+    advice for a job without FSDP sends the reader to settings it does not have), and for
+    an all-gather inside distributed Shampoo's optimizer step, its config, which sets the
+    group it gathers over and the bytes."""
+    if shampoo:
+        return (
+            "These collectives are distributed Shampoo's all-gather, launched inside its "
+            "optimizer step: its `num_trainers_per_group` (how many ranks it gathers over) "
+            "and `communication_dtype` set their cost, and the communication finding says "
+            "what they are here. Check their bandwidth against the interconnect's."
+        )
+    ways = [w for w, on in (("DDP's gradient bucketing", ddp), ("FSDP prefetch", fsdp)) if on]
+    how = (
+        " and ".join(ways)
+        if ways
+        else "async collectives, waited on only where the result is needed"
+    )
+    return (
+        f"Collectives take GPU time: overlap them with compute ({how}), and check their "
+        "bandwidth against the interconnect's; the communication finding says how much of "
+        "it no compute hides."
     )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracelens.core.units import fmt_ns
-from tracelens.ranks.grouping import of_rank
+from tracelens.ranks.grouping import of_rank, problem_key
 
 _FOR_STRAGGLER = (
     " In this job, {cut} of it is waiting for a straggler rank, which that rank's finding "
@@ -164,3 +164,42 @@ def dropped_waiting_notes(dropped: dict[int, tuple[int, int]]) -> list[str]:
         "out"
         for (est, measured), ranks in by_values.items()
     ]
+
+
+def waiting_by_rank(
+    findings: list[dict[str, Any]], reports: dict[int, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``findings`` with each shared peer-waiting finding's summary naming every rank's own
+    exposed waiting (``reports``: each rank's report), where the rank shown is not the one
+    that waits longest. The shown rank is the one whose waiting is left largest once the
+    job's other findings take their share (a straggler's), which need not be the one that
+    waits longest: without the figures, a reader takes the shown rank's for the worst."""
+    out = []
+    for f in findings:
+        if not _is_waiting(f) or len(f.get("ranks") or []) < 2 or f.get("rank") is None:
+            out.append(f)
+            continue
+        key = problem_key(f)
+        own: dict[int, int] = {}
+        for r in f["ranks"]:
+            for g in (reports.get(int(r)) or {}).get("findings") or []:
+                if _is_waiting(g) and problem_key(g) == key:
+                    own[int(r)] = int(g["evidence"]["exposed_waiting_ns"])
+        if not own:
+            out.append(f)
+            continue
+        worst = max(own, key=lambda r: (own[r], -r))
+        if worst == int(f["rank"]) or own[worst] <= own.get(int(f["rank"]), 0):
+            out.append(f)
+            continue
+        by = ", ".join(f"rank {r} {fmt_ns(ns)}" for r, ns in sorted(own.items()))
+        out.append(
+            {
+                **f,
+                "summary": f["summary"] + f" Exposed waiting for peers by rank: {by}; rank "
+                f"{worst} waits longest, and rank {f['rank']} is shown as the one whose "
+                "waiting is left largest once the job's other findings take their share "
+                "(see the impact).",
+            }
+        )
+    return out

@@ -81,7 +81,7 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
     renamed: dict[str, str] = {}  # a rank's finding id -> its shared finding's
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in findings:
-        by_key.setdefault(_problem(f), []).append(f)
+        by_key.setdefault(problem_key(f), []).append(f)
     out: list[dict[str, Any]] = []
     for key, same in by_key.items():
         if len(same) == 1 or len({f["rank"] for f in same}) < len(same):
@@ -121,5 +121,6 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
     return out
 
 
-def _problem(f: dict[str, Any]) -> tuple[str, str]:
+def problem_key(f: dict[str, Any]) -> tuple[str, str]:
+    """Which problem a finding is: its analyzer and its title with the numbers blanked."""
     return (str(f["analyzer"]), _NUMBER.sub("#", str(f["title"])))

@@ -21,10 +21,11 @@ from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.ranks.clock import Alignment, align, from_base_times
-from tracelens.ranks.counted_once import dropped_waiting_notes, reconcile
+from tracelens.ranks.counted_once import dropped_waiting_notes, reconcile, waiting_by_rank
 from tracelens.ranks.extract import RankExtract, extract
 from tracelens.ranks.grouping import group_shared
 from tracelens.ranks.job_findings import imbalance_finding, straggler_findings
+from tracelens.ranks.queueing import cite_queuing
 from tracelens.ranks.storms import storm_finding, storm_saving_ns
 from tracelens.ranks.stragglers import groups, skew_by_kind, stragglers
 
@@ -133,7 +134,9 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     late = stragglers(extracts, found)
     window = int(median(_window(e) for e in extracts)) or 1
     world = _world_size(extracts)
-    findings = straggler_findings(late, found, window, t, world)
+    findings = straggler_findings(
+        late, found, window, t, world, {e.rank: e.compute_ns for e in extracts}
+    )
     # Time a rank waits inside collectives for a straggler is the straggler finding's: its
     # own communication findings keep only the rest, so no millisecond leads twice.
     named = {f["rank"] for f in findings if f["impact_ns"] > 0}
@@ -174,7 +177,11 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
             dropped[e.rank] = note
     notes = dropped_waiting_notes(dropped)
     findings = [{**f, "ranks": f.get("ranks") or [f["rank"]]} for f in findings]
-    findings += group_shared(own, len(extracts))
+    # a shared finding's queuing advice rests on the rank that records the queuing
+    findings += waiting_by_rank(
+        cite_queuing(group_shared(own, len(extracts)), extracts, alignments),
+        {e.rank: e.report for e in extracts},
+    )
     findings.sort(
         key=lambda f: (
             -int(f["impact_ns"]),

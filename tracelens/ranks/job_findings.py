@@ -25,6 +25,11 @@ _WHY = {
     # the whole capture's difference (the imbalance finding's), which it may come near
     "compute": "between its previous recorded collective and each of them it ran {compute} "
     "more GPU compute in all than the other ranks' median (load imbalance)",
+    # the same sum where it comes to the whole capture's difference: said as that, since
+    # windows from each rank's previous recorded collective differ between ranks whose
+    # traces a filter thinned differently, and only the total is the same measure on each
+    "compute_whole": "it ran {whole} more GPU compute than the other ranks' median over the "
+    "whole trace (load imbalance; the imbalance finding names the operators)",
     "data_loading": "its GPU sat idle {idle} longer than the others' before them, waiting for "
     "its input pipeline (DataLoader)",
     "host_compute": "its GPU sat idle {idle} longer than the others' before them while its "
@@ -76,8 +81,13 @@ def straggler_findings(
     window_ns: int,
     t: Thresholds,
     world: int | None = None,
+    compute_ns: dict[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     """A finding for each rank last often enough that chance does not explain it.
+
+    ``compute_ns``: each rank's compute-kernel time over its whole trace; where the late
+    rank's extra compute before its collectives comes to its extra over the whole trace
+    (within :data:`SAME_AS_WHOLE`), the summary says the latter.
 
     ``world``: the job's size, where the traces record it. When only some of its ranks are
     here, "last" is last among them: the title says so, since the rank may itself be
@@ -94,8 +104,18 @@ def straggler_findings(
             continue
         mine = sorted((g for g in found if g.last == s.rank), key=lambda g: -g.lead_ns)
         pct = 100.0 * s.held_back_ns / window_ns
-        why = _WHY.get(s.cause, _WHY["unknown"]).format(
-            compute=fmt_ns(s.excess_compute_ns), idle=fmt_ns(s.excess_idle_ns)
+        whole = _whole_excess(s.rank, compute_ns or {})
+        cause = s.cause
+        if (
+            cause == "compute"
+            and whole
+            and abs(s.excess_compute_ns - whole) <= SAME_AS_WHOLE * whole
+        ):
+            cause = "compute_whole"
+        why = _WHY.get(cause, _WHY["unknown"]).format(
+            compute=fmt_ns(s.excess_compute_ns),
+            idle=fmt_ns(s.excess_idle_ns),
+            whole=fmt_ns(whole or 0),
         )
         out.append(
             {
@@ -150,6 +170,20 @@ def straggler_findings(
             }
         )
     return out
+
+
+# A late rank's extra compute before its collectives this close to its extra over the
+# whole trace is that one difference.
+SAME_AS_WHOLE = 0.05
+
+
+def _whole_excess(rank: int, compute_ns: dict[int, int]) -> int | None:
+    """``rank``'s compute time over the other ranks' median, over the whole traces."""
+    others = [v for r, v in compute_ns.items() if r != rank]
+    if rank not in compute_ns or not others:
+        return None
+    extra = compute_ns[rank] - int(median(others))
+    return extra if extra > 0 else None
 
 
 def _straggler_ranges(late: int, worst: list[Group]) -> list[dict[str, Any]]:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
+from tracelens.core.units import fmt_ns
 from tracelens.ranks.clock import Alignment
 from tracelens.ranks.extract import Collective, RankExtract
 
@@ -115,24 +118,43 @@ def stragglers(extracts: list[RankExtract], found: list[Group]) -> list[Straggle
     return sorted(out, key=lambda s: (-s.held_back_ns, s.rank))
 
 
+# Up to this many skews per kind are listed as they are: percentiles of two values
+# name one of them (or their midpoint) and hide the other.
+LISTED_SKEWS = 2
+
+
 def skew_by_kind(found: list[Group]) -> list[dict[str, object]]:
-    """Arrival skew per collective kind: count, p50, p95, max (ns)."""
+    """Arrival skew per collective kind: count, p50 (a true median, the midpoint of an even
+    count, as the per-rank tables' medians are), p95, max (ns), and ``values_ns`` (every
+    skew, ascending) where there are at most :data:`LISTED_SKEWS`."""
     by: dict[str, list[int]] = {}
     for g in found:
         by.setdefault(g.kind, []).append(g.skew_ns)
     rows: list[dict[str, object]] = []
     for kind, vals in sorted(by.items()):
         vals.sort()
-        rows.append(
-            {
-                "collective": kind,
-                "count": len(vals),
-                "p50_ns": _pct(vals, 50),
-                "p95_ns": _pct(vals, 95),
-                "max_ns": vals[-1],
-            }
-        )
+        row: dict[str, object] = {
+            "collective": kind,
+            "count": len(vals),
+            "p50_ns": int(median(vals)),
+            "p95_ns": _pct(vals, 95),
+            "max_ns": vals[-1],
+        }
+        if len(vals) <= LISTED_SKEWS:
+            row["values_ns"] = list(vals)
+        rows.append(row)
     return rows
+
+
+def skew_text(s: Mapping[str, Any]) -> str:
+    """One kind's skew for a report line: its values where few, else p50, p95, max."""
+    values = s.get("values_ns")
+    if isinstance(values, list):
+        return "values " + ", ".join(fmt_ns(int(v)) for v in values)
+    return (
+        f"p50 {fmt_ns(int(s['p50_ns']))}, p95 {fmt_ns(int(s['p95_ns']))}, "
+        f"max {fmt_ns(int(s['max_ns']))}"
+    )
 
 
 def _pct(sorted_vals: list[int], p: float) -> int:

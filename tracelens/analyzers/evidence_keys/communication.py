@@ -167,6 +167,33 @@ EVIDENCE = AnalyzerEvidence(
                             Type("list", item=NS),
                             "Each such kernel's time from launch to start",
                         ),
+                        Key(
+                            "waits",
+                            ROWS,
+                            "Each queued or unexplained kernel, in start order",
+                            fields=(
+                                Key("launch_ns", NS, "Its launch call's start (trace clock)"),
+                                Key("start_ns", NS, "Its kernel's start (trace clock)"),
+                                Key(
+                                    "behind",
+                                    TEXT,
+                                    "The collective it queued behind",
+                                    null="unexplained: nothing recorded ran on the stream",
+                                ),
+                                Key(
+                                    "behind_start_ns",
+                                    NS,
+                                    "That collective's kernel start (trace clock)",
+                                    null="unexplained",
+                                ),
+                                Key(
+                                    "behind_end_ns",
+                                    NS,
+                                    "That collective's kernel end (trace clock)",
+                                    null="unexplained",
+                                ),
+                            ),
+                        ),
                     ),
                 ),
                 Key("bandwidth_note", TEXT, "Why the bandwidths are lower bounds (fixed text)"),

@@ -6,6 +6,7 @@ from typing import Any
 
 from tracelens.core.units import fmt_ns
 from tracelens.ranks.grouping import finding_scope
+from tracelens.ranks.stragglers import skew_text
 
 _COLUMNS = (
     "rank",
@@ -75,8 +76,7 @@ def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) ->
     )
     for s in job["collectives"]["skew"]:
         out.append(
-            f"- {s['collective']} arrival skew over {s['count']} shared collectives: p50 "
-            f"{fmt_ns(s['p50_ns'])}, p95 {fmt_ns(s['p95_ns'])}, max {fmt_ns(s['max_ns'])}"
+            f"- {s['collective']} arrival skew over {s['count']} shared collectives: {skew_text(s)}"
         )
     out += ["", "## Findings", ""]
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
@@ -108,8 +108,7 @@ def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None 
     console.print(table)
     for s in job["collectives"]["skew"]:
         console.print(
-            f"{s['collective']} arrival skew ({s['count']} shared): p50 {fmt_ns(s['p50_ns'])}, "
-            f"p95 {fmt_ns(s['p95_ns'])}, max {fmt_ns(s['max_ns'])}",
+            f"{s['collective']} arrival skew ({s['count']} shared): {skew_text(s)}",
             highlight=False,
         )
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
