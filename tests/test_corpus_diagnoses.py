@@ -1159,6 +1159,9 @@ def test_sglang_paged_attention_is_costed_from_its_kv_pool_and_the_step_label(
     # it already runs aiter's paged attention (`paged_attention_ll4mi_QKV_mfma16_kernel`,
     # from `aiter_backend.py`): the advice names no backend as the better one
     assert "the kernel is the lever" in att["advice"] and "aiter" not in att["advice"]
+    # SGLang's own switch, not vLLM's environment variable
+    assert "SGLang's `--attention-backend`" in att["advice"]
+    assert "VLLM_ATTENTION_BACKEND" not in att["advice"]
 
 
 def test_reports_are_byte_identical_across_analyses(corpus: Path) -> None:

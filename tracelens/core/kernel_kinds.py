@@ -496,12 +496,21 @@ def advice_for(
                 # the engine's paged KV cache and grouped-query heads are already there, and
                 # it packs sequences: what is left is the bytes of the cache each step reads,
                 # and how fast the kernel reads them where the cost model priced that
+                # the engine's own switch, by the operator that names it: an SGLang user
+                # has no use for vLLM's environment variable
+                engine = op_name.lower()
+                switch = (
+                    "SGLang's `--attention-backend`"
+                    if "sglang" in engine
+                    else "vLLM's `VLLM_ATTENTION_BACKEND`"
+                    if engine.startswith("vllm")
+                    else "SGLang's `--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`"
+                )
                 lead = (
                     "Attention already runs as fused kernels over a paged KV cache, but they "
                     "read it well below the GPU's memory bandwidth: the kernel is the lever. "
                     "Compare the engine's attention backends, and a newer release of the "
-                    "engine and its kernel library, on this batch and context (SGLang's "
-                    "`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`). Each "
+                    f"engine and its kernel library, on this batch and context ({switch}). Each "
                     if below_roofline
                     else "Attention already runs as fused kernels over a paged KV cache: each "
                 )
