@@ -810,7 +810,7 @@ def test_mi300_qwen_inference_is_mostly_busy_and_its_gemms_are_named(corpus: Pat
     w = r["workload"]
     assert w["gpu"]["model"] == "MI300X" and w["gpu"]["vendor"] == "amd"
     assert w["attention"] == "flash"
-    assert r["findings"][0]["analyzer"] == "fusion" and r["findings"][0]["impact_pct"] > 20
+    assert r["findings"][0]["analyzer"] == "fusion" and r["findings"][0]["impact_pct"] > 15
     assert all(f["impact_pct"] < 10 for f in r["findings"][1:])
     gemm = [f for f in r["findings"] if f["analyzer"] == "hot_ops" and "GEMM" in f["title"]]
     # its recorded environment has TunableOp on, tuning off: the advice is about that

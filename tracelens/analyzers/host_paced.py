@@ -20,9 +20,9 @@ finding's impact is scaled by the share of its kernels' time that is not host-pa
 ``host_paced_min_pct`` of it up; on GPU-bound traces the shares are 98-100 % and nothing
 changes.
 
-Fusion findings are not scaled: fusing a run of kernels also removes launches, which is
-what a host-paced run needs, so their saving holds there too (if anything, by another
-measure).
+Fusion findings are not scaled here: fusing a run of kernels also removes launches, which
+is what a host-paced run needs. The fusion analyzer caps its own estimate with the same
+replay, adding back each removed launch's host time (:func:`fusion._replayed`).
 
 That is one step of the critical path, not all of it: a kernel followed by queued work
 whose chain later ends in a host-paced gap is still counted. The rest of it comes from a
@@ -37,7 +37,7 @@ kernels whole (their time at least its subject's): otherwise the scaling stands.
 from __future__ import annotations
 
 from tracelens.analyzers.finding_kernels import finding_kernels
-from tracelens.analyzers.launch_replay import replay_saving
+from tracelens.analyzers.launch_replay import host_waits_recorded, replay_saving
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -120,18 +120,7 @@ def _cap_by_replay(db: TraceDB, f: Finding, t: Thresholds) -> None:
     if subject is None:
         return
     sel, params = subject
-    # Launch times held is a claim about the host: it holds where the GPU's waits are on
-    # recorded host work (a loader, operators, allocations, syncs). Where they are mostly
-    # time nothing recorded explains, the host may have been waiting on the GPU in a call
-    # the trace lacks, and a faster kernel would then bring its launches forward: no cap.
-    untraced, host_side = db.rows(
-        f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE cause = 'untraced'), 0),
-                   coalesce(sum(end_ns - start_ns)
-                            FILTER (WHERE cause <> 'gpu_dependency'), 0)
-            FROM gaps WHERE device_id IN (SELECT DISTINCT device_id FROM ({sel}))""",
-        params,
-    )[0]
-    if 2 * int(untraced) >= int(host_side):
+    if not host_waits_recorded(db, sel, params):
         return
     kernel_ns = int(db.scalar(f"SELECT sum(end_ns - start_ns) FROM ({sel})", params) or 0)
     # the selection must hold the finding's kernels whole: an impact larger than their

@@ -83,6 +83,22 @@ SELECT coalesce(sum(e0 - e1), 0) FROM (
 """
 
 
+def host_waits_recorded(db: TraceDB, sel: str, params: list[object]) -> bool:
+    """Whether the idle time of the devices of the kernels ``sel`` selects is mostly on
+    recorded host work (a loader, operators, allocations, syncs). Holding the launches
+    where they were claims the host was busy: where the waits are mostly time nothing
+    recorded explains, the host may have waited on the GPU in a call the trace lacks, and
+    faster kernels would bring its launches forward."""
+    untraced, host_side = db.rows(
+        f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE cause = 'untraced'), 0),
+                   coalesce(sum(end_ns - start_ns)
+                            FILTER (WHERE cause <> 'gpu_dependency'), 0)
+            FROM gaps WHERE device_id IN (SELECT DISTINCT device_id FROM ({sel}))""",
+        params,
+    )[0]
+    return 2 * int(untraced) < int(host_side)
+
+
 def replay_saving(
     db: TraceDB, sel: str, params: list[object], keep: float, min_wait_ns: int
 ) -> int:
