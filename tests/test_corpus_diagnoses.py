@@ -1077,6 +1077,11 @@ def test_vllm_decode_step_is_its_graph_replay(corpus: Path) -> None:
     # the dense projections' dtype comes from the capture's shapes, no longer assumed
     assert small["evidence"]["weight_dtype"] == "bf16"
     assert not small["evidence"]["weight_dtype_assumed"]
+    # The step's first copy was issued 7.8 ms before it ran, nothing recorded on the GPU
+    # before it: the device was still running the previous step, the host that far ahead:
+    # this step is GPU-bound, and the report says so
+    (ahead,) = [n for n in r["notes"] if "first recorded work" in n]
+    assert "started 7.83 ms after its call returned" in ahead and "hipMemcpyAsync" in ahead
     # the experts' and the dense projections' memory-bound GEMMs, costed from their bytes
     assert [f["analyzer"] for f in r["findings"] if f["severity"] != "info"] == [
         "hot_ops",

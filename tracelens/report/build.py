@@ -32,6 +32,7 @@ from tracelens.llm.slo_outcome import slo_outcome
 from tracelens.report.host_startup import host_startup_notes
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
+from tracelens.report.queued_at_start import queued_at_start_notes
 
 REPORT_SCHEMA = "tracelens.report/1"
 
@@ -189,6 +190,7 @@ def build_report_from_db(
     if db.devices:
         report["notes"].extend(before_host_trace_notes(db))
         report["notes"].extend(host_startup_notes(db))
+        report["notes"].extend(queued_at_start_notes(db))
     for name, fn in SECTIONS.items():
         section = fn(db, t)
         if section is not None:
