@@ -1348,6 +1348,9 @@ def test_latency_bound_attention_claims_no_roofline_gap(corpus: Path) -> None:
     q = report_of(corpus, "engines/mi300_qwen_inference.json.gz")
     qa = _finding(q, "hot_ops", operator="aten::_flash_attention_forward")
     assert qa["impact_ns"] > 0 and "faster attention kernel is the lever" in qa["advice"]
+    # the harness's pip list has flash_attn and transformers: the switch is one argument
+    assert "`flash_attn` 2.7.4.post1 is installed here" in qa["advice"]
+    assert '`attn_implementation="flash_attention_2"`' in qa["advice"]
     assert "not a faster kernel" not in qa["advice"]
 
 

@@ -107,3 +107,24 @@ def test_gemm_advice_follows_the_recorded_tunableop_setting(tmp_path: Path) -> N
 
     tuning, _ = _gemm_advice(_rocm_trace(tmp_path / "on.json", {"PYTORCH_TUNABLEOP_ENABLED": "1"}))
     assert "already on and tuning" in tuning
+
+
+def test_only_the_named_packages_are_kept_from_a_recorded_pip_list() -> None:
+    from ingest.chrome.recorded_env import recorded_packages
+
+    meta = {
+        "metadata": {
+            "system": {
+                "pip_packages": [
+                    "absl-py==2.3.1",
+                    "flash_attn==2.7.4.post1",
+                    "Transformers==4.49.0",
+                    "private-internal-tool==1.0",
+                ],
+            },
+        },
+    }
+    assert recorded_packages(meta) == {
+        "package.flash_attn": "2.7.4.post1",
+        "package.transformers": "4.49.0",
+    }

@@ -32,7 +32,7 @@ from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter
 from ingest.chrome.event_sql import META_NAMES, SEQUENCES, STAGE_DB
 from ingest.chrome.hip_work_items import grids_in_workgroups
 from ingest.chrome.read_stats import ChromeReadStats
-from ingest.chrome.recorded_env import recorded_settings
+from ingest.chrome.recorded_env import recorded_packages, recorded_settings
 from ingest.errors import TraceInputError
 from ingest.gpu_identity import host_model, host_properties, inferred_name
 from ingest.nesting import assign_nesting
@@ -112,6 +112,7 @@ def _insert_threads(con: duckdb.DuckDBPyConnection) -> None:
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
     _insert_devices(con, meta)
     set_info(con, dict(recorded_settings(meta)))
+    set_info(con, dict(recorded_packages(meta)))
     # What the profiler recorded besides the events (PyTorch 2 writes its options at the
     # top level): Python stacks and allocator events add host time to every operator.
     options = [k for k in _PROFILER_OPTIONS if meta.get(k) in (1, True)]

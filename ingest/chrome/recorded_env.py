@@ -5,6 +5,10 @@ the trace's top-level metadata (AMD's MI300X recordings: ``metadata.system.env``
 depends on a few of those settings (telling a run to enable PyTorch's TunableOp that
 already has it on is advice it cannot take), so exactly those are kept, as trace facts
 named ``env.<VARIABLE>``. Nothing else is: the same dictionaries hold access tokens.
+
+The same harnesses list the installed Python packages (``metadata.system.pip_packages``,
+``name==version``): the versions of the few the advice names (an installed `flash_attn`
+makes "use FlashAttention" a one-line switch) are kept as ``package.<name>``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any
 
 # Variables kept, by prefix: what the advice reads.
 KEPT_PREFIXES = ("PYTORCH_TUNABLEOP_",)
+# Packages whose installed version the advice reads (normalized: lower case, '-' as '_').
+KEPT_PACKAGES = frozenset({"flash_attn", "aiter", "transformers", "vllm", "sglang"})
 _MAX_DEPTH = 6
 _MAX_NODES = 20_000
 
@@ -35,4 +41,27 @@ def recorded_settings(meta: dict[str, Any]) -> dict[str, str]:
                     stack.append((value, depth + 1))
         elif isinstance(node, list) and depth < _MAX_DEPTH:
             stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+    return found
+
+
+def recorded_packages(meta: dict[str, Any]) -> dict[str, str]:
+    """``{"package.NAME": version}`` for the kept packages in any ``name==version`` list of
+    ``meta`` (a pip freeze a harness wrote), the search bounded as above."""
+    found: dict[str, str] = {}
+    seen = 0
+    stack: list[tuple[Any, int]] = [(meta, 0)]
+    while stack and seen < _MAX_NODES:
+        node, depth = stack.pop()
+        seen += 1
+        if isinstance(node, dict) and depth < _MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list) and depth < _MAX_DEPTH:
+            for item in node:
+                if isinstance(item, (dict, list)):
+                    stack.append((item, depth + 1))
+                elif isinstance(item, str) and "==" in item:
+                    name, _, version = item.partition("==")
+                    key = name.strip().lower().replace("-", "_")
+                    if key in KEPT_PACKAGES and f"package.{key}" not in found:
+                        found[f"package.{key}"] = version.strip()[:64]
     return found

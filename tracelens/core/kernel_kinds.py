@@ -525,9 +525,20 @@ def advice_for(
                     + "."
                 )
             faster = ""
+            flash = wl.installed.get("flash_attn")
             if below_roofline:
                 faster = (
-                    " (on ROCm the composable-kernel FlashAttention, e.g. the `flash_attn` "
+                    # the recorded pip list has it: the switch is one argument away
+                    f" (on ROCm the composable-kernel FlashAttention often runs faster than "
+                    f"AOTriton's `attn_fwd`, and `flash_attn` {flash} is installed here"
+                    + (
+                        ': `attn_implementation="flash_attention_2"` when loading the '
+                        "transformers model uses it)"
+                        if "transformers" in wl.installed
+                        else ")"
+                    )
+                    if amd and flash
+                    else " (on ROCm the composable-kernel FlashAttention, e.g. the `flash_attn` "
                     "ROCm build or aiter, often runs faster than AOTriton's `attn_fwd`)"
                     if amd
                     else " (FlashAttention-3 or cuDNN's fused attention on Hopper)"

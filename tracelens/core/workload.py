@@ -115,6 +115,9 @@ class Workload:
     # The PyTorch profiler's options the trace records as on (with_stack, profile_memory,
     # record_shapes, ...); empty where it does not say.
     profiler_options: tuple[str, ...] = ()
+    # Installed versions of the packages the advice names, where a harness recorded its pip
+    # list (``package.<name>`` facts): {"flash_attn": "2.7.4.post1", ...}.
+    installed: dict[str, str] = field(default_factory=dict)
 
     @property
     def tunableop_on(self) -> bool:
@@ -342,6 +345,11 @@ def _detect(db: TraceDB) -> Workload:
             }
         ),
         tunableop=TunableOp.of(db.info),
+        installed={
+            k.removeprefix("package."): str(v)
+            for k, v in db.info.items()
+            if k.startswith("package.") and v is not None
+        },
         profiler_options=tuple(o for o in db.info.get("profiler_options", "").split(",") if o),
     )
 
