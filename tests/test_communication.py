@@ -366,7 +366,10 @@ def test_hot_communication_advice_follows_what_runs() -> None:
     from tracelens.core.kernel_kinds import communication_advice
 
     assert "FSDP" not in communication_advice(ddp=True)
-    assert "DDP's gradient bucketing" in communication_advice(ddp=True)
+    # each for its own collectives: bucketing overlaps the all-reduces, not an all-to-all
+    # the same `record_param_comms` operator launches
+    assert "DDP's gradient bucketing, for its all-reduces" in communication_advice(ddp=True)
+    assert "FSDP prefetch, for its all-gathers" in communication_advice(fsdp=True)
     assert "FSDP prefetch" in communication_advice(fsdp=True)
     plain = communication_advice()
     assert "DDP" not in plain and "FSDP" not in plain and "async collectives" in plain

@@ -372,7 +372,16 @@ def communication_advice(ddp: bool = False, fsdp: bool = False, shampoo: bool = 
             "and `communication_dtype` set their cost, and the communication finding says "
             "what they are here. Check their bandwidth against the interconnect's."
         )
-    ways = [w for w, on in (("DDP's gradient bucketing", ddp), ("FSDP prefetch", fsdp)) if on]
+    # each overlaps its own collectives only: DDP's buckets its gradient all-reduces, not
+    # an embedding all-to-all the same operator may launch
+    ways = [
+        w
+        for w, on in (
+            ("DDP's gradient bucketing, for its all-reduces", ddp),
+            ("FSDP prefetch, for its all-gathers", fsdp),
+        )
+        if on
+    ]
     how = (
         " and ".join(ways)
         if ways
