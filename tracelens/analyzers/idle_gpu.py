@@ -32,6 +32,7 @@ from tracelens.analyzers.idle_scope import Claim, claim_of
 from tracelens.analyzers.known_host_reads import known_host_read_advice
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
+from tracelens.core.clipped import clipped
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
@@ -361,7 +362,7 @@ def _title(
                 )
             return (
                 f"the host was busy ({fmt_ns(flush_ns)} in the harness's cache flush "
-                f"`{_short(flush_name)}` between passes, not counted{allocating}) before the "
+                f"`{clipped(flush_name)}` between passes, not counted{allocating}) before the "
                 "next launch"
             )
         if drained is not None and drained.call and 2 * drained.ns >= ns:
@@ -446,10 +447,6 @@ def _mostly_in_graph_launch(ev: dict[str, Any], gap_ns: int) -> bool:
     return 2 * int(ev.get("in_graph_launch_ns") or 0) >= gap_ns > 0
 
 
-def _short(name: str, limit: int = 80) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
-
-
 # A Python function as the profiler names it: `path/to/file.py(276): function`.
 _PY_FRAME = re.compile(r"^(?:.*/)?([^/]+\.py\(\d+\): .+)$")
 
@@ -459,12 +456,12 @@ def _site(name: str) -> str:
     (`/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py(276): …`
     reads as `cuda_graph_runner.py(276): populate_from_forward_batch`)."""
     m = _PY_FRAME.match(name)
-    return _short(m.group(1) if m else name)
+    return clipped(m.group(1) if m else name)
 
 
 def _top(details: list[dict]) -> str:
     return ", ".join(
-        f"`{_short(d['detail'])}` ({d['n']}×, {fmt_ns(d['ns'])})" for d in details if d["detail"]
+        f"`{clipped(d['detail'])}` ({d['n']}×, {fmt_ns(d['ns'])})" for d in details if d["detail"]
     )
 
 
@@ -953,7 +950,7 @@ def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
         else f"before graph kernel {node:,} of {int(ev['graph_launch_kernels']):,}"
     )
     if prev and nxt:
-        where += f" (`{_short(prev, 60)}` ended, `{_short(nxt, 60)}` started late)"
+        where += f" (`{clipped(prev, 60)}` ended, `{clipped(nxt, 60)}` started late)"
     runtime = (
         "the HIP runtime dispatching the graph's nodes from inside the call"
         if w.amd

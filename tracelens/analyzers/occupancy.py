@@ -27,6 +27,7 @@ import re
 from tracelens.analyzers import h2d_transfers, hot_ops
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.cost_model import cost_tables
+from tracelens.core.clipped import clipped
 from tracelens.core.findings import Finding
 from tracelens.core.gemm_alignment import combined
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
@@ -184,7 +185,7 @@ def _underfilled(
         subject_ns=int(r["ns"]),
         # SMs waiting on page faults are not idle for want of blocks: the title gives the
         # kernel's time outside its fault stall, and names the stall
-        title=f"`{_short(r['name'])}` launches {blocks} {noun} "
+        title=f"`{clipped(r['name'])}` launches {blocks} {noun} "
         f"on {sms} {w.units}, "
         f"leaving {idle_pct:.0f}% of GPU {dev}'s {w.units} idle for "
         + (
@@ -386,7 +387,7 @@ def _low_occupancy(db: TraceDB, t: Thresholds, dev: int, r: dict, total: int) ->
         db,
         t,
         subject_ns=int(r["ns"]),
-        title=f"`{_short(r['name'])}` runs at {r['occupancy_pct']:.0f}% estimated occupancy "
+        title=f"`{clipped(r['name'])}` runs at {r['occupancy_pct']:.0f}% estimated occupancy "
         f"({share:.1f}% of kernel time)",
         impact_basis="Informational: low occupancy slows a kernel only when it cannot hide "
         "memory latency otherwise; no reliable estimate of the gain.",
@@ -541,7 +542,3 @@ def _cc(value: str | None) -> float | None:
         return float(value) if value else None
     except ValueError:
         return None
-
-
-def _short(name: str, width: int = 80) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"

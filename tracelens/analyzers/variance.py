@@ -26,6 +26,7 @@ from ingest.derive_gaps import DEVICE_ALLOC_CALLS
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
+from tracelens.core.clipped import clipped
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.thresholds import Thresholds
@@ -219,9 +220,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     db,
                     t,
                     title=(
-                        f"Slow first calls of {kind} `{_short(r['name'])}` (warm-up): "
+                        f"Slow first calls of {kind} `{clipped(r['name'])}` (warm-up): "
                         if warmup
-                        else f"Erratic {kind} `{_short(r['name'])}`: "
+                        else f"Erratic {kind} `{clipped(r['name'])}`: "
                     )
                     + f"p95 {fmt_ns(r['p95'])} vs median {fmt_ns(r['p50'])} (CV {cv:.2f})",
                     impact_basis=basis + ("" if kind == "operator" else "."),
@@ -267,10 +268,6 @@ _WARMUP_ADVICE = (
     "state with `torch.profiler.schedule(wait=1, warmup=2, active=3)` and run a few warm-up "
     "iterations before timing. Otherwise: "
 )
-
-
-def _short(name: str, n: int = 80) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def _allocates(db: TraceDB) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracelens.core.clipped import clipped
 from tracelens.core.units import fmt_bytes, fmt_ns
 from tracelens.report.render.markdown import md_text
 
@@ -35,17 +36,13 @@ def fmt_delta(row: dict[str, Any]) -> str:
     return f"{sign}{d}{pct}"
 
 
-def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
 def _table_lines(rows: list[dict[str, Any]], fmt: str) -> list[str]:
     lines = []
     for r in rows:
         pct = f" ({r['delta_pct']:+.1f}%)" if r["delta_pct"] is not None else ""
         sign = "+" if r["delta_ns"] > 0 else ""
         cells = (
-            _short(r["name"]),
+            clipped(r["name"], 70),
             r["status"],
             f"{r['baseline_count']:,} / {fmt_ns(r['baseline_ns'])}",
             f"{r['candidate_count']:,} / {fmt_ns(r['candidate_ns'])}",
