@@ -16,7 +16,6 @@ estimate. The advice follows the kind of the dominant kernel and the workload.
 from __future__ import annotations
 
 import json
-import math
 import re
 
 from tracelens.analyzers.contract import finding
@@ -31,7 +30,7 @@ from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify, communication_advice
-from tracelens.core.op_cost import dtype_of
+from tracelens.core.op_cost import dtype_of, tensor_bytes
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -281,10 +280,9 @@ def _largest_callee_tensor(db: TraceDB, name: str) -> tuple[int, list[int], str]
         [name],
     ):
         for shape, dtype in json.loads(text):
-            size = dtype_of(dtype)
-            nbytes = math.prod(shape) * size[1] if size else 0
+            nbytes = tensor_bytes(shape, dtype)
             if nbytes >= _STATE_BYTES and (best is None or nbytes > best[0]):
-                best = (nbytes, shape, size[0] if size else dtype)
+                best = (nbytes, shape, (dtype_of(dtype) or (dtype, 0))[0])
     return best
 
 

@@ -19,14 +19,14 @@ uniform routing does, with the same effect. Both are said in the basis.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracelens.core.clipped import clipped
 from tracelens.core.gpu_specs import GpuSpec
 from tracelens.core.kernel_kinds import classify
-from tracelens.core.op_cost import MATMUL, MOE_OPERATOR, dtype_of, parse_list
+from tracelens.core.op_cost import MATMUL, MOE_OPERATOR, dtype_of, parse_list, tensor_bytes
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -94,7 +94,7 @@ def expert_reads(
         weights = {
             s: d
             for s, d in tensors
-            if len(s) >= 3 and s[0] == experts and _bytes(s, d) >= experts * _MIN_EXPERT_BYTES
+            if len(s) >= 3 and s[0] == experts and tensor_bytes(s, d) >= experts * _MIN_EXPERT_BYTES
         }
         # top-k: the expert ids chosen per token, an integer tokens x k tensor
         chosen = [
@@ -108,7 +108,7 @@ def expert_reads(
         if not weights or not chosen:
             continue
         k = chosen[0]
-        sizes = [_bytes(s, d) * (1 + scale_fraction) for s, d in weights.items()]
+        sizes = [tensor_bytes(s, d) * (1 + scale_fraction) for s, d in weights.items()]
         total = sum(sizes)
         touched = experts * (1 - (1 - k / experts) ** tokens)
         dtypes = sorted({(dtype_of(d) or (d, 0))[0] for d in weights.values()})
@@ -147,10 +147,16 @@ def cost_moe_experts(
         scale_fraction = 1 / 16 if any(_MXFP4.search(k) for k, _, _ in gemms) else 0.0
         calls = []
         read = None
+        # every replay of a graph runs the same captured calls: each key is read once
+        reads: dict[tuple[str | None, str | None], ExpertReads | None] = {}
         for ns, kernels, shapes_text, callees_text in db.rows(_REPLAYED_CALLS, [name, name]):
-            read = expert_reads(shapes_text, callees_text, scale_fraction) or read
-            if read is None:
+            key = (shapes_text, callees_text)
+            if key not in reads:
+                reads[key] = expert_reads(shapes_text, callees_text, scale_fraction)
+            got = reads[key]
+            if got is None:
                 continue
+            read = got
             ideal = min(
                 float(ns), max(read.nbytes / bandwidth, int(kernels) * t.cost_min_kernel_ns)
             )
@@ -205,7 +211,9 @@ def _by_kernel(gemms: list[tuple[str, int, int]], read: ExpertReads, calls: int)
             return ""
         rate = per_call * n / ns  # bytes per ns = GB/s
         rates.append((rate, ns, per_call * n))
-        parts.append(f"`{_short(kernel)}` {fmt_bytes(per_call)} a call at {rate / 1e3:.2f} TB/s")
+        parts.append(
+            f"`{clipped(kernel, 48)}` {fmt_bytes(per_call)} a call at {rate / 1e3:.2f} TB/s"
+        )
     fast = max(r for r, _, _ in rates)
     saving = sum(ns - nbytes / fast for r, ns, nbytes in rates if r < fast / 1.5)
     return (
@@ -220,17 +228,8 @@ def _by_kernel(gemms: list[tuple[str, int, int]], read: ExpertReads, calls: int)
     )
 
 
-def _short(name: str, n: int = 48) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"
-
-
 def _is_shape(s: object) -> bool:
     return isinstance(s, list | tuple) and bool(s) and all(isinstance(d, int) for d in s)
-
-
-def _bytes(shape: tuple[int, ...], dtype: str) -> int:
-    size = dtype_of(dtype)
-    return math.prod(shape) * size[1] if size else 0
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -157,6 +157,12 @@ def dtype_of(name: str | None) -> tuple[str, int] | None:
     return _DTYPES.get((name or "").strip())
 
 
+def tensor_bytes(shape: list[int] | tuple[int, ...], dtype: str | None) -> int:
+    """Bytes of a tensor of ``shape`` and recorded ``dtype``; 0 where the dtype is unknown."""
+    size = dtype_of(dtype)
+    return math.prod(shape) * size[1] if size else 0
+
+
 def _numel(shape: list) -> int:
     return math.prod(int(x) for x in shape) if shape else 1
 
