@@ -13,6 +13,7 @@ makes "use FlashAttention" a one-line switch) are kept as ``package.<name>``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 # Variables kept, by prefix: what the advice reads.
@@ -23,24 +24,34 @@ _MAX_DEPTH = 6
 _MAX_NODES = 20_000
 
 
-def recorded_settings(meta: dict[str, Any]) -> dict[str, str]:
-    """``{"env.NAME": value}`` for the kept variables found in ``meta`` (the first value
-    seen for a name wins); scalar values only, the search bounded in depth and size."""
-    found: dict[str, str] = {}
+def _containers(meta: dict[str, Any]) -> Iterator[tuple[dict | list, int]]:
+    """Each dict and list in ``meta`` with its depth, the walk bounded in depth and size:
+    a harness's metadata is the user's, of any shape."""
     seen = 0
     stack: list[tuple[Any, int]] = [(meta, 0)]
     while stack and seen < _MAX_NODES:
         node, depth = stack.pop()
         seen += 1
+        yield node, depth
+        if depth < _MAX_DEPTH:
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
+
+
+def recorded_settings(meta: dict[str, Any]) -> dict[str, str]:
+    """``{"env.NAME": value}`` for the kept variables found in ``meta`` (the first value
+    seen for a name wins); scalar values only, the search bounded in depth and size."""
+    found: dict[str, str] = {}
+    for node, _ in _containers(meta):
         if isinstance(node, dict):
             for key, value in node.items():
-                if isinstance(key, str) and key.startswith(KEPT_PREFIXES):
-                    if isinstance(value, (str, int, float, bool)) and f"env.{key}" not in found:
-                        found[f"env.{key}"] = str(value)
-                elif depth < _MAX_DEPTH and isinstance(value, (dict, list)):
-                    stack.append((value, depth + 1))
-        elif isinstance(node, list) and depth < _MAX_DEPTH:
-            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+                if (
+                    isinstance(key, str)
+                    and key.startswith(KEPT_PREFIXES)
+                    and isinstance(value, (str, int, float, bool))
+                    and f"env.{key}" not in found
+                ):
+                    found[f"env.{key}"] = str(value)
     return found
 
 
@@ -48,18 +59,10 @@ def recorded_packages(meta: dict[str, Any]) -> dict[str, str]:
     """``{"package.NAME": version}`` for the kept packages in any ``name==version`` list of
     ``meta`` (a pip freeze a harness wrote), the search bounded as above."""
     found: dict[str, str] = {}
-    seen = 0
-    stack: list[tuple[Any, int]] = [(meta, 0)]
-    while stack and seen < _MAX_NODES:
-        node, depth = stack.pop()
-        seen += 1
-        if isinstance(node, dict) and depth < _MAX_DEPTH:
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
-        elif isinstance(node, list) and depth < _MAX_DEPTH:
+    for node, depth in _containers(meta):
+        if isinstance(node, list) and depth < _MAX_DEPTH:
             for item in node:
-                if isinstance(item, (dict, list)):
-                    stack.append((item, depth + 1))
-                elif isinstance(item, str) and "==" in item:
+                if isinstance(item, str) and "==" in item:
                     name, _, version = item.partition("==")
                     key = name.strip().lower().replace("-", "_")
                     if key in KEPT_PACKAGES and f"package.{key}" not in found:
