@@ -90,6 +90,25 @@ def scenario_db(tmp_path_factory: pytest.TempPathFactory):
         loaded.close()
 
 
+@pytest.fixture(scope="session")
+def scenario_notes(tmp_path_factory: pytest.TempPathFactory):
+    """The report notes of a synthetic Scenario (through the Chrome writer, the real ingest
+    and the report) that contain a phrase: what a note-writing module says of it."""
+    from ingest import load_trace
+    from tracelens.report import build_report
+    from tracelens.testing import write_chrome_trace
+
+    def notes(sc, containing: str) -> list[str]:
+        path = tmp_path_factory.mktemp(sc.name) / f"{sc.name}.pt.trace.json"
+        loaded = load_trace(write_chrome_trace(sc, path))
+        try:
+            return [n for n in build_report(loaded)["notes"] if containing in n]
+        finally:
+            loaded.close()
+
+    return notes
+
+
 @pytest.fixture(scope="module")
 def planted_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The planted training trace as a Chrome trace file, once per test module."""

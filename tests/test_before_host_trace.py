@@ -10,22 +10,10 @@ started, not recorded work; elsewhere the profiler's host side started late.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ingest import load_trace
-from tracelens.report import build_report
-from tracelens.testing import Scenario, write_chrome_trace
+from tracelens.testing import Scenario
 from tracelens.testing.scenario import Kernel
 
 US = 1_000
-
-
-def _notes(sc: Scenario, tmp_path: Path) -> list[str]:
-    loaded = load_trace(write_chrome_trace(sc, tmp_path / f"{sc.name}.json"))
-    try:
-        return [n for n in build_report(loaded)["notes"] if "before the host side" in n]
-    finally:
-        loaded.close()
 
 
 def _earlier_pass(sync: bool) -> Scenario:
@@ -40,15 +28,15 @@ def _earlier_pass(sync: bool) -> Scenario:
     return sc
 
 
-def test_kernels_a_first_sync_waits_for_are_an_earlier_pass(tmp_path: Path) -> None:
-    (note,) = _notes(_earlier_pass(sync=True), tmp_path)
+def test_kernels_a_first_sync_waits_for_are_an_earlier_pass(scenario_notes) -> None:
+    (note,) = scenario_notes(_earlier_pass(sync=True), "before the host side")
     assert note.startswith("3 kernels (300 µs, 75.0% of kernel time) were launched before")
     assert "work queued before the profiler started (an earlier pass)" in note
     assert "`cudaDeviceSynchronize`, waits for until 305 µs into the window" in note
     assert "synchronize the device before starting the profiler" in note
 
 
-def test_kernels_nothing_waits_for_have_unknown_operators(tmp_path: Path) -> None:
-    (note,) = _notes(_earlier_pass(sync=False), tmp_path)
+def test_kernels_nothing_waits_for_have_unknown_operators(scenario_notes) -> None:
+    (note,) = scenario_notes(_earlier_pass(sync=False), "before the host side")
     assert "their operators are unknown; record CPU and GPU activities over the same" in note
     assert "earlier pass" not in note

@@ -13,20 +13,11 @@ from pathlib import Path
 
 from ingest import load_trace
 from tracelens.report import build_report
-from tracelens.testing import write_chrome_trace
 from tracelens.testing.nsys_writer import insert_rows, write_nsys_sqlite
 from tracelens.testing.scenario import Scenario
 
 MS = 1_000_000
 KERNEL = "void vector_add(float const*, float const*, float*, int)"
-
-
-def _notes(sc: Scenario, tmp_path: Path) -> list[str]:
-    loaded = load_trace(write_chrome_trace(sc, tmp_path / f"{sc.name}.pt.trace.json"))
-    try:
-        return [n for n in build_report(loaded)["notes"] if "before the GPU's first work" in n]
-    finally:
-        loaded.close()
 
 
 def _program(first_call_ns: int, name: str = "startup") -> Scenario:
@@ -37,8 +28,8 @@ def _program(first_call_ns: int, name: str = "startup") -> Scenario:
     return sc
 
 
-def test_a_long_first_call_is_noted_as_start_up(tmp_path: Path) -> None:
-    (note,) = _notes(_program(250 * MS), tmp_path)
+def test_a_long_first_call_is_noted_as_start_up(scenario_notes) -> None:
+    (note,) = scenario_notes(_program(250 * MS), "before the GPU's first work")
     assert note.startswith(
         "the host's first recorded CUDA runtime call, `cudaMalloc`, took 250 ms of the 252 ms"
     )
@@ -46,23 +37,23 @@ def test_a_long_first_call_is_noted_as_start_up(tmp_path: Path) -> None:
     assert "persistence mode" in note and "far beyond" not in note
 
 
-def test_a_first_call_beyond_context_creation_names_the_usual_causes(tmp_path: Path) -> None:
-    (note,) = _notes(_program(8_000 * MS, "slow_startup"), tmp_path)
+def test_a_first_call_beyond_context_creation_names_the_usual_causes(scenario_notes) -> None:
+    (note,) = scenario_notes(_program(8_000 * MS, "slow_startup"), "before the GPU's first work")
     assert "8 s is far beyond what creating a context takes" in note
     assert "CUDA_CACHE_PATH" in note and "without persistence mode" in note
     # a CUDA program (no framework operators): eager module loading is a cause too
     assert "CUDA_MODULE_LOADING=LAZY" in note
 
 
-def test_short_or_unrepresentative_first_calls_give_no_note(tmp_path: Path) -> None:
+def test_short_or_unrepresentative_first_calls_give_no_note(scenario_notes) -> None:
     # a warm driver: 5 ms is below the note's 10 ms
-    assert _notes(_program(5 * MS, "warm"), tmp_path) == []
+    assert scenario_notes(_program(5 * MS, "warm"), "before the GPU's first work") == []
     # the first call is short and the host's time before the GPU is its own work
     sc = Scenario(name="host_work")
     sc.op("prepare_inputs", 0, 200 * MS, category="python_function")
     sc.api("cudaMalloc", 200 * MS, 1 * MS)
     sc.launch(None, KERNEL, 202 * MS, 203 * MS, MS)
-    assert _notes(sc, tmp_path) == []
+    assert scenario_notes(sc, "before the GPU's first work") == []
 
 
 def _nsys_notes(sc: Scenario, tmp_path: Path, processes: list[str]) -> list[str]:

@@ -4,35 +4,22 @@ its call, tests/test_corpus_diagnoses.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ingest import load_trace
-from tracelens.report import build_report
-from tracelens.testing import write_chrome_trace
 from tracelens.testing.scenario import Scenario
 
 US = 1_000
 
 
-def _notes(sc: Scenario, tmp_path: Path) -> list[str]:
-    loaded = load_trace(write_chrome_trace(sc, tmp_path / f"{sc.name}.json"))
-    try:
-        return [n for n in build_report(loaded)["notes"] if "first recorded work" in n]
-    finally:
-        loaded.close()
-
-
-def test_a_first_launch_far_ahead_of_its_work_is_noted(tmp_path: Path) -> None:
+def test_a_first_launch_far_ahead_of_its_work_is_noted(scenario_notes) -> None:
     sc = Scenario(name="ahead")
     # launched at 0, runs 5 ms later with nothing recorded before it; then a second kernel
     sc.launch(None, "gemm_kernel", 0, 5_005 * US, 100 * US)
     sc.launch(None, "gemm_kernel", 10 * US, 5_105 * US, 100 * US)
-    (note,) = _notes(sc, tmp_path)
+    (note,) = scenario_notes(sc, "first recorded work")
     assert note.startswith("GPU 0's first recorded work (a kernel, from `cudaLaunchKernel`)")
     assert "started 5 ms after its call returned" in note
 
 
-def test_a_first_launch_one_latency_ahead_is_not(tmp_path: Path) -> None:
+def test_a_first_launch_one_latency_ahead_is_not(scenario_notes) -> None:
     sc = Scenario(name="prompt")
     sc.launch(None, "gemm_kernel", 0, 30 * US, 100 * US)
-    assert _notes(sc, tmp_path) == []
+    assert scenario_notes(sc, "first recorded work") == []
