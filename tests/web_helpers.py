@@ -63,12 +63,8 @@ def wait_done(client: TestClient, run_id: str, timeout: float = 60.0) -> dict[st
 
 
 def wait_generation(client: TestClient, run_id: str, past: str) -> dict[str, Any]:
-    """Wait for a re-ingest: the run is ready again, later than ``past`` (its ready_at).
-
-    The re-ingest queues behind whatever the app's worker holds; under a full test run on
-    two cores that has taken over a minute, so the wait is generous (a hung worker still
-    fails the test)."""
-    deadline = time.monotonic() + 180
+    """Wait for a re-ingest: the run is ready again, later than ``past`` (its ready_at)."""
+    deadline = time.monotonic() + 60
     while True:
         run = client.get(f"/api/runs/{run_id}").json()
         if run["status"] == "ready" and run["ready_at"] != past:

@@ -82,6 +82,10 @@ class IngestWorker:
         )
         self._lock = threading.Lock()
         self._pending: dict[str, Future[None]] = {}
+        # Runs queued again while their ingest was still finishing: a run is ``ready`` to
+        # clients from its publishing UPDATE, before its thread has returned, so a re-queue
+        # in that window (new objectives, a re-ingest) must not be dropped as a duplicate.
+        self._again: set[str] = set()
 
     def start(self) -> None:
         """Re-queue runs a previous process left mid-ingest, and queue every queued run."""
@@ -96,6 +100,7 @@ class IngestWorker:
     def submit(self, run_id: str) -> None:
         with self._lock:
             if run_id in self._pending and not self._pending[run_id].done():
+                self._again.add(run_id)
                 return
             self._pending[run_id] = self._pool.submit(self._run_safely, run_id)
 
@@ -114,6 +119,15 @@ class IngestWorker:
         finally:
             with self._lock:
                 self._pending.pop(run_id, None)
+                if run_id in self._again:  # claiming is guarded: a run not queued is left
+                    self._again.discard(run_id)
+                    self._resubmit(run_id)
+
+    def _resubmit(self, run_id: str) -> None:
+        try:
+            self._pending[run_id] = self._pool.submit(self._run_safely, run_id)
+        except RuntimeError:  # shutting down: the next start queues every queued run
+            log.info("run %s left queued for the next start", run_id)
 
     def ingest(self, run_id: str) -> None:
         with self.catalog.session() as s:
