@@ -490,9 +490,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 db,
                 t,
                 subject_ns=int(exposed),
-                title=f"GPU {dev}: {'at least ' if wl.filtered else ''}{fmt_ns(exposed)} of "
-                f"{'RCCL' if wl.amd else 'NCCL'} communication not hidden by compute "
-                f"({share:.1f}% of its window{'; filtered trace' if wl.filtered else ''})",
+                title=f"GPU {dev}: {_bound_word(wl)}{fmt_ns(exposed)} of "
+                f"{'RCCL' if wl.amd else 'NCCL'} communication not hidden by "
+                f"{'kept ' if wl.sampled_calls else ''}compute "
+                f"({share:.1f}% of its window{_trace_word(wl)})",
                 impact_basis="Communication kernel time (union over streams) minus the part "
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
                 "communicates, which overlap can hide."
@@ -502,7 +503,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     if waited
                     else ""
                 )
-                + (_FILTERED_LOWER_BOUND if wl.filtered else ""),
+                + (
+                    _SAMPLED_EITHER_WAY
+                    if wl.sampled_calls
+                    else _FILTERED_LOWER_BOUND
+                    if wl.filtered
+                    else ""
+                ),
                 summary=f"{'RCCL' if wl.amd else 'NCCL'} kernels ran {fmt_ns(comm_ns)} on GPU "
                 f"{dev}; "
                 f"{overlap_pct:.0f}% of it overlapped compute{size_text}.",
@@ -550,6 +557,23 @@ _FILTERED_LOWER_BOUND = (
     "whose time is not counted; the GPU's idle time waiting on work the trace does not "
     "record may be such collectives."
 )
+
+
+# A trace that kept a sample of its launches dropped compute kernels as well as
+# collectives: some of what looks exposed ran beside compute the trace no longer has.
+_SAMPLED_EITHER_WAY = (
+    " Not a bound either way: this trace kept a sample of its launches (see the notes), so "
+    "compute kernels that ran beside these collectives may be missing, which makes the "
+    "exposed time look longer, and collectives may be missing, which makes it look shorter."
+)
+
+
+def _bound_word(wl: Workload) -> str:
+    return "" if wl.sampled_calls else "at least " if wl.filtered else ""
+
+
+def _trace_word(wl: Workload) -> str:
+    return "; sampled trace" if wl.sampled_calls else "; filtered trace" if wl.filtered else ""
 
 
 def _waiting_finding(
@@ -863,7 +887,7 @@ def host_gpus(db: TraceDB) -> int | None:
     return listed if listed >= 2 else None
 
 
-def _shampoo_text(c: dict, gpus: int | None = None) -> str:
+def _shampoo_text(c: dict, gpus: int | None = None, kept: str = "") -> str:
     """Distributed Shampoo's all-gather: each step every rank gathers the blocks the others
     preconditioned, over the whole group unless the group is made smaller. The group is
     ``num_trainers_per_group`` ranks (all of them by default); with ``gpus`` per host known
@@ -882,7 +906,7 @@ def _shampoo_text(c: dict, gpus: int | None = None) -> str:
     )
     return (
         f" The `{c['collective']}` ×{c['count']}{size}{group} "
-        f"({hidden} with no compute beside it) is distributed Shampoo's, launched inside "
+        f"({hidden} with no {kept}compute beside it) is distributed Shampoo's, launched inside "
         "its optimizer step: each step every rank gathers the blocks the others preconditioned. "
         + _shampoo_group_text(c.get("group_size"), gpus)
         + "; bf16 communication halves its bytes if it "
@@ -1027,7 +1051,8 @@ def _advice(
             waits = (
                 f" Here the smaller all-to-alls ({sizes}, where the input exchanges fall) "
                 f"still ran {fmt_ns(small_a2a['exposed_ns'])} of their "
-                f"{fmt_ns(small_a2a['kernel_ns'])} with no compute beside them"
+                f"{fmt_ns(small_a2a['kernel_ns'])} with no "
+                f"{'kept ' if wl.sampled_calls else ''}compute beside them"
                 + (
                     ", far longer than their bytes need: waiting for peer ranks, which "
                     "pipelining does not hide."
@@ -1083,7 +1108,7 @@ def _advice(
         and gather is not None
         and _holds_share(gather, collectives)
     ):
-        parts.append(_shampoo_text(gather, gpus).strip())
+        parts.append(_shampoo_text(gather, gpus, "kept " if wl.sampled_calls else "").strip())
     small = [c for c in collectives if c["median_bytes"] and c["median_bytes"] < 1024 * 1024]
     if small:
         parts.append(

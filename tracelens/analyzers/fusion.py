@@ -40,7 +40,7 @@ from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.kernel_kinds import classify
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
-from tracelens.core.units import fmt_ns
+from tracelens.core.units import fmt_count, fmt_ns
 from tracelens.core.workload import Workload, workload_of
 from tracelens.derived import require
 from tracelens.derived.kernel_ops import KERNEL_OPS
@@ -110,7 +110,9 @@ JOIN steps s ON s.pid IS NOT DISTINCT FROM o.pid AND s.tid = o.tid
 
 def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     wl = workload_of(db)
-    if wl.torch_compile or wl.cuda_graphs or wl.graph_capture:
+    # A trace that thinned its launches keeps kernels hundreds of launches apart: two kept
+    # ones in a row were not consecutive on the GPU, so it has no runs to find.
+    if wl.torch_compile or wl.cuda_graphs or wl.graph_capture or wl.sampled_calls:
         return []
     total = int(db.scalar("SELECT coalesce(sum(end_ns - start_ns), 0) FROM kernels") or 0)
     if not total:
@@ -168,15 +170,18 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             db,
             t,
             subject_ns=run_ns,
-            title=f"{fmt_ns(run_ns)} of kernel time ({share:.0f}%) is {runs:,} unfused runs of "
+            title=f"{fmt_ns(run_ns)} of kernel time ({share:.0f}%) is "
+            f"{fmt_count(runs, 'unfused run')} of "
             "memory-bound kernels, one per operator: fused, about "
             f"{fmt_ns(estimate)} less"
             + (f" ({fmt_ns(saving)} of it in this run, the host pacing it)" if paced else ""),
-            impact_basis=f"Each run's time beyond its longest kernel, summed over the {runs:,} "
-            "runs: a fused kernel still streams the largest tensor once, and the other "
-            "passes over memory go. An estimate; high where a run joins unrelated tensors." + paced,
+            impact_basis=f"Each run's time beyond its longest kernel, summed over the "
+            f"{fmt_count(runs, 'run')}: a fused kernel still streams the largest tensor once, "
+            "and the other passes over memory go. An estimate; high where a run joins "
+            "unrelated tensors." + paced,
             summary=f"{kernels:,} elementwise and normalization kernels ({share:.1f}% of "
-            f"kernel time) run in {runs:,} runs of consecutive ones between the compute kernels, "
+            f"kernel time) run in {fmt_count(runs, 'run')} of consecutive ones between the "
+            "compute kernels, "
             f"each launched by its own operator call (most time: {top_ops}). Each reads its "
             "inputs from memory and writes its result back for the next one to read again.",
             evidence={

@@ -442,6 +442,15 @@ _DROPPED_HOST_ADVICE = (
 )
 
 
+def _sampled_basis(sampled: tuple[int, int]) -> str:
+    kept, numbered = sampled
+    return (
+        f"Not costed: this trace keeps {kept:,} of the ~{numbered:,} runtime calls its "
+        "correlation ids number, so launches were dropped with their kernels, and the GPU "
+        "may have run dropped kernels through these gaps: their length is not measured. "
+    )
+
+
 def _mostly_in_graph_launch(ev: dict[str, Any], gap_ns: int) -> bool:
     """Whether at least half of the launch-overhead idle time opened inside a graph launch."""
     return 2 * int(ev.get("in_graph_launch_ns") or 0) >= gap_ns > 0
@@ -1319,15 +1328,20 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
             dropped_host = bool(w.filtered and cause == "untraced" and title != _UVM_TITLE)
             if dropped_host:
                 title = "the host ran code this filtered trace does not keep"
+            # A trace that kept a sample of its launches dropped their kernels too: what
+            # looks idle between kept kernels may have run dropped ones, whatever the host
+            # did meanwhile, so no gap's length is measured (listed, not costed).
+            thinned = w.sampled_calls is not None and not (unsure or dropped_host)
+            uncosted = unsure or dropped_host or thinned
             findings.append(
                 finding(
                     ANALYZER,
                     (dev.device_id, cause),
-                    0 if unsure or dropped_host else ns - one_off - flush.ns - harness - refill,
+                    0 if uncosted else ns - one_off - flush.ns - harness - refill,
                     db,
                     t,
                     subject_ns=ns,
-                    costed=not (unsure or dropped_host),
+                    costed=not uncosted,
                     title=f"GPU {dev.device_id} {amount}: {title}"
                     + (" (filtered trace: cause uncertain)" if w.filtered else ""),
                     impact_basis=(
@@ -1338,13 +1352,15 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                         if unsure
                         else _DROPPED_HOST_BASIS
                         if dropped_host
+                        else _sampled_basis(w.sampled_calls)
+                        if thinned and w.sampled_calls is not None
                         else ""
                     )
                     + f"Sum of the {n:,} idle gaps on GPU {dev.device_id} judged "
                     f"'{cause}' ({CAUSE_RULES[cause]}){scope}"
                     + (
                         ", as recorded."
-                        if unsure or dropped_host
+                        if uncosted
                         else "; removing their cause gives back at most this much GPU time."
                     )
                     + (

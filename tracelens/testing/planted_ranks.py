@@ -65,7 +65,9 @@ def write_job(
                    "user_annotation", t + 50_000, loader_ns, offs[r], r)  # fmt: skip
                 start += loader_ns
             dur = COMPUTE_NS + (heavy_extra_ns if r == heavy_rank else 0)
-            corr = 2 * s + 1
+            # correlation ids numbered densely, as a recording's runtime calls are: this
+            # step's launch, its small all-reduces, then its closing all-reduce
+            corr = s * (small_allreduces + 2) + 1
             _x(events[r], "aten::mm", "cpu_op", start - 40_000, 30_000, offs[r], r,
                {"External id": corr})  # fmt: skip
             _x(events[r], "cudaLaunchKernel", "cuda_runtime", start - 30_000, 10_000, offs[r],
@@ -76,16 +78,16 @@ def write_job(
             arrive[r] = start + dur + 50_000
             for i in range(small_allreduces):
                 at = arrive[r] + i * SMALL_EVERY_NS
-                _comm(events[r], at, 4096, ranks, offs[r], r, 10_000 * (s + 1) + i)
+                _comm(events[r], at, 4096, ranks, offs[r], r, corr + 1 + i)
                 _x(events[r], ALLREDUCE_KERNEL, "kernel", at, SMALL_NS, offs[r], r,
-                   {"correlation": 10_000 * (s + 1) + i, "device": r, "stream": 13})  # fmt: skip
+                   {"correlation": corr + 1 + i, "device": r, "stream": 13})  # fmt: skip
             arrive[r] += small_allreduces * SMALL_EVERY_NS
         order = sorted(arrive.values())
         end = order[-1] + ALLREDUCE_TAIL_NS
         held_back += order[-1] - order[-2]
         t = end + 100_000  # the next step starts as soon as the all-reduce is done
         for r in range(ranks):
-            corr = 2 * s + 2
+            corr = (s + 1) * (small_allreduces + 2)
             if small_allreduces:
                 _comm(events[r], arrive[r], 64 * 1024 * 1024, ranks, offs[r], r, None)
                 _x(events[r], f"ProfilerStep#{s}", "user_annotation", step_start,
