@@ -398,3 +398,17 @@ def test_shapes_with_undefined_work_are_not_costed(scenario_db) -> None:
     source = {"path": "t", "format": "torch_chrome", "sha256": "", "size_bytes": 0}
     report = build_report_from_db(db, source)
     assert report["findings"]
+
+
+def test_fused_attention_rate_falls_for_short_causal_sequences_and_small_heads() -> None:
+    """FlashAttention-2's forward benchmarks: with a causal mask about half its long-
+    sequence rate at 512 keys and 85 % at 2k; without, 80 % at 512 and flat from 1k; heads
+    of 64 about 0.85 of heads of 128. Long sequences of large heads reach the plateau."""
+    from tracelens.core.op_cost import AttentionShape, attention_rate_share
+
+    assert attention_rate_share(AttentionShape(512, True, 128)) == pytest.approx(0.56, abs=0.01)
+    assert attention_rate_share(AttentionShape(2048, True, 128)) == pytest.approx(0.84, abs=0.01)
+    assert attention_rate_share(AttentionShape(512, False, 128)) == pytest.approx(0.84, abs=0.01)
+    assert attention_rate_share(AttentionShape(512, False, 64)) == pytest.approx(0.71, abs=0.01)
+    assert attention_rate_share(AttentionShape(65536, False, 128)) > 0.99
+    assert attention_rate_share(AttentionShape(0, True, 128)) == 1.0  # no keys recorded

@@ -53,6 +53,8 @@ from tracelens.core.op_cost import (
     CONV_BWD_WITH_WEIGHT,
     MATMUL,
     MEMORY,
+    AttentionShape,
+    attention_rate_share,
     op_cost,
     parse_list,
 )
@@ -104,6 +106,13 @@ class OpEstimate:
     gemm_example: str | None = None
     # where its bytes come from, where not from its shapes (a paged KV cache's reads)
     bytes_basis: str | None = None
+    # a fused attention operator's lowest share of the long-sequence rate over its calls
+    # (``op_cost.attention_rate_share``) and the call shape that has it; None where its
+    # calls all reach the plateau or it is no fused attention
+    rate_share: float | None = None
+    rate_shape: AttentionShape | None = None
+    # every share its attention calls reach (one value where its calls are alike)
+    rate_shares: set[float] = field(default_factory=set)
 
     @property
     def gemm_dims(self) -> GemmDims | None:
@@ -585,6 +594,12 @@ def _first_of_key(
         return None
     label, tflops = peak
     eff = math_efficiency(cost.kind, t)[0]
+    if cost.attention is not None:
+        share = attention_rate_share(cost.attention)
+        eff *= share
+        est.rate_shares.add(round(share, 4))
+        if share < 1.0 and (est.rate_share is None or share < est.rate_share):
+            est.rate_share, est.rate_shape = share, cost.attention
     compute_ns = cost.flops / (eff * tflops * 1e3) if cost.kind in _MATH_KINDS else 0.0
     memory_ns = cost.bytes / (t.cost_memory_efficiency * spec.peaks.mem_gbps)
     est.dtypes.add(cost.dtype)
@@ -600,7 +615,7 @@ def _first_of_key(
             else None
         )
     est.mem_gbps = spec.peaks.mem_gbps
-    est.math_eff = math_efficiency(est.kind, t)[0]
+    est.math_eff = math_efficiency(est.kind, t)[0] * (est.rate_share or 1.0)
     est.mem_eff = t.cost_memory_efficiency
     unaligned = -1.0
     if cost.kn is not None:
@@ -670,8 +685,10 @@ def _explicit_attention(db: TraceDB, t: Thresholds, spec: GpuSpec | None) -> lis
             flops = 2.0 * bh * lq * s * (d + dv)
             moved = es * bh * (lq * d + s * d + s * dv + lq * dv)
             if peak:
+                # written out, its mask is not recorded: judged as a fused call without one
+                share = attention_rate_share(AttentionShape(s, False, d))
                 fused = max(
-                    flops / (t.cost_attention_efficiency * peak[1] * 1e3),
+                    flops / (t.cost_attention_efficiency * share * peak[1] * 1e3),
                     moved / (t.cost_memory_efficiency * spec.peaks.mem_gbps),
                     t.cost_min_kernel_ns,
                 )

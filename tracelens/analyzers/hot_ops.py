@@ -30,7 +30,12 @@ from tracelens.analyzers.warmup import warmup_span
 from tracelens.core.findings import Finding, finding_id
 from tracelens.core.gpu_terms import terms_for
 from tracelens.core.kernel_kinds import KINDS, advice_for, classify, communication_advice
-from tracelens.core.op_cost import dtype_of, tensor_bytes
+from tracelens.core.op_cost import (
+    AttentionShape,
+    attention_rate_share,
+    dtype_of,
+    tensor_bytes,
+)
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_bytes, fmt_ns
@@ -39,6 +44,16 @@ from tracelens.derived import require
 from tracelens.derived.kernel_ops import BEFORE_HOST_TRACE, KERNEL_OPS, UNATTRIBUTED
 
 ANALYZER = "hot_ops"
+
+
+def _rate_share_note(eff: float, shape: AttentionShape) -> str:
+    """Why a fused attention call is judged below ``cost_attention_efficiency``."""
+    mask = "a causal mask" if shape.causal else "no mask"
+    return (
+        f", the {100 * eff:.0f}% judged for long sequences less for {shape.keys:,} keys with "
+        f"{mask} and heads of {shape.head_dim} (fused attention's rate falls for shorter "
+        "sequences, causal masks and smaller heads, as FlashAttention-2's benchmarks show)"
+    )
 
 
 def operator_finding_id(operator: str) -> str:
@@ -342,10 +357,18 @@ def _impact(
                 knobs.append(eff_name)
             # the sheet's figure, except where the matrix cores sustain only part of it
             sheet = costs.spec.sustained_note(est.peak_tflops, est.math or "")
+            share = est.rate_share if eff_name else None
             parts.append(
                 f"{est.flops / 1e12:.3g} TFLOP at "
-                + (f"{100 * eff:.0f}% of " if eff_name else "")
+                + (
+                    f"{'down to ' if len(est.rate_shares) > 1 else ''}{100 * eff * share:.0f}% of "
+                    if share is not None
+                    else f"{100 * eff:.0f}% of "
+                    if eff_name
+                    else ""
+                )
                 + f"{est.math} peak {est.peak_tflops:.4g} TFLOP/s{sheet}"
+                + (_rate_share_note(eff, est.rate_shape) if share and est.rate_shape else "")
             )
         knobs.append("cost_memory_efficiency")
         parts.append(
@@ -411,6 +434,7 @@ def _explicit_attention(
     fused = sum(min(s.fused_ns, s.gpu_ns) for s in sites)
     share = 100.0 * gpu_ns / total
     calls = sum(s.calls for s in sites)
+    low = min(attention_rate_share(AttentionShape(s.s, False, s.d)) for s in sites)
     return finding(
         ANALYZER,
         ("explicit_attention",),
@@ -423,8 +447,15 @@ def _explicit_attention(
         + (f"; a fused attention kernel would take about {fmt_ns(int(fused))}" if known else ""),
         impact_basis=(
             "Its kernel time beyond a fused attention kernel's: the FLOPs of QKᵀ and PV at "
-            f"{t.cost_attention_efficiency:.0%} of the {costs.spec.name}'s peak for the dtype, "
-            "reading Q, K, V and writing the output once (no L x S scores in memory)."
+            f"{t.cost_attention_efficiency:.0%} of the {costs.spec.name}'s peak for the dtype"
+            + (
+                f" for long sequences, {100 * t.cost_attention_efficiency * low:.0f}% for its "
+                "shortest (fused attention's rate falls for shorter sequences and smaller "
+                "heads, as FlashAttention-2's benchmarks show)"
+                if low < 1.0
+                else ""
+            )
+            + ", reading Q, K, V and writing the output once (no L x S scores in memory)."
             if known and costs.spec is not None
             else "Informational: the trace does not name a GPU with known peaks."
         ),

@@ -141,6 +141,35 @@ class OpCost:
     # A matrix multiply's inner and output dimensions (K, N): the ones tensor cores want in
     # multiples (M is the rows, the tokens of a batch, which no model setting pads).
     kn: tuple[int, int] | None = None
+    # A fused attention call's keys, whether its mask is causal, and its head dimension:
+    # what its rate depends on besides the GPU (``attention_rate_share``).
+    attention: AttentionShape | None = None
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    keys: int
+    causal: bool
+    head_dim: int
+
+
+# FlashAttention's forward rate against its long-sequence plateau, from FlashAttention-2's
+# published forward benchmarks (A100, head dims 64 and 128): with a causal mask about half
+# of it at 512 keys, 70 % at 1k and 85 % at 2k (keys / (keys + 400)); without a mask about
+# 80 % at 512 keys and flat from 1k (keys / (keys + 100)). Short sequences leave each tile
+# of queries few keys to amortise its loads and its softmax over; a causal mask halves that
+# again. Heads of 64 run at about 0.85 of heads of 128 (half the math per byte moved).
+_HALF_RATE_KEYS_CAUSAL = 400
+_HALF_RATE_KEYS = 100
+_SMALL_HEAD_SHARE = 0.85
+
+
+def attention_rate_share(shape: AttentionShape) -> float:
+    """The share of a fused attention kernel's long-sequence rate a call of this shape
+    reaches: 1.0 for long sequences of heads of 128 or more."""
+    half = _HALF_RATE_KEYS_CAUSAL if shape.causal else _HALF_RATE_KEYS
+    share = shape.keys / (shape.keys + half) if shape.keys > 0 else 1.0
+    return share * (_SMALL_HEAD_SHARE if 0 < shape.head_dim <= 64 else 1.0)
 
 
 def parse_list(text: str | None) -> list:
@@ -341,10 +370,12 @@ def _cost(name, shapes, types, tensors, dtype, es, conv_out_spatial, scalars) ->
         else:  # [B, H, L, d]
             b, h, lq, d = q
             s, dv = k[2], v[3]
-        pairs = _attended_pairs(lq, s, causal_alignment(name, scalars))
+        alignment = causal_alignment(name, scalars)
+        pairs = _attended_pairs(lq, s, alignment)
         flops = 2.0 * b * h * pairs * (d + dv)
         moved = nbytes(q) + nbytes(k) + nbytes(v) + b * h * lq * dv * es
-        return OpCost(ATTENTION, flops, moved, dtype)
+        causal = alignment in ("top_left", "bottom_right")
+        return OpCost(ATTENTION, flops, moved, dtype, attention=AttentionShape(s, causal, d))
     if name in _SOFTMAX:
         x = shapes[0]
         return OpCost(MEMORY, 5.0 * _numel(x), 2.0 * nbytes(x), dtype)

@@ -83,8 +83,9 @@ class Thresholds:
     # layout transforms and small channel counts cost extra; ResNet-50 layers with AMP run
     # at 40-60% of tensor-core peak on V100/A100).
     cost_conv_efficiency: float = 0.5
-    # Cost model: share of peak a fused attention kernel reaches (FlashAttention-2 runs at
-    # 50-70% of A100/H100 peak for head dims 64-128).
+    # Cost model: share of peak a fused attention kernel reaches on long sequences
+    # (FlashAttention-2 runs at 50-70% of A100/H100 peak for head dims 64-128); shorter,
+    # causal sequences and heads of 64 are judged at a share of it (op_cost.attention_rate_share).
     cost_attention_efficiency: float = 0.5
     # Cost model: share of the memory bandwidth a streaming kernel reaches (STREAM-like
     # copies and elementwise kernels reach 70-90% of HBM bandwidth).
