@@ -51,8 +51,39 @@ def alembic_config(url: str) -> Any:
     return cfg
 
 
+@contextmanager
+def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
+    """One process at a time upgrades a SQLite catalog: a web process and its workers
+    starting together on a new catalog otherwise race to create the same tables, and the
+    losers die at start. An exclusive lock on a file beside the database (never the
+    database file itself: closing any descriptor of it drops SQLite's own locks in this
+    process); where the platform has no ``flock``, none."""
+    path = engine.url.database
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        fcntl = None  # type: ignore[assignment]
+    if fcntl is None or not path or path == ":memory:":
+        yield
+        return
+    with open(f"{path}-migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def upgrade_schema(engine: Engine) -> None:
     """Bring the catalog schema to the newest migration (creating it on first use)."""
+    if engine.dialect.name == "sqlite":
+        with _sqlite_migration_lock(engine):
+            _upgrade(engine)
+    else:
+        _upgrade(engine)
+
+
+def _upgrade(engine: Engine) -> None:
     from alembic import command
 
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))

@@ -8,10 +8,12 @@ fits (backpressure).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 
 import msgspec
-from saq.job import Job
+from saq.job import Job, Status
 from saq.queue.redis import RedisQueue
 
 from ingest.redacted_copy import REDACTION_VERSION
@@ -31,6 +33,8 @@ log = logging.getLogger("tracelens.queue")
 
 # What a refused upload is told to wait before trying again.
 BACKPRESSURE_RETRY_AFTER_S = 30
+# How often a run queued again while its last job finishes checks that the job has ended.
+_FOLLOW_EVERY_S = 0.25
 
 
 class QueueDispatcher:
@@ -61,9 +65,33 @@ class QueueDispatcher:
     def submit(self, run_id: str) -> None:
         job = IngestJob.for_run(run_id)
         try:
-            self._loop.call(lambda: enqueue(self.queue, self.settings, job))
+            if not self._loop.call(lambda: enqueue(self.queue, self.settings, job)):
+                self._loop.call(lambda: self._follow_active(job))
         except Exception as exc:  # the run stays queued; a recovery pass enqueues it
             log.warning("could not enqueue run %s: %s", run_id, exc)
+
+    async def _follow_active(self, job: IngestJob) -> None:
+        """The run's key still names a job. A queued one will claim the run when it runs;
+        an active one may be past its claim: it published the run (so the run was ``ready``
+        to be queued again) and is finishing. Enqueue after it ends, rather than leave the
+        run queued until a worker's recovery pass (every visibility timeout) finds it."""
+        held = await self.queue.job(job.key)
+        if held is not None and held.status == Status.ACTIVE:
+            asyncio.get_running_loop().create_task(self._enqueue_when_free(job))
+
+    async def _enqueue_when_free(self, job: IngestJob) -> None:
+        deadline = time.monotonic() + self.settings.queue_job_timeout_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_FOLLOW_EVERY_S)
+            try:
+                if await enqueue(self.queue, self.settings, job):
+                    return
+                held = await self.queue.job(job.key)
+            except Exception as exc:  # Redis away: the recovery passes catch up
+                log.warning("could not enqueue run %s: %s", job.run_id, exc)
+                return
+            if held is None or held.status != Status.ACTIVE:
+                return  # a queued or retrying job claims the run itself
 
     def shutdown(self, wait: bool = True) -> None:
         try:
