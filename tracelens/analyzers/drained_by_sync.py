@@ -138,7 +138,9 @@ SELECT count(*) AS n, coalesce(sum(ns), 0) AS ns, any_value(top_call.call) AS ca
        any_value(top_call.site) AS site, (SELECT count(*) FROM pairs) AS drains,
        coalesce(sum(ns) FILTER (WHERE harness), 0) AS harness_ns,
        arg_max(harnessed.call, ns) FILTER (WHERE harness) AS harness_call,
-       arg_max(harnessed.site, ns) FILTER (WHERE harness) AS harness_site
+       arg_max(harnessed.site, ns) FILTER (WHERE harness) AS harness_site,
+       coalesce(list(harnessed.start_ns ORDER BY harnessed.start_ns)
+                FILTER (WHERE harness), []) AS harness_starts
 FROM harnessed LEFT JOIN top_call ON true
 """
 
@@ -182,6 +184,8 @@ class DrainedBySync:
     harness_ns: int = 0
     harness_call: str | None = None
     harness_site: str | None = None
+    # the start of each gap the harness's sync opened (so the rest can be described alone)
+    harness_starts: tuple[int, ...] = ()
 
 
 def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> DrainedBySync:
@@ -208,4 +212,5 @@ def drained_by_sync(db: TraceDB, gaps: str, cause: str, t: Thresholds) -> Draine
         int(row["harness_ns"]),
         row["harness_call"],
         row["harness_site"],
+        tuple(int(v) for v in row["harness_starts"] or ()),
     )

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 
-# By the Python function that makes the read, what removes it.
+# By the Python function that makes the read, what removes it. A decoder's causal path
+# (`_ignore_causal_mask_sdpa`) checks the mask it was given; an encoder's
+# (`_prepare_4d_attention_mask_for_sdpa`, BERT) builds an all-ones mask when given none
+# and checks that all the same, so `attention_mask=None` removes only the first.
 _KNOWN_READS = (
     (
         re.compile(
             r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
-            r"(_prepare_4d\w*attention_mask\w*|_ignore_causal_mask_sdpa)"
+            r"(_ignore_causal_mask_sdpa|_prepare_4d_causal_attention_mask\w*)"
         ),
         "The read is transformers' own: before SDPA attention it checks whether the 2D "
         "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
@@ -25,6 +28,19 @@ _KNOWN_READS = (
         "skips it under `torch.compile` and tracing, and where the model is given a 4D "
         "mask, but then passes SDPA an explicit mask, which can rule out the flash kernel "
         "a causal call gets.",
+    ),
+    (
+        re.compile(
+            r"transformers/modeling_attn_mask_utils\.py\(\d+\): "
+            r"_prepare_4d\w*attention_mask\w*"
+        ),
+        "The read is transformers' own: before SDPA attention it checks whether the 2D "
+        "attention mask is all ones (`torch.all(mask == 1)`) so it can drop it, a host read "
+        "of a GPU value per forward. An encoder such as BERT builds an all-ones mask when "
+        "given none and checks it all the same, so `attention_mask=None` does not skip it; "
+        "only `torch.compile` and tracing do, or a 4D mask given to the model, which SDPA "
+        "then applies (ruling out its flash kernel). It is one read a forward: worth "
+        "removing only where it empties a queue that would otherwise stay full.",
     ),
 )
 
