@@ -327,17 +327,31 @@ def _no_kernels_note(
     con: duckdb.DuckDBPyConnection, has_table: bool, has_diagnostics: bool = False
 ) -> str:
     where = "this export has no kernel table" if not has_table else "the kernel table is empty"
-    copies, memsets, launches = con.execute(
+    copies, memsets, launches, calls = con.execute(
         f"""SELECT (SELECT count(*) FROM memcpys), (SELECT count(*) FROM memsets),
                    (SELECT count(*) FROM api_calls
-                    WHERE name IN ({sql_list(LAUNCH_CALLS)}))"""
+                    WHERE name IN ({sql_list(LAUNCH_CALLS)})),
+                   (SELECT count(*) FROM api_calls)"""
     ).fetchone()  # type: ignore[misc]
-    note = f"no kernels recorded ({where})"
-    if copies or memsets:
-        note += (
-            f"; the GPU ran only {copies:,} memory cop{'y' if copies == 1 else 'ies'} and "
-            f"{memsets:,} memset{'' if memsets == 1 else 's'}"
+    if calls and not launches and not has_table:
+        # CUDA tracing recorded the program's runtime calls and not one launch among them:
+        # the program launched no kernel in the recorded span (Nsight then writes no kernel
+        # table), nothing was lost in the export
+        where = (
+            f"the program launched none: its {calls:,} runtime "
+            f"call{' holds' if calls == 1 else 's hold'} no launch"
         )
+    note = f"no kernels recorded ({where})"
+    ran = [
+        f"{n:,} {one if n == 1 else many}"
+        for n, one, many in (
+            (copies, "memory copy", "memory copies"),
+            (memsets, "memset", "memsets"),
+        )
+        if n
+    ]
+    if ran:
+        note += "; the GPU ran only " + " and ".join(ran)
     if launches:
         # The host launched kernels the export does not hold. The calls are CUDA tracing's
         # own records, so it was on: the GPU side was what failed, and re-recording with
