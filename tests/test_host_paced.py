@@ -135,3 +135,33 @@ def test_gpu_bound_corpus_trace_keeps_its_kernel_costs(corpus: Path) -> None:
         for f in kernel_findings
         if "next launch arrived" in f.impact_basis and "aten::addmm" not in f.title
     ]
+
+
+def test_savings_on_the_same_launches_do_not_add_up(scenario_db) -> None:
+    """Two operators' kernels alternate in one GPU-bound stretch (10 of each, 100 us
+    apiece, queued at once), and the last work is a host launch the stretch overran by
+    ~200 us. Halving either operator's kernels ends the run 200 us sooner; halving both,
+    still 200 us (not 400): the host's launch bounds it. Each finding keeps its own saving and says
+    it is not in addition to the other's (a ResNet-50's backward convolutions: 15 ms each,
+    15 ms together)."""
+    sc = Scenario(name="planted_shared_saving")
+    # a first kernel, then the host busy with the GPU idle (the host paces this run)
+    sc.launch(None, "first_k", 100 * US, 110 * US, 10 * US)
+    sc.op("prepare", 130 * US, 860 * US, category="python_function")
+    for i in range(10):
+        sc.launch(None, "a_k", 1_000 * US + i * 10 * US, 1_050 * US + i * 200 * US, 100 * US)
+        sc.launch(None, "b_k", 1_005 * US + i * 10 * US, 1_150 * US + i * 200 * US, 100 * US)
+    sc.op("prepare_last", 1_200 * US, 1_580 * US, category="python_function")
+    sc.launch(None, "last_k", 2_800 * US, 3_050 * US, 10 * US)
+    db = scenario_db(sc)
+    a = _kernel_finding(db, "a_k", 500 * US)
+    b = _kernel_finding(db, "b_k", 500 * US)
+    leave_out_host_paced([a, b], db, Thresholds())
+    assert 150 * US < a.impact_ns < 260 * US and 150 * US < b.impact_ns < 260 * US
+    for f, other in ((a, "b_k"), (b, "a_k")):
+        assert f"Not in addition to `{other}`'s: their kernels wait on the same launches" in (
+            f.impact_basis
+        )
+    alone = _kernel_finding(db, "a_k", 500 * US)
+    leave_out_host_paced([alone], db, Thresholds())
+    assert "Not in addition" not in alone.impact_basis

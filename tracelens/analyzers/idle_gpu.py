@@ -571,8 +571,9 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 for c in ("host_compute", "launch_overhead", "untraced")
             )
             same_problem = (
-                f" They are the short end of the {fmt_ns(host_ns)} of this GPU's gaps with "
-                "the host busy before its next launch: one host-bound problem, the host at "
+                f" They are the short end of the {fmt_ns(host_ns)} of this GPU's host-side "
+                "gaps (the host running code or launching before its next launch): one "
+                "host-bound problem, the host at "
                 "most a launch ahead of the GPU, so what keeps it ahead (no syncs that empty "
                 "the queue, fewer launches) removes both."
                 if host_ns >= int(k["ns"])

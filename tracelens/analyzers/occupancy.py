@@ -489,8 +489,9 @@ def _fp32_math(
             if workload_of(db).amd
             else f"tensor cores (compute capability {cc_text})"
         ),
-        impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) in "
-        "operators hot_ops does not already estimate and outside explicit attention; "
+        impact_basis=f"Half of the FP32 GEMM/convolution time ({fmt_ns(unclaimed_ns)}) "
+        "that neither a hot-operator finding's cost estimate nor the explicit-attention "
+        "finding already counts; "
         f"{terms_for(workload_of(db).gpu.vendor).matrix_cores} typically run matrix math at "
         "least 2x the FP32 rate."
         + (

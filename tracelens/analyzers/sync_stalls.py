@@ -125,7 +125,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 [pattern, site],
             )
         ]
-        site_text = "code outside any operator" if site == "(no operator)" else f"`{site}`"
+        # a program without framework operators (CUDA C) has only its own host code
+        outside = "code outside any operator" if w.is_pytorch else "the program's host code"
+        site_text = outside if site == "(no operator)" else f"`{site}`"
         where = site_text + (f" in `{g['annotation']}`" if g["annotation"] else "")
         findings.append(
             finding(
