@@ -65,10 +65,12 @@ def host_link(wl: Workload, t: Thresholds, host_cpu: str | None = None) -> tuple
     if t.h2d_pinned_gbps > 0:
         return "configured", t.h2d_pinned_gbps, "threshold h2d_pinned_gbps"
     gpu = wl.gpu
+    # matched on every name the GPU goes by; shown by the one the trace gives it
     label = " ".join(x for x in (gpu.spec.name if gpu.spec else None, gpu.name, gpu.arch) if x)
+    shown = gpu.name or (gpu.spec.name if gpu.spec else None) or gpu.arch or label
     for pattern, link, gbps in _LINKS:
         if label and re.search(pattern, label, re.IGNORECASE):
-            return _capped(link, gbps, f"assumed from the GPU ({label.strip()}): {link}", host_cpu)
+            return _capped(link, gbps, f"assumed from the GPU ({shown.strip()}): {link}", host_cpu)
     return _capped("PCIe 4.0 x16", 25.0, "GPU model unknown: assumed PCIe 4.0 x16", host_cpu)
 
 
