@@ -11,11 +11,10 @@ Real Redis, real catalog; the job's life is driven through the queue's own calls
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from queue_stack import REDIS_URL, drop_queue_keys
+from queue_stack import REDIS_URL
 
 from web.catalog import Catalog
 from web.queue.payload import IngestJob
@@ -24,18 +23,14 @@ from web.settings import Settings
 pytest.importorskip("saq", reason="the queue extra (saq) is not installed")
 
 
-def test_a_run_queued_while_its_job_finishes_is_enqueued_when_it_ends(tmp_path: Path) -> None:
-    import redis
+def test_a_run_queued_while_its_job_finishes_is_enqueued_when_it_ends(
+    tmp_path: Path, queue_name: str
+) -> None:
     from saq.job import Status
 
     from web.queue.dispatcher import QueueDispatcher
 
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except Exception as exc:
-        pytest.skip(f"no Redis at {REDIS_URL} ({exc!s:.80})")
-    name = f"tl-test-{uuid.uuid4().hex[:10]}"
+    name = queue_name
     settings = Settings.from_env(
         tmp_path,
         queue_url=REDIS_URL,
@@ -76,4 +71,3 @@ def test_a_run_queued_while_its_job_finishes_is_enqueued_when_it_ends(tmp_path: 
     finally:
         dispatcher.shutdown()
         catalog.dispose()
-        drop_queue_keys(client, name)
