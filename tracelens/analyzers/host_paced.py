@@ -199,7 +199,9 @@ def _subject_name(f: Finding) -> str:
     if not op:
         named = re.search(r"`([^`]+)`", f.title)
         op = clipped(named.group(1), 48) if named else None
-    return f"`{op}`'s" if op else "another kernel finding's"
+    if op:
+        return f"`{op}`'s"
+    return "the FP32 GEMM/convolution finding's" if "FP32" in f.title else "the occupancy finding's"
 
 
 def _listed(names: list[str]) -> str:
