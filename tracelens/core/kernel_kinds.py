@@ -327,10 +327,22 @@ def _moe_expert_advice(kernel_name: str) -> str:
                 if tile
                 else ""
             )
-            + ": for the slower projection (the basis names it) try a split_k of 2-4 or a "
-            "smaller block_n, set with `triton_kernels.matmul_ogs_details.opt_flags."
-            "update_opt_flags_constraints` (global: time the other projection again), or "
-            "a newer release of the engine and triton_kernels."
+            + (
+                # stock matmul_ogs refuses split_k > 1 for MX-scaled weights
+                # (`can_use_split_k = ... not w_has_mx`): asking for it raises
+                # InapplicableConstraint, so only the tile sizes are a lever there
+                ": for the slower projection (the basis names it) try a smaller block_n "
+                "or block_m, set with `triton_kernels.matmul_ogs_details.opt_flags."
+                "update_opt_flags_constraints` (global: time the other projection again); "
+                "not split_k, which stock triton_kernels refuses for MX-scaled weights "
+                "(a split_k constraint raises InapplicableConstraint); or a newer release "
+                "of the engine and triton_kernels."
+                if packed
+                else ": for the slower projection (the basis names it) try a split_k of 2-4 "
+                "or a smaller block_n, set with `triton_kernels.matmul_ogs_details."
+                "opt_flags.update_opt_flags_constraints` (global: time the other projection "
+                "again), or a newer release of the engine and triton_kernels."
+            )
         )
     elif kernel_name.startswith("fused_moe_kernel"):
         lever = (
