@@ -640,8 +640,10 @@ def _waiting_finding(
         "sequence lengths or batch sizes per rank: bucket or pack them), data loading or host "
         "stalls, a slower GPU (clocks, thermal throttling) or a shared node. "
         + (
-            "`torch.distributed.monitored_barrier` and per-rank step timing "
-            "(`TORCH_NCCL_ENABLE_TIMING=1` / the flight recorder) locate it."
+            "Per-rank step timing and `TORCH_NCCL_ENABLE_TIMING=1` with the flight "
+            "recorder locate it (`torch.distributed.monitored_barrier` needs a gloo group, "
+            '`dist.new_group(backend="gloo")`, and names ranks that miss a barrier, not '
+            "ones milliseconds late)."
             if wl.is_pytorch
             else f"Per-rank timing around the collectives (`{lib}_DEBUG=INFO` for topology) "
             "locates it."
@@ -1054,8 +1056,14 @@ def _advice(
                 f"{fmt_ns(small_a2a['kernel_ns'])} with no "
                 f"{'kept ' if wl.sampled_calls else ''}compute beside them"
                 + (
-                    ", far longer than their bytes need: waiting for peer ranks, which "
-                    "pipelining does not hide."
+                    ", far longer than their bytes need: waiting for peer ranks. Pipelining "
+                    "hides such a wait only where compute runs beside it"
+                    + (
+                        " (which this sampled trace cannot show: it dropped most kernels)"
+                        if wl.sampled_calls
+                        else ""
+                    )
+                    + ", and it does not make the late rank arrive sooner."
                     if 2 * small_a2a["wait_ns"] >= small_a2a["kernel_ns"]
                     else "."
                 )
@@ -1066,8 +1074,10 @@ def _advice(
             "batch's input exchange with this batch's compute, and it leaves the pooled "
             "embeddings' exchange in forward and backward exposed."
             + waits
-            + " Balance the embedding lookups across ranks (the sharding "
-            "plan) so no rank waits for a straggler"
+            + " Find the straggler first (the ranks' traces together show it; the end of "
+            "the previous step counts, its optimizer step included), and where its "
+            "embedding lookups are the heavier, balance them across ranks (the sharding "
+            "plan)"
             + (
                 "; the exchange already looks quantized (FBGEMM's quantize and dequantize "
                 "operators run, as TorchRec's quantized-communication codecs do)"
