@@ -771,10 +771,26 @@ def _queue_text(row: dict) -> str:
     seen = []
     if row["queued"]:
         it = "it" if row["queued"] == 1 and len(row["behind"]) == 1 else "them"
+        # a start well after what it queued behind ended waited on something else too:
+        # what a group of its own gives back is then less than the time behind them
+        late = [
+            int(w["start_ns"] - w["behind_end_ns"])
+            for w in row.get("waits", [])
+            if w["behind_end_ns"] is not None
+            and w["start_ns"] - w["behind_end_ns"] >= _LATE_START_NS
+        ]
         seen.append(
             f"{row['queued']} {'was' if row['queued'] == 1 else 'were'} launched while "
             f"{_kinds_text(row['behind'])} still ran there and started only after {it} "
-            f"ended ({fmt_ns(row['queued_ns'])} of waiting behind {it})"
+            f"ended ({fmt_ns(row['queued_ns'])} from their launch to {it} ending"
+            + (
+                f"; {'it' if len(late) == 1 else 'they'} started "
+                f"{_ns_range(late)} after that, with nothing recorded on the stream "
+                "between, so part of the wait was for something else"
+                if late
+                else ""
+            )
+            + ")"
         )
     if row["unexplained"]:
         seen.append(
