@@ -976,11 +976,11 @@ def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
             # every other gap exactly 1 ns is no measurement: ROCm's trace records each
             # replayed kernel starting as the one before it ends (vLLM's 421 and SGLang's
             # 545 in-graph gaps are all 1 ns), so a bubble sits inside the next kernel's time
-            f"; the graph's other kernels are recorded 1 ns apart ({others:,} gaps), as this "
-            "runtime's trace records a replay's kernels each starting as the one before it "
-            "ends: a bubble between them would sit inside the next kernel's time (an "
-            "unusually slow instance of a kernel may be one), so this stall is the one the "
-            "trace can show, not all there is"
+            f"; the graph's other kernels are recorded 1 ns apart ({others:,} gaps), too "
+            "regular to be measured: this runtime's trace records a replayed kernel as "
+            "starting when the one before it ends, so a bubble between them can sit inside "
+            "the next kernel's time (an unusually slow instance of a kernel may be one), and "
+            "this stall is the one the trace can show, not all there is"
             if others > 0 and rest == others
             else f"; the graph's other kernels ran back to back ({others:,} gaps, "
             f"{fmt_ns(rest)} in all)"

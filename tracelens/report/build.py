@@ -33,6 +33,7 @@ from tracelens.report.host_startup import host_startup_notes
 from tracelens.report.metrics import device_summaries, top_kernels, top_ops, trace_metrics
 from tracelens.report.model import Report
 from tracelens.report.queued_at_start import queued_at_start_notes
+from tracelens.report.replay_gaps_unmeasured import replay_gaps_unmeasured_notes
 
 REPORT_SCHEMA = "tracelens.report/1"
 
@@ -191,6 +192,7 @@ def build_report_from_db(
         report["notes"].extend(before_host_trace_notes(db))
         report["notes"].extend(host_startup_notes(db))
         report["notes"].extend(queued_at_start_notes(db))
+        report["notes"].extend(replay_gaps_unmeasured_notes(db))
     for name, fn in SECTIONS.items():
         section = fn(db, t)
         if section is not None:

@@ -200,6 +200,20 @@ class Scenario:
         self.kernels.append(k)
         return k
 
+    def graph_launch(
+        self,
+        kernels: list[tuple[str, int, int]],
+        api_start_ns: int,
+        api_dur_ns: int = 5_000,
+        call: str = "cudaGraphLaunch",
+    ) -> list[Kernel]:
+        """One graph launch call and the kernels it replays, ``(name, start, duration)``
+        each, all under the call's correlation id (as the profilers record a replay)."""
+        corr = self._enqueue(call, api_start_ns, api_dur_ns, None)
+        out = [Kernel(name, start, dur, corr) for name, start, dur in kernels]
+        self.kernels.extend(out)
+        return out
+
     def copy(
         self,
         op: CpuOp | None,

@@ -1,0 +1,49 @@
+"""Graph replays whose kernels are recorded end to start, 1 ns apart, say their in-replay
+idle time is not measured (ROCm's traces of vLLM and SGLang replays on an MI300X); a
+replay whose gaps vary, as measured ones do, says nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracelens.core.tracedb import TraceDB
+from tracelens.report.replay_gaps_unmeasured import replay_gaps_unmeasured_notes
+from tracelens.testing.scenario import Scenario
+
+US = 1_000
+
+
+def _replay(gap_ns: list[int]) -> Scenario:
+    sc = Scenario(name="replay_gaps")
+    kernels, t = [], 100 * US
+    for i, gap in enumerate(gap_ns):
+        kernels.append((f"k{i % 4}", t, 10 * US))
+        t += 10 * US + gap
+    sc.graph_launch(kernels, 50 * US, call="hipGraphLaunch")
+    return sc
+
+
+def test_a_replay_recorded_1_ns_apart_is_noted(scenario_db) -> None:
+    db: TraceDB = scenario_db(_replay([1] * 29 + [270 * US, 1]))
+    (note,) = replay_gaps_unmeasured_notes(db)
+    assert note.startswith("the 31 kernels of the graph replays are recorded 29 of 30 times")
+    assert "busy % over the replays is an upper bound" in note
+
+
+@pytest.mark.parametrize("gaps", [[1, 2_000, 3, 1_500] * 8, [1] * 10])
+def test_measured_or_few_gaps_are_not(scenario_db, gaps: list[int]) -> None:
+    assert replay_gaps_unmeasured_notes(scenario_db(_replay(gaps))) == []
+
+
+@pytest.mark.corpus
+def test_rocm_engine_replays_are_noted(corpus: Path) -> None:
+    from corpus_cache import corpus_db
+
+    for name, kernels in (
+        ("vllm_decode_full/graph_execution.json.gz", "the 421 kernels"),
+        ("sglang_decode/sglang_Qwen3-8B_decode.json.gz", "the 544 kernels"),
+    ):
+        (note,) = replay_gaps_unmeasured_notes(corpus_db(corpus, name, kind="engines"))
+        assert note.startswith(kernels) and "too regular to be measured" in note, name
