@@ -462,6 +462,9 @@ def _assert_filtered_host_findings(r: dict[str, Any]) -> None:
     assert "launches were dropped with their kernels" in busy["impact_basis"]
     # nothing an idle gap decides is costed in such a trace
     assert not [f for f in r["findings"] if f["analyzer"] == "idle_gpu" and f["costed"]]
+    # TorchRec steps exchange variable-size batches: no CUDA graph of the whole step
+    assert "capture steady-state steps" not in busy["advice"]
+    assert "a CUDA graph of the whole step cannot hold TorchRec's" in busy["advice"]
 
 
 def test_sampled_rank_1_waits_without_being_called_early(corpus: Path) -> None:

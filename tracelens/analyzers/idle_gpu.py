@@ -24,7 +24,7 @@ from ingest.derive_gaps import (
     SYNC_CALLS,
     WRAPPER_PATTERN,
 )
-from tracelens.analyzers.communication import comm_kernel_sql
+from tracelens.analyzers.communication import SDD_PIPELINE, comm_kernel_sql
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
@@ -740,7 +740,12 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
             return text.rstrip()
         if torch:
             extra = (
-                f", capture steady-state steps in a {graph} or `torch.compile` them"
+                # a graph of the whole step cannot hold TorchRec's jagged exchanges, whose
+                # sizes change from batch to batch
+                ", `torch.compile` the dense part (a CUDA graph of the whole step cannot "
+                "hold TorchRec's variable-size embedding exchanges)"
+                if ev.get("torchrec_pipeline") and not w.cuda_graphs
+                else f", capture steady-state steps in a {graph} or `torch.compile` them"
                 if not w.cuda_graphs
                 else ""
             )
@@ -1254,6 +1259,8 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 **_slack(),
                 **alloc,
                 "gap_ns": ns,
+                # TorchRec's sparse-data-dist pipeline: steps of variable-size exchanges
+                "torchrec_pipeline": bool(db.scalar(SDD_PIPELINE)),
             }
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t, gaps) if cause == "gpu_dependency" else None
