@@ -45,6 +45,11 @@ class RankProgress(Protocol):
     def analysed(self) -> None: ...
 
 
+# The recording notes of a rank that the job's notes repeat: a filtered trace, and one
+# that thinned its launches (``core.workload``).
+_RECORDING_CAVEATS = ("probably filtered or sampled", "runtime calls its correlation ids")
+
+
 def analyze_job(
     files: list[tuple[int, Path]],
     thresholds: Thresholds | None = None,
@@ -202,6 +207,14 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         "hosts' clock synchronisation (typically within milliseconds)"
         for r, a in alignments.items()
         if a.method == "base time"
+    ]
+    # what a rank's recording leaves out (filtered, launches thinned) weighs on every
+    # cross-rank figure built from it: said once per rank, as its own report says it
+    notes += [
+        f"rank {e.rank}: {n}"
+        for e in extracts
+        for n in e.report.get("notes", [])
+        if any(mark in n for mark in _RECORDING_CAVEATS)
     ]
     if not found:
         notes.append("no collective is found on every rank: no straggler or skew analysis")
