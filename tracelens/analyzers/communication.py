@@ -530,7 +530,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     overlap_pct,
                     collectives,
                     wl,
-                    sdd_pipeline=bool(db.scalar(SDD_PIPELINE)),
+                    sdd_pipeline=torchrec_pipeline(db),
                     ddp_reducer=bool(db.scalar(_DDP_REDUCER)),
                     small_a2a=_small_all_to_alls(kernels),
                     quantized=bool(db.scalar(_QUANTIZED_COMMS)),
@@ -690,7 +690,14 @@ def _mostly_all_to_all(collectives: list[dict]) -> bool:
 
 
 # TorchRec's sparse-data-dist training pipeline marks its stages with these ranges.
-SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE starts_with(name, '## sdd_')"
+_SDD_PIPELINE = "SELECT count(*) > 0 FROM ranges WHERE starts_with(name, '## sdd_')"
+
+
+def torchrec_pipeline(db: TraceDB) -> bool:
+    """TorchRec's sparse-data-dist pipeline runs (its ``## sdd_`` ranges); once per trace."""
+    return db.memo("torchrec_pipeline", lambda: bool(db.scalar(_SDD_PIPELINE)))
+
+
 # DDP's reducer issues the gradient all-reduces itself, from autograd hooks, bucket by
 # bucket: its operators or the module's forward range say it runs.
 _DDP_REDUCER = (

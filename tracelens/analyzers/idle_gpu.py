@@ -24,7 +24,7 @@ from ingest.derive_gaps import (
     SYNC_CALLS,
     WRAPPER_PATTERN,
 )
-from tracelens.analyzers.communication import SDD_PIPELINE, comm_kernel_sql
+from tracelens.analyzers.communication import comm_kernel_sql, torchrec_pipeline
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.drained_by_sync import DrainedBySync, drained_by_sync
 from tracelens.analyzers.harness_flush import flush_in_gaps
@@ -1260,7 +1260,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                 **alloc,
                 "gap_ns": ns,
                 # TorchRec's sparse-data-dist pipeline: steps of variable-size exchanges
-                "torchrec_pipeline": bool(db.scalar(SDD_PIPELINE)),
+                "torchrec_pipeline": torchrec_pipeline(db),
             }
             label = f"GPU {dev.device_id}" + (f" ({dev.name})" if dev.name else "")
             kinds = _gpu_side(db, dev.device_id, t, gaps) if cause == "gpu_dependency" else None

@@ -397,6 +397,13 @@ def _sampled_calls(db: TraceDB) -> tuple[int, int] | None:
     return kept, numbered
 
 
+# Words that open the filtered and thinned-launch notes below: what a job's notes repeat of
+# each rank's (``ranks.job``), kept beside the texts they must match.
+_FILTERED_NOTE = "the trace holds only launch and copy runtime calls"
+_SAMPLED_NOTE = "it keeps "
+RECORDING_CAVEATS = (_FILTERED_NOTE, _SAMPLED_NOTE)
+
+
 def _recording_notes(
     api_names: set[str], filtered: bool, sampled: tuple[int, int] | None = None
 ) -> tuple[str, ...]:
@@ -409,7 +416,7 @@ def _recording_notes(
         )
     if filtered:
         notes.append(
-            "the trace holds only launch and copy runtime calls (no event, stream-wait or "
+            f"{_FILTERED_NOTE} (no event, stream-wait or "
             "synchronize calls): it was probably filtered or sampled after recording, so "
             "idle causes that depend on those calls (dependencies, syncs, host code) are "
             "uncertain; analyze the unfiltered trace"
@@ -417,7 +424,7 @@ def _recording_notes(
     if sampled is not None:
         kept, numbered = sampled
         notes.append(
-            f"it keeps {kept:,} of the ~{numbered:,} runtime calls its correlation ids "
+            f"{_SAMPLED_NOTE}{kept:,} of the ~{numbered:,} runtime calls its correlation ids "
             f"number ({100 * kept / numbered:.2g}%): launches were dropped with their "
             "kernels, so the GPU ran work between the kept kernels that the trace does not "
             "show, its busy % is a lower bound and its idle gaps are not measured"

@@ -20,6 +20,7 @@ from ingest.limits import IngestLimits
 from tracelens import __version__
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import RECORDING_CAVEATS
 from tracelens.ranks.clock import Alignment, align, from_base_times
 from tracelens.ranks.counted_once import dropped_waiting_notes, reconcile, waiting_by_rank
 from tracelens.ranks.extract import RankExtract, extract
@@ -43,11 +44,6 @@ class RankProgress(Protocol):
     def analysing(self, done: int, total: int) -> None: ...
 
     def analysed(self) -> None: ...
-
-
-# The recording notes of a rank that the job's notes repeat: a filtered trace, and one
-# that thinned its launches (``core.workload``).
-_RECORDING_CAVEATS = ("probably filtered or sampled", "runtime calls its correlation ids")
 
 
 def analyze_job(
@@ -214,7 +210,7 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         f"rank {e.rank}: {n}"
         for e in extracts
         for n in e.report.get("notes", [])
-        if any(mark in n for mark in _RECORDING_CAVEATS)
+        if n.startswith(RECORDING_CAVEATS)
     ]
     if not found:
         notes.append("no collective is found on every rank: no straggler or skew analysis")
