@@ -67,8 +67,9 @@ def test_a_kernel_the_host_paces_gives_nothing_back(scenario_db) -> None:
     assert "next launch arrived" not in queued.impact_basis
     # `queued_k` is followed by queued work, so the one-step rule keeps its 100 us; but
     # every step's next launch comes 100 us after the last, whatever the GPU does: with
-    # the host's launches held, halving it ends only the last step sooner (5.12 us)
-    assert queued.impact_ns == 5_120 and queued.impact_pct < before
+    # the host's launches held, halving it ends only the last step sooner: its 10 us
+    # kernel by 5 us, to the nanosecond (the replay counts from the first item's start)
+    assert queued.impact_ns == 5_000 and queued.impact_pct < before
     assert "Replayed with the host's launches held" in queued.impact_basis
     assert "up to 100 µs once the host keeps the GPU fed" in queued.impact_basis
     assert tail.impact_ns <= 1 * US  # 5% of 20 us left, then the replay's cap
