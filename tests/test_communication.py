@@ -53,7 +53,8 @@ def test_corpus_sampled_ranks_expose_most_communication(
     assert ev["device_id"] == device
     # 10 NCCL kernels per rank; compute hides at most a fifth of their time.
     assert ev["overlap_pct"] < 25
-    assert 0 < f.impact_ns < ev["comm_ns"]
+    # the trace kept a sample of its launches: listed, not costed (exposed is no bound)
+    assert f.impact_ns == 0 and f.costed is False and 0 < f.subject_ns < ev["comm_ns"]
     names = {c["collective"] for c in ev["collectives"]}
     assert {"all_to_all", "all_reduce"} <= names
     # Shampoo's all-gather (under `Optimizer.step#Shampoo.step`) gathers 1 GiB across 64

@@ -304,7 +304,10 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
     header says why. For the same reason the exposed communication (337 ms) is a bound in
     neither direction: compute that ran beside the collectives may be gone (longer than
     it was), and collective kernels too (rank 0 records no backward all-to-all where rank
-    1 runs one of 90.8 ms, while rank 0's GPU idles for as long: shorter).
+    1 runs one of 90.8 ms, while rank 0's GPU idles for as long: shorter). A sixth review
+    found it still costed (223 ms) and ranked first as "high" while the idle gaps beside
+    it, which rest on the same dropped kernels, were not: it and the peer-waiting part of
+    it are listed, not costed, like them.
 
     Shampoo's `_all_gather_base` gathers 1 GiB across 64 ranks from a 16 MiB int8 shard:
     it moves 1 GiB per rank as nccl-tests count an all-gather (its output), at 17-25 GB/s,
@@ -341,12 +344,13 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
     assert waits["impact_basis"].startswith("Not costed: in this filtered trace")
     # and the advice says first to analyze the whole trace, before any cross-stream change
     assert waits["advice"].startswith("This trace keeps only launch and copy runtime calls")
-    assert top(r)[0]["analyzer"] == "communication"
     comm = [f for f in r["findings"] if f["analyzer"] == "communication"]
     assert {"peer_waiting"} & {f["evidence"].get("kind") for f in comm} or any(
         "waiting for peer ranks" in f["title"] for f in comm
     )
-    assert sum(f["impact_ns"] for f in comm) <= 0.3 * r["metrics"]["window_ns"]
+    assert all(f["costed"] is False and f["impact_ns"] == 0 for f in comm)
+    assert all(f["subject_ns"] > 0.05 * r["metrics"]["window_ns"] for f in comm)
+    assert not [f for f in r["findings"] if f["costed"] and f["severity"] != "info"]
     # all_to_all (182 ms) is the largest collective: advice about it, not only DDP buckets.
     # TorchRec's sparse-data-dist pipeline already runs (`## sdd_…` ranges) and FBGEMM's FP8
     # quantize operators narrow the exchange, so "pipeline the exchange" and "quantize it"
@@ -426,7 +430,7 @@ def test_sampled_rank_waits_on_collectives(corpus: Path) -> None:
         "GPU 0: 337 ms of NCCL communication not hidden by kept compute"
     )
     assert exposed["title"].endswith("sampled trace)")
-    assert "Not a bound either way" in exposed["impact_basis"]
+    assert exposed["impact_basis"].startswith("Not costed, and not a bound either way")
     assert "A lower bound" not in exposed["impact_basis"]
     assert "with no kept compute beside it" in advice
     assert any("it keeps 1,204 of the ~259,691 runtime calls" in n for n in r["notes"])
@@ -478,8 +482,8 @@ def test_sampled_rank_1_waits_without_being_called_early(corpus: Path) -> None:
     (188 ms) not costed, nor the 137 ms "host busy" (in the 17.9 ms of it inside Shampoo's
     `_foreach_mul_` the correlation ids jump by 9,123: per-tensor multiplies whose launches
     and kernels were dropped ran there), the exposed communication (304 ms) a bound in
-    neither direction, the all-gather 1 GiB per rank (median 21.2 GB/s: the midpoint of
-    17.27 and 25.12).
+    neither direction and not costed, the all-gather 1 GiB per rank (median 21.2 GB/s: the
+    midpoint of 17.27 and 25.12).
 
     Its all-reduces are about 85 % hidden once they run (6.6 ms exposed of 44 ms), but two
     of them queued 99.9 ms in all behind all-to-alls on stream 84 before starting (one
@@ -500,7 +504,7 @@ def test_sampled_rank_1_waits_without_being_called_early(corpus: Path) -> None:
     assert exposed["title"].startswith(
         "GPU 1: 304 ms of NCCL communication not hidden by kept compute"
     )
-    assert "Not a bound either way" in exposed["impact_basis"]
+    assert exposed["impact_basis"].startswith("Not costed, and not a bound either way")
     ag = next(
         c for c in exposed["evidence"]["collectives"] if c["collective"] == "_all_gather_base"
     )

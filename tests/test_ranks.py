@@ -73,6 +73,35 @@ def test_heavier_expert_rank_is_late_because_of_compute(tmp_path: Path) -> None:
     assert imb["impact_ns"] == 0 and "straggler finding counts" in imb["impact_basis"]
 
 
+def test_ranks_that_thinned_their_launches(tmp_path: Path) -> None:
+    """The same jobs (50 steps: 100 launches a rank), their correlation ids 400 apart
+    (traces that kept a sample of their launches). Who arrives last is measured (the
+    collectives' kernels are kept); why is only as far as the kept kernels show it: a
+    heavier rank's kept compute is said to be the kept kernels', an idle cause (the slow
+    loader) is not measured at all; and no rank's communication is costed, since what ran
+    beside it may have been dropped."""
+    write_job(tmp_path / "heavy", ranks=4, steps=50, slow_rank=None, heavy_rank=1, corr_stride=400)
+    job = _job(tmp_path / "heavy")
+    (s,) = job["stragglers"]
+    assert (s["rank"], s["cause"]) == (1, "compute")
+    (late,) = [f for f in job["findings"] if f["title"].startswith("Rank 1 arrives last")]
+    assert late["costed"] and late["impact_ns"] > 0
+    assert "counting the kernels the traces kept" in late["summary"]
+    (imb,) = [f for f in job["findings"] if f["title"].startswith("Rank 1's kept kernels")]
+    assert imb["title"].endswith("(50% more; sampled traces)")
+    comm = [f for f in job["findings"] if f["analyzer"] == "communication"]
+    assert comm and all(f["costed"] is False and f["impact_ns"] == 0 for f in comm)
+    assert all("where it is largest" in f["impact_basis"] for f in comm if len(f["ranks"]) > 1)
+
+    write_job(tmp_path / "loader", ranks=4, steps=50, slow_rank=2, corr_stride=400)
+    job = _job(tmp_path / "loader")
+    (s,) = job["stragglers"]
+    assert (s["rank"], s["cause"], s["idle_cause"]) == (2, "thinned", None)
+    (late,) = [f for f in job["findings"] if f["title"].startswith("Rank 2 arrives last")]
+    assert "why is not measured" in late["summary"] and "DataLoader" not in late["summary"]
+    assert late["advice"].startswith("Record this rank and a punctual one again")
+
+
 def test_balanced_job_has_no_straggler(tmp_path: Path) -> None:
     write_job(tmp_path / "job", ranks=3, slow_rank=None)
     job = _job(tmp_path / "job")
@@ -142,7 +171,9 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     arrival skews of two shared collectives are listed as they are (112 µs and 1.32 ms),
     not as a "p50" that is the lower of them. The peer-waiting finding shown is rank 1's
     (95 ms, the most left once the straggler finding takes rank 0's 32 ms of waiting for
-    rank 1), so its summary also names rank 0's own 114 ms, the longest.
+    rank 1), so its summary also names rank 0's own 114 ms, the longest. (Since neither is
+    costed in these sampled traces, rank 0's, the longer, is shown, and the summary says
+    rank 1's 95 ms is for ranks not recorded.)
     The process-group advice of the shared exposed-communication finding (rank 0 shown)
     rests on rank 1, whose trace records 2 all-reduces queued behind all-to-alls on stream
     84; rank 0's copies of those all-to-alls were filtered out, and its all-reduces that
@@ -153,6 +184,9 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     (61.7 ms more), not against the two ranks' midpoint (which halved it); the extra work
     is FBGEMM's embedding lookups and their fused optimizer (+43.5 and +18.6 ms), so the
     advice is the embedding tables' sharding plan, not the batch split or expert routing.
+    Both traces kept 0.45 % of their launches (short elementwise kernels among them, so
+    not a duration filter): the 61.7 ms is the kept kernels', and both findings say so and
+    that what was dropped is not known (a sixth review); who arrives last is measured.
     """
     job = _job(corpus / "torch/sampled_2rank")
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
@@ -195,25 +229,33 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
         "it ran 61.7 ms more GPU compute than the other ranks' median over the whole trace"
         in late["summary"]
     )
+    assert "counting the kernels the traces kept" in late["summary"]
     assert "between its previous recorded collective" not in late["summary"]
     assert "more GPU work before them" not in late["summary"]
-    assert "Rank 1 runs 61.7 ms more GPU compute than rank 0 (29% more)" in titles
-    (imb,) = [f for f in job["findings"] if f["title"].startswith("Rank 1 runs")]
+    assert (
+        "Rank 1's kept kernels run 61.7 ms more GPU compute than rank 0's (29% more; "
+        "sampled traces)" in titles
+    )
+    (imb,) = [f for f in job["findings"] if f["title"].startswith("Rank 1's kept kernels")]
+    assert "what the dropped ones add on either rank is not known" in imb["summary"]
     assert "sharding plan" in imb["advice"] and "embedding tables" in imb["advice"]
+    # neither rank's waiting is costed (the traces kept a sample of their launches): the
+    # shared finding shows rank 0's, the longer, names both, and says rank 1, last among
+    # the recorded ranks, waits for ranks not recorded; its advice is the job's, not one
+    # rank's "analyze the ranks together"
     (wait,) = [
         f
         for f in job["findings"]
-        if f["analyzer"] == "communication"
-        and "exposed_waiting_ns" in f["evidence"]
-        and f.get("rank") == 1
+        if f["analyzer"] == "communication" and "exposed_waiting_ns" in f["evidence"]
     ]
+    assert wait["ranks"] == [0, 1] and wait["rank"] == 0 and wait["costed"] is False
+    assert "the evidence is rank 0's, where it is largest" in wait["impact_basis"]
     assert "before its peers" not in wait["advice"]
+    assert "Analyze the ranks' traces together" not in wait["advice"]
+    assert "rank 1 arrives last" in wait["advice"]
     assert "these traces do not include" in wait["advice"]
-    assert "for any rank, recorded or not" in wait["advice"]
-    assert (
-        "Exposed waiting for peers by rank: rank 0 114 ms, rank 1 95 ms; rank 0 waits "
-        in (wait["summary"])
-    )
+    assert "Exposed waiting for peers by rank: rank 0 114 ms, rank 1 95 ms." in wait["summary"]
+    assert "so its 95 ms is waiting for ranks these traces do not include" in wait["summary"]
     # the separate-group advice rests on the rank that records the queuing
     (exposed,) = [
         f

@@ -482,19 +482,25 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         overlap_pct = 100.0 * overlap_ns / comm_ns if comm_ns else 0.0
         queues = long_queues(queued, collectives)
         size_text = _collectives_text(collectives, waited > 0, queues) if collectives else ""
+        # A trace that kept a sample of its launches dropped compute kernels beside the
+        # collectives and collectives too: the exposed time is not measured either way, so
+        # like the idle gaps it is listed, not costed.
+        sampled = wl.sampled_calls is not None
         findings.append(
             finding(
                 ANALYZER,
                 (dev,),
-                transfer_exposed,
+                0 if sampled else transfer_exposed,
                 db,
                 t,
                 subject_ns=int(exposed),
+                costed=not sampled,
                 title=f"GPU {dev}: {_bound_word(wl)}{fmt_ns(exposed)} of "
                 f"{'RCCL' if wl.amd else 'NCCL'} communication not hidden by "
                 f"{'kept ' if wl.sampled_calls else ''}compute "
                 f"({share:.1f}% of its window{_trace_word(wl)})",
-                impact_basis="Communication kernel time (union over streams) minus the part "
+                impact_basis=(_SAMPLED_NOT_COSTED if sampled else "")
+                + "Communication kernel time (union over streams) minus the part "
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
                 "communicates, which overlap can hide."
                 + (
@@ -503,13 +509,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                     if waited
                     else ""
                 )
-                + (
-                    _SAMPLED_EITHER_WAY
-                    if wl.sampled_calls
-                    else _FILTERED_LOWER_BOUND
-                    if wl.filtered
-                    else ""
-                ),
+                + (_FILTERED_LOWER_BOUND if wl.filtered and not sampled else ""),
                 summary=f"{'RCCL' if wl.amd else 'NCCL'} kernels ran {fmt_ns(comm_ns)} on GPU "
                 f"{dev}; "
                 f"{overlap_pct:.0f}% of it overlapped compute{size_text}.",
@@ -560,11 +560,13 @@ _FILTERED_LOWER_BOUND = (
 
 
 # A trace that kept a sample of its launches dropped compute kernels as well as
-# collectives: some of what looks exposed ran beside compute the trace no longer has.
-_SAMPLED_EITHER_WAY = (
-    " Not a bound either way: this trace kept a sample of its launches (see the notes), so "
-    "compute kernels that ran beside these collectives may be missing, which makes the "
-    "exposed time look longer, and collectives may be missing, which makes it look shorter."
+# collectives: some of what looks exposed ran beside compute the trace no longer has, so
+# its communication findings are listed, not costed, and say so first.
+_SAMPLED_NOT_COSTED = (
+    "Not costed, and not a bound either way: this trace kept a sample of its launches (see "
+    "the notes), so compute kernels that ran beside these collectives may be missing, which "
+    "makes the exposed time look longer, and collectives may be missing, which makes it "
+    "look shorter. "
 )
 
 
@@ -597,17 +599,24 @@ def _waiting_finding(
     total_wait = sum(int(k["wait"]) for k in kernels)
     worst = sorted(kernels, key=lambda k: (-k["wait"], k["kid"]))[:5]
     where = f", most in `{steps[0]['step']}`" if steps and steps[0]["step"] else ""
+    sampled = wl.sampled_calls is not None
     return finding(
         ANALYZER,
         (dev, "peer_waiting"),
-        waited,
+        0 if sampled else waited,
         db,
         t,
+        subject_ns=waited,
+        costed=not sampled,
         title=f"GPU {dev}: {fmt_ns(waited)} of exposed {lib} time is waiting for peer ranks{where}",
-        impact_basis="Each collective kernel's duration beyond its bytes at the best "
+        impact_basis=(_SAMPLED_NOT_COSTED if sampled else "")
+        + "Each collective kernel's duration beyond its bytes at the best "
         "bandwidth this rank reached for that collective (or beyond the fastest instance of "
         "the same kernel when sizes are unknown) is time spent waiting for the slowest rank; "
-        "counted only where no compute ran beside it.",
+        "counted only where no "
+        + ("kept " if sampled else "")
+        + "compute ran beside it."
+        + (" The kernels' waits are measured; what ran beside them is not." if sampled else ""),
         summary=f"{lib} kernels ran {fmt_ns(comm_ns)}; {fmt_ns(total_wait)} of that was "
         "spent waiting for other ranks to arrive, so the spread of their durations is load "
         "imbalance between ranks rather than erratic communication.",

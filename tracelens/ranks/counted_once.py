@@ -167,13 +167,18 @@ def dropped_waiting_notes(dropped: dict[int, tuple[int, int]]) -> list[str]:
 
 
 def waiting_by_rank(
-    findings: list[dict[str, Any]], reports: dict[int, dict[str, Any]]
+    findings: list[dict[str, Any]],
+    reports: dict[int, dict[str, Any]],
+    last_among_recorded: frozenset[int] = frozenset(),
 ) -> list[dict[str, Any]]:
     """``findings`` with each shared peer-waiting finding's summary naming every rank's own
     exposed waiting (``reports``: each rank's report), where the rank shown is not the one
     that waits longest. The shown rank is the one whose waiting is left largest once the
     job's other findings take their share (a straggler's), which need not be the one that
-    waits longest: without the figures, a reader takes the shown rank's for the worst."""
+    waits longest: without the figures, a reader takes the shown rank's for the worst. A
+    rank in ``last_among_recorded`` (the straggler among only some of the job's ranks) that
+    still waits is named too where another rank's finding is shown: its waiting is for
+    ranks the traces do not include."""
     out = []
     for f in findings:
         if not _is_waiting(f) or len(f.get("ranks") or []) < 2 or f.get("rank") is None:
@@ -189,17 +194,38 @@ def waiting_by_rank(
             out.append(f)
             continue
         worst = max(own, key=lambda r: (own[r], -r))
-        if worst == int(f["rank"]) or own[worst] <= own.get(int(f["rank"]), 0):
+        shown = int(f["rank"])
+        late = sorted(r for r in own if r in last_among_recorded and r != shown and own[r])
+        longer = worst != shown and own[worst] > own.get(shown, 0)
+        if not longer and not late:
             out.append(f)
             continue
         by = ", ".join(f"rank {r} {fmt_ns(ns)}" for r, ns in sorted(own.items()))
-        out.append(
-            {
-                **f,
-                "summary": f["summary"] + f" Exposed waiting for peers by rank: {by}; rank "
-                f"{worst} waits longest, and rank {f['rank']} is shown as the one whose "
-                "waiting is left largest once the job's other findings take their share "
-                "(see the impact).",
-            }
+        said = (
+            f" Exposed waiting for peers by rank: {by}; rank {worst} waits longest, and rank "
+            f"{shown} is shown as the one whose waiting is left largest once the job's other "
+            "findings take their share (see the impact)."
+            if longer
+            else f" Exposed waiting for peers by rank: {by}."
         )
+        said += "".join(
+            f" Rank {r} arrives last among the recorded ranks (its straggler finding), so its "
+            f"{fmt_ns(own[r])} is waiting for ranks these traces do not include, or, in "
+            "collectives only it records, for any rank."
+            for r in late
+        )
+        shown_f = {**f, "summary": f["summary"] + said}
+        if late and shown not in last_among_recorded:
+            # the shown rank's own advice sends a reader to analyze the ranks together,
+            # which this job is: who is late among them is its straggler finding
+            lib = "RCCL" if "RCCL" in f["title"] else "NCCL"
+            shown_f["advice"] = (
+                f"Among the recorded ranks, rank {late[0]} arrives last (its straggler "
+                f"finding counts what the others wait for it), yet its {lib} kernels still "
+                "wait inside collectives too: the rest of this waiting is for ranks these "
+                "traces do not include. Record every rank of the job (or at least every "
+                "member of these collectives) for the same steps to find the slowest, and "
+                "compare per-rank step times there before rebalancing work."
+            )
+        out.append(shown_f)
     return out

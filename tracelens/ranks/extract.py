@@ -25,6 +25,7 @@ from tracelens.analyzers.communication import (
 )
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
 
 _COMM = comm_kernel_sql()
 
@@ -161,6 +162,9 @@ class RankExtract:
     base_time_ns: int | None = None
     t0_ns: int | None = None  # the earliest recorded time, to tell relative times from epoch
     small: SmallCollectives | None = None  # None: no collective with a known size
+    # The trace kept a sample of its launches (``Workload.sampled_calls``): its compute and
+    # idle time are those of the kept kernels, not the rank's.
+    sampled: bool = False
 
 
 def extract(
@@ -171,6 +175,7 @@ def extract(
     from tracelens.derived.kernel_ops import KERNEL_OPS
 
     out = RankExtract(rank=rank, path=path, report=report)
+    out.sampled = workload_of(db).sampled_calls is not None
     info = db.info
     out.base_time_ns = _int_or_none(info.get("base_time_ns"))
     out.t0_ns = _int_or_none(info.get("t0_ns"))

@@ -34,6 +34,7 @@ def extract_to_json(e: RankExtract) -> dict[str, Any]:
         "base_time_ns": e.base_time_ns,  # integers: Python's json keeps every digit
         "t0_ns": e.t0_ns,
         "small": None if e.small is None else dataclasses.asdict(e.small),
+        "sampled": e.sampled,
     }
 
 
@@ -56,4 +57,6 @@ def extract_from_json(data: dict[str, Any]) -> RankExtract:
         small=None
         if small is None
         else SmallCollectives(**{**small, "kinds": tuple(small["kinds"])}),
+        # absent from extracts stored before it was kept: re-ingesting the rank sets it
+        sampled=bool(data.get("sampled", False)),
     )

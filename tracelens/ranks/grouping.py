@@ -88,13 +88,16 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
             # alone, or several of one rank (one per device): each stays as it is
             out.extend({**f, "ranks": [f["rank"]]} for f in same)
             continue
-        same.sort(key=lambda f: (-int(f["impact_ns"]), f["rank"]))
+        # an uncosted finding (impact 0 on every rank) is shown where its time is largest
+        same.sort(key=lambda f: (-int(f["impact_ns"]), -int(f.get("subject_ns") or 0), f["rank"]))
         rep = same[0]
         ranks = sorted(f["rank"] for f in same)
         by_rank = {str(f["rank"]): int(f["impact_ns"]) for f in same}
         impact = int(median(by_rank.values()))
         scale = impact / rep["impact_ns"] if rep["impact_ns"] else 0.0
-        lo, hi = min(by_rank.values()), max(by_rank.values())
+        costed = any(f.get("costed", True) for f in same)
+        sizes = by_rank.values() if costed else [int(f.get("subject_ns") or 0) for f in same]
+        lo, hi = min(sizes), max(sizes)
         spread = "" if lo == hi else f" (from {fmt_ns(lo)} to {fmt_ns(hi)})"
         shared_id = finding_id(key[0], "ranks", key[1])
         renamed.update((f["id"], shared_id) for f in same)
@@ -108,10 +111,14 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
                 "impact_pct": round(float(rep["impact_pct"]) * scale, 3),
                 "impact_ns_by_rank": by_rank,
                 "impact_basis": rep["impact_basis"]
-                + f" Found on {len(ranks)} of the job's {job_ranks} ranks{spread}; they run "
-                "at once, so removing it everywhere gives the job back about the median "
-                f"rank's share, which is the impact here; the evidence is rank {rep['rank']}'s, "
-                "where it costs most.",
+                + f" Found on {len(ranks)} of the job's {job_ranks} ranks{spread}"
+                + (
+                    "; they run at once, so removing it everywhere gives the job back about "
+                    "the median rank's share, which is the impact here; the evidence is "
+                    f"rank {rep['rank']}'s, where it costs most."
+                    if costed
+                    else f"; the evidence is rank {rep['rank']}'s, where it is largest."
+                ),
             }
         )
     # what a finding supersedes may itself have become a shared finding

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 from typing import Any, Protocol
@@ -133,16 +134,25 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
         alignments[e.rank] = a
     found = groups(extracts, alignments)
     late = stragglers(extracts, found)
+    # Ranks whose traces kept a sample of their launches: who arrives last is measured
+    # (the collectives' kernels were kept); their idle gaps are not, and their compute is
+    # the kept kernels' (a heavier operator there is still seen, not what was dropped).
+    thinned = any(e.sampled for e in extracts)
+    if thinned:
+        late = [
+            s if s.cause == "compute" else replace(s, cause="thinned", idle_cause=None)
+            for s in late
+        ]
     window = int(median(_window(e) for e in extracts)) or 1
     world = _world_size(extracts)
     findings = straggler_findings(
-        late, found, window, t, world, {e.rank: e.compute_ns for e in extracts}
+        late, found, window, t, world, {e.rank: e.compute_ns for e in extracts}, thinned
     )
     # Time a rank waits inside collectives for a straggler is the straggler finding's: its
     # own communication findings keep only the rest, so no millisecond leads twice.
     named = {f["rank"] for f in findings if f["impact_ns"] > 0}
     waited = {e.rank: sum(g.waits[e.rank] for g in found if g.last in named) for e in extracts}
-    imb = imbalance_finding(extracts, window, t, late)
+    imb = imbalance_finding(extracts, window, t, late, thinned)
     if imb is not None:
         findings.append(imb)
     storm = storm_finding(extracts, window, t)
@@ -182,6 +192,7 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     findings += waiting_by_rank(
         cite_queuing(group_shared(own, len(extracts)), extracts, alignments),
         {e.rank: e.report for e in extracts},
+        frozenset(named) if not whole else frozenset(),
     )
     findings.sort(
         key=lambda f: (

@@ -44,7 +44,16 @@ _WHY = {
     "the trace does not record",
     "unknown": "the trace does not show why: it did neither more GPU work nor idle longer "
     "than the others before them",
+    # kept kernels' compute and the gaps between them are not the rank's (see job.py)
+    "thinned": "why is not measured: the traces kept a sample of their launches, so the "
+    "ranks' idle time before these collectives is not known, and the kernels they kept "
+    "show no more compute on this rank",
 }
+# Said after a compute cause where the traces kept a sample of their launches.
+_KEPT_ONLY = (
+    ", counting the kernels the traces kept: they kept a sample of their launches, so what "
+    "the dropped ones add on either rank is not known"
+)
 _ADVICE = {
     "compute": "Balance the work: give this rank the same share of the batch, sequence "
     "lengths or experts as the others (uneven sharding, padding, expert routing), and check "
@@ -66,6 +75,9 @@ _ADVICE = {
     "Python stacks (`with_stack=True`) or a sampling profiler to see what it is.",
     "unknown": "Compare this rank's timeline with a punctual rank's just before the "
     "collectives it reaches last.",
+    "thinned": "Record this rank and a punctual one again with every launch kept (a step "
+    "or two is enough) and compare what each runs before the collectives this rank reaches "
+    "last: more compute there is load imbalance, an idle GPU names its own cause.",
 }
 
 
@@ -82,12 +94,16 @@ def straggler_findings(
     t: Thresholds,
     world: int | None = None,
     compute_ns: dict[int, int] | None = None,
+    thinned: bool = False,
 ) -> list[dict[str, Any]]:
     """A finding for each rank last often enough that chance does not explain it.
 
     ``compute_ns``: each rank's compute-kernel time over its whole trace; where the late
     rank's extra compute before its collectives comes to its extra over the whole trace
     (within :data:`SAME_AS_WHOLE`), the summary says the latter.
+
+    ``thinned``: the traces kept a sample of their launches; a compute cause says it
+    counts the kept kernels.
 
     ``world``: the job's size, where the traces record it. When only some of its ranks are
     here, "last" is last among them: the title says so, since the rank may itself be
@@ -116,7 +132,7 @@ def straggler_findings(
             compute=fmt_ns(s.excess_compute_ns),
             idle=fmt_ns(s.excess_idle_ns),
             whole=fmt_ns(whole or 0),
-        )
+        ) + (_KEPT_ONLY if thinned and cause.startswith("compute") else "")
         out.append(
             {
                 "id": finding_id(ANALYZER, "straggler", s.rank),
@@ -260,11 +276,16 @@ def imbalance_advice(diffs: list[tuple[int, str]]) -> str:
 
 
 def imbalance_finding(
-    extracts: list[RankExtract], window_ns: int, t: Thresholds, late: list[Straggler]
+    extracts: list[RankExtract],
+    window_ns: int,
+    t: Thresholds,
+    late: list[Straggler],
+    thinned: bool = False,
 ) -> dict[str, Any] | None:
     """The rank with the most GPU compute, when it is well above the other ranks' median
     (the straggler finding's measure too, so the two name one figure: with two ranks the
-    median of all would be their midpoint, half the difference)."""
+    median of all would be their midpoint, half the difference). ``thinned``: the traces
+    kept a sample of their launches, and the title and summary say the kept kernels'."""
     if len(extracts) < 2:
         return None
     top = max(extracts, key=lambda e: (e.compute_ns, -e.rank))
@@ -285,8 +306,13 @@ def imbalance_finding(
     return {
         "id": finding_id(ANALYZER, "imbalance", top.rank),
         "analyzer": ANALYZER,
-        "title": f"Rank {top.rank} runs {fmt_ns(int(extra))} more GPU compute than {than} "
-        f"({100.0 * extra / med:.0f}% more)",
+        "title": (
+            f"Rank {top.rank}'s kept kernels run {fmt_ns(int(extra))} more GPU compute than "
+            f"{than}'s ({100.0 * extra / med:.0f}% more; sampled traces)"
+            if thinned
+            else f"Rank {top.rank} runs {fmt_ns(int(extra))} more GPU compute than {than} "
+            f"({100.0 * extra / med:.0f}% more)"
+        ),
         "severity": "info",
         "impact_ns": 0,
         "impact_pct": 0.0,
@@ -299,7 +325,13 @@ def imbalance_finding(
         + ("; the straggler finding counts that time." if straggles else "."),
         "summary": f"Compute-kernel time per rank: {than} {fmt_ns(int(med))}, rank "
         f"{top.rank} {fmt_ns(top.compute_ns)}."
-        + (f" The operators that differ most: {ops}." if ops else ""),
+        + (f" The operators that differ most: {ops}." if ops else "")
+        + (
+            " These count the kernels the traces kept: they kept a sample of their "
+            "launches, so what the dropped ones add on either rank is not known."
+            if thinned
+            else ""
+        ),
         "evidence": {
             "rank": top.rank,
             "compute_ns": top.compute_ns,

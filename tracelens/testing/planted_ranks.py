@@ -9,7 +9,8 @@ compute kernel ``heavy_extra_ns`` longer (uneven expert work). ``small_allreduce
 that many 16 KB all-reduces (``record_param_comms`` with their size, as Kineto records
 them) after each step's compute, each 30 µs and hidden by no compute, as unbucketed
 gradients would be; the steps are then ``ProfilerStep#`` annotated and the big
-all-reduce carries its size (128 MiB) too.
+all-reduce carries its size (128 MiB) too. ``corr_stride`` spaces the correlation ids that
+many times as far apart, as a trace that kept a sample of its launches has them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def write_job(
     heavy_extra_ns: int = 1_500_000,
     offsets_ns: dict[int, int] | None = None,
     small_allreduces: int = 0,
+    corr_stride: int = 1,
 ) -> PlantedJob:
     """Write ``rank-{r}.json`` for each rank into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -67,7 +69,7 @@ def write_job(
             dur = COMPUTE_NS + (heavy_extra_ns if r == heavy_rank else 0)
             # correlation ids numbered densely, as a recording's runtime calls are: this
             # step's launch, its small all-reduces, then its closing all-reduce
-            corr = s * (small_allreduces + 2) + 1
+            corr = (s * (small_allreduces + 2) + 1) * corr_stride
             _x(events[r], "aten::mm", "cpu_op", start - 40_000, 30_000, offs[r], r,
                {"External id": corr})  # fmt: skip
             _x(events[r], "cudaLaunchKernel", "cuda_runtime", start - 30_000, 10_000, offs[r],
@@ -78,16 +80,17 @@ def write_job(
             arrive[r] = start + dur + 50_000
             for i in range(small_allreduces):
                 at = arrive[r] + i * SMALL_EVERY_NS
-                _comm(events[r], at, 4096, ranks, offs[r], r, corr + 1 + i)
+                small = corr + (1 + i) * corr_stride
+                _comm(events[r], at, 4096, ranks, offs[r], r, small)
                 _x(events[r], ALLREDUCE_KERNEL, "kernel", at, SMALL_NS, offs[r], r,
-                   {"correlation": corr + 1 + i, "device": r, "stream": 13})  # fmt: skip
+                   {"correlation": small, "device": r, "stream": 13})  # fmt: skip
             arrive[r] += small_allreduces * SMALL_EVERY_NS
         order = sorted(arrive.values())
         end = order[-1] + ALLREDUCE_TAIL_NS
         held_back += order[-1] - order[-2]
         t = end + 100_000  # the next step starts as soon as the all-reduce is done
         for r in range(ranks):
-            corr = (s + 1) * (small_allreduces + 2)
+            corr = (s + 1) * (small_allreduces + 2) * corr_stride
             if small_allreduces:
                 _comm(events[r], arrive[r], 64 * 1024 * 1024, ranks, offs[r], r, None)
                 _x(events[r], f"ProfilerStep#{s}", "user_annotation", step_start,
