@@ -100,6 +100,7 @@ def test_hip_module_launch_grids_are_workgroups_and_the_device_is_sized(tmp_path
     assert gemm.title.startswith(f"`{GEMM}` launches 128 workgroups on 304 compute units")
     assert "4 64-wide wavefronts each" in gemm.summary and "304-CU GPU" in gemm.summary
     assert "hipBLASLt" in gemm.advice and "PYTORCH_TUNABLEOP_ENABLED=1" in gemm.advice
+    assert "before capture" not in gemm.advice  # eager work: no graphs to re-capture
     # an elementwise kernel is told to grow or fuse, never about split-K GEMMs
     assert "split-K" not in add.advice and "fuse" in add.advice
     assert add.title.startswith(f"`{ADD[:79]}") and "36 workgroups" in add.title

@@ -47,3 +47,34 @@ def test_rocm_engine_replays_are_noted(corpus: Path) -> None:
     ):
         (note,) = replay_gaps_unmeasured_notes(corpus_db(corpus, name, kind="engines"))
         assert note.startswith(kernels) and "too regular to be measured" in note, name
+
+
+def _eager(gap_ns: list[int]) -> Scenario:
+    sc = Scenario(name="eager_gaps")
+    t = 100 * US
+    for i, gap in enumerate(gap_ns):
+        sc.launch(None, f"k{i % 4}", t - 5 * US, t, 10 * US)
+        t += 10 * US + gap
+    return sc
+
+
+def test_eager_kernels_recorded_end_to_start_are_noted(scenario_db) -> None:
+    """Without replays, queued kernels recorded 0-1 ns apart and none a measured switch
+    apart (ROCm's eager Qwen trace): the note says busy % is an upper bound. Gaps of
+    0.5-2 µs, as CUDA's traces measure a kernel switch, say nothing."""
+    (note,) = replay_gaps_unmeasured_notes(scenario_db(_eager([1] * 28 + [0, 300 * US, 1])))
+    assert note.startswith("29 of the 30 kernels that follow another on its stream")
+    assert "busy % is an upper bound" in note
+    assert replay_gaps_unmeasured_notes(scenario_db(_eager([1, 900, 1_500, 1] * 8))) == []
+
+
+@pytest.mark.corpus
+def test_rocm_eager_kernels_are_noted_and_nvidia_not(corpus: Path) -> None:
+    from corpus_cache import corpus_db
+
+    (note,) = replay_gaps_unmeasured_notes(
+        corpus_db(corpus, "mi300_qwen_inference.json.gz", kind="engines")
+    )
+    assert note.startswith("1,458 of the 1,515 kernels that follow another")
+    for name in ("v100_train_single_rank_ns.pt.trace.json.gz", "a100_alexnet_inference.json.gz"):
+        assert replay_gaps_unmeasured_notes(corpus_db(corpus, name)) == [], name

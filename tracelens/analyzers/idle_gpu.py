@@ -33,6 +33,7 @@ from tracelens.analyzers.known_host_reads import known_host_read_advice
 from tracelens.analyzers.launching_thread import with_launching_thread
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.clipped import clipped
+from tracelens.core.end_to_start import end_to_start
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
@@ -142,17 +143,24 @@ FROM cls GROUP BY kind ORDER BY ns DESC, kind
 """
 
 
-def _switch_note(kinds: list[dict] | None, n: int) -> str:
+def _switch_note(kinds: list[dict] | None, n: int, end_to_start: bool = False) -> str:
     """Where most of a cause's gaps are the GPU's own kernel-to-kernel switch but most of its
     time is not, the count in the summary is theirs: say so (MI300X Qwen: 1,000 of 1,033
-    gaps, 8.7 µs of 706 µs)."""
+    gaps, 8.7 µs of 706 µs). ``end_to_start``: the runtime records queued kernels 0-1 ns
+    apart (:mod:`tracelens.core.end_to_start`), so those gaps are the recording's, the
+    switch itself inside the kernels' durations."""
     k = next((k for k in kinds or [] if k["kind"] == "kernel_switch"), None)
     if k is None or not kinds or kinds[0] is k or 2 * int(k["n"]) < n:
         return ""
+    what = (
+        "are kernels recorded back to back (this runtime records queued work as starting "
+        "when the previous item ends, so the switch is inside the kernels' durations)"
+        if end_to_start
+        else "are the GPU's own switch between back-to-back kernels"
+    )
     return (
         f" {int(k['n']):,} of the gaps ({fmt_ns(k['ns'])} in all, median {fmt_ns(k['p50_ns'])})"
-        " are the GPU's own switch between back-to-back kernels; the time is in the other "
-        f"{n - int(k['n']):,}."
+        f" {what}; the time is in the other {n - int(k['n']):,}."
     )
 
 
@@ -1447,7 +1455,7 @@ def cause_findings(db: TraceDB, t: Thresholds, after_ns: int | None = None) -> l
                     f"{fmt_ns(dev.window_ns)} window. {n:,} idle gaps totalling {fmt_ns(ns)} "
                     + _summary_share(db, claim, ns, share, lo, hi, after_ns)
                     + f" have this cause: {title}."
-                    + _switch_note(kinds, n),
+                    + _switch_note(kinds, n, end_to_start(db) is not None),
                     evidence={
                         "device_id": dev.device_id,
                         "device_name": dev.name,

@@ -257,12 +257,23 @@ def is_fused_attention(kernel_name: str, op_name: str = "") -> bool:
 
 def tunableop_advice(wl: Workload) -> str:
     """The clause telling a PyTorch run on ROCm to let TunableOp pick its GEMMs, worded for
-    what the recorded environment says it already does."""
+    what the recorded environment says it already does. Where the GEMMs replay from
+    captured graphs, a replay runs the kernel chosen when the graph was captured, past
+    TunableOp's dispatch: tuning has to happen before capture."""
     op = wl.tunableop
+    graphs = (
+        ". These run in captured graphs, which replay the kernels chosen at capture: tune "
+        "the shapes before capture, in the warm-up's eager passes or offline (the file "
+        "`PYTORCH_TUNABLEOP_RECORD_UNTUNED=1` writes, tuned with "
+        "`torch.cuda.tunable.tune_gemm_in_file`), then restart so the graphs are captured "
+        "again: turning it on in a server that has captured its graphs changes nothing"
+        if wl.cuda_graphs
+        else ""
+    )
     if op is None or not op.enabled:
         return (
             "let PyTorch tune them for these shapes (`PYTORCH_TUNABLEOP_ENABLED=1`, kept in "
-            "its results file across runs)"
+            f"its results file across runs){graphs}"
         )
     results = f" (`{op.results_file}`)" if op.results_file else ""
     if not op.tuning:
