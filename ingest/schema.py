@@ -97,7 +97,9 @@ CANONICAL_TABLES: tuple[Table, ...] = (
         "trace_info",
         "Facts about the trace as key/value text: format, tool, rank, t0_ns, warnings, "
         "source file and its sha256, tracelens_schema_version; from PyTorch traces also the "
-        "profiler's options recorded as on (profiler_options) and the PyTorch settings a "
+        "profiler's options recorded as on (profiler_options; where the metadata lists "
+        "none, those its events show: shapes, call stacks, allocator events) and the "
+        "PyTorch settings a "
         "harness wrote into the metadata (env.PYTORCH_TUNABLEOP_*) and the installed versions of "
         "the packages advice names from its pip list (package.flash_attn, package.aiter, "
         "package.transformers, package.vllm, package.sglang), and device_ids_renumbered "

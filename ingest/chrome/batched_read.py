@@ -183,6 +183,7 @@ class BatchedRead:
         stats = self.stats
         if loaded.warning is not None and loaded.warning not in stats.warnings:
             stats.warnings.append(loaded.warning)
+        stats.call_stacks = stats.call_stacks or any(f.call_stacks for f in files)
         for _, total, missing, negative, _, _ in loaded.census:
             stats.events += total
             stats.dropped_missing += missing

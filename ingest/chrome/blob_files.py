@@ -33,6 +33,7 @@ class BlobFile:
     legacy: bool  # spells it "external id" (2021)
     long_times: bool  # a time with more than six decimals near its start
     first_times: tuple[int, ...]  # whole microseconds of the "ts" values near its start
+    call_stacks: bool = False  # an operator's "Call stack" near its start (with_stack=True)
 
     @property
     def end_offset(self) -> int:
@@ -54,6 +55,7 @@ def write_blob(blob: EventBlob, path: str) -> BlobFile:
         first_times=tuple(
             int(m.group(1)) for m in TIME_INTEGERS.finditer(blob.buf, blob.start, head)
         ),
+        call_stacks=blob.buf.find(b'"Call stack"', blob.start, head) >= 0,
     )
 
 

@@ -11,3 +11,6 @@ class ChromeReadStats:
     dropped_missing: int = 0
     dropped_negative: int = 0
     warnings: list[str] = field(default_factory=list)
+    # an operator's ``"Call stack"`` seen near a blob's start: the 2021 profiler's Python
+    # stacks (``with_stack=True``), where the trace does not list its options
+    call_stacks: bool = False

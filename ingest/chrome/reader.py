@@ -109,13 +109,31 @@ def _insert_threads(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _seen_options(con: duckdb.DuckDBPyConnection, stats: ChromeReadStats) -> list[str]:
+    """The costly profiler options a trace that does not list them shows it ran with (the
+    2021 profiler's): most operators with input shapes, operators' Python call stacks, and
+    allocator events."""
+    shapes, ops, memory = con.execute(
+        """SELECT count(input_shapes), count(*), (SELECT count(*) > 0 FROM memory_events)
+           FROM cpu_ops"""
+    ).fetchone() or (0, 0, False)
+    seen = {
+        "record_shapes": bool(ops) and 2 * int(shapes) > int(ops),
+        "with_stack": stats.call_stacks,
+        "profile_memory": bool(memory),
+    }
+    return [k for k in _PROFILER_OPTIONS if seen.get(k)]
+
+
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
     _insert_devices(con, meta)
     set_info(con, dict(recorded_settings(meta)))
     set_info(con, dict(recorded_packages(meta)))
     # What the profiler recorded besides the events (PyTorch 2 writes its options at the
     # top level): Python stacks and allocator events add host time to every operator.
-    options = [k for k in _PROFILER_OPTIONS if meta.get(k) in (1, True)]
+    options = [k for k in _PROFILER_OPTIONS if meta.get(k) in (1, True)] or _seen_options(
+        con, stats
+    )
     if options:
         set_info(con, {"profiler_options": ",".join(options)})
     grids_in_workgroups(con)

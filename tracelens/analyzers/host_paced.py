@@ -42,11 +42,13 @@ from typing import Any
 
 from tracelens.analyzers.finding_kernels import finding_kernels
 from tracelens.analyzers.launch_replay import host_waits_recorded, replay_saving
+from tracelens.analyzers.recording_caveats import profiler_pacing_caveat
 from tracelens.core.clipped import clipped
 from tracelens.core.findings import Finding
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.units import fmt_ns
+from tracelens.core.workload import workload_of
 
 # The analyzers whose impact is kernel time a faster kernel would save (not fusion: see
 # the module docstring).
@@ -160,7 +162,7 @@ def _cap_by_replay(db: TraceDB, f: Finding, t: Thresholds) -> _Capped | None:
         f"end the run only {fmt_ns(saving)} sooner: elsewhere the GPU waits on the host "
         "(the idle-GPU findings), and a faster kernel only waits longer for the next "
         f"launch. That is what comes back in this run; up to {fmt_ns(f.impact_ns)} once "
-        "the host keeps the GPU fed."
+        "the host keeps the GPU fed." + profiler_pacing_caveat(workload_of(db))
     )
     if f.impact_ns:
         f.impact_pct *= saving / f.impact_ns

@@ -25,3 +25,19 @@ def profiler_overhead_caveat(w: Workload) -> str:
         "operator (several microseconds a call with Python stacks): part of this host time "
         "is the profiler's, so confirm the gain in a capture without them."
     )
+
+
+def profiler_pacing_caveat(w: Workload) -> str:
+    """A sentence (with its leading space) for a GPU-side finding whose saving a replay
+    capped because the host paces the GPU: that host time includes the profiler's own, so
+    without it more would come back. Empty where the trace records no such option."""
+    options = w.profiler_host_overhead
+    if not options:
+        return ""
+    named = " and ".join(f"`{o}=True`" for o in options)
+    return (
+        f" The capture ran with {named}, which add{'s' if len(options) == 1 else ''} the "
+        "profiler's own host time to every operator: without "
+        f"{'it' if len(options) == 1 else 'them'} the host paces the GPU less, so this "
+        "run's figure is a floor."
+    )
