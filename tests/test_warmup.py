@@ -110,3 +110,31 @@ def test_alexnet_capture_is_warmup_and_idle_time_leaves_it_out(corpus: Path) -> 
     assert "(1.1% of the 79.6 ms after the warm-up) —" in buf.getvalue()
     assert sum(f["impact_ns"] for f in idle) < 0.01 * report["metrics"]["window_ns"]
     assert not [f for f in report["findings"] if f["analyzer"] == "variance"]
+
+
+def test_initialization_inside_a_first_call_is_named(tmp_path: Path) -> None:
+    """A capture whose first convolution initializes its library (AlexNet's first
+    `aten::cudnn_convolution`: `cudaFree` and a first `cudaLaunchKernel` of seconds): the
+    warm-up's summary names the operator holding most of that time, and its advice says
+    that is the cost where start-up itself matters."""
+    from tracelens.testing.scenario import Scenario
+
+    ms = 1_000_000
+    sc = Scenario(name="first_use")
+    sc.launch(None, "void fill_kernel(float*)", 0, 1 * ms, 10_000)
+    sc.op("aten::conv2d", 2 * ms, 560 * ms, [[8, 3, 224, 224], [64, 3, 11, 11]])
+    inner = sc.op("aten::cudnn_convolution", 3 * ms, 558 * ms, [[8, 3, 224, 224], [64, 3, 11, 11]])
+    sc.api("cudaFree", 4 * ms, 300 * ms)
+    sc.launch(inner, "cudnn_kernel", 310 * ms, 560 * ms, 1 * ms, api_dur_ns=240 * ms)
+    for i in range(10):
+        s = 600 * ms + i * 2 * ms
+        op = sc.op("aten::cudnn_convolution", s, 100_000, [[8, 3, 224, 224], [64, 3, 11, 11]])
+        sc.launch(op, "cudnn_kernel", s + 10_000, s + 50_000, 1 * ms)
+    report = _report(sc, tmp_path)
+    top = report["findings"][0]
+    assert top["analyzer"] == "warmup", [f["title"] for f in report["findings"]]
+    assert (
+        "Most of the initialization calls' time (540 ms) is inside the first "
+        "`aten::cudnn_convolution`." in top["summary"]
+    )
+    assert "the 540 ms inside `aten::cudnn_convolution` is that cost" in top["advice"]

@@ -324,9 +324,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             "new input shape, so keep shapes fixed in the steady state rather than tuning "
             "for it"
         )
+    holder = _init_holder(db, span)
     advice = (
         how + f". Only {fmt_ns(max(steady, 0))} of this window is after the warm-up; the other "
         "findings describe that part, or say where they include warm-up."
+        + (
+            f" Where start-up itself costs (a server's first request, a short job), the "
+            f"{fmt_ns(holder[1])} inside `{holder[0]}` is that cost: run one pass before "
+            "taking work, and see the notes for what makes a first call slow on this host."
+            if holder is not None
+            else ""
+        )
     )
     return [
         finding(
@@ -346,6 +354,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 " (each instant counted once, under the first of these that covers it)."
                 if len(parts) > 1
                 else "."
+            )
+            + (
+                f" Most of the initialization calls' time ({fmt_ns(holder[1])}) is inside "
+                f"the {'first ' if holder[2] else ''}`{holder[0]}`."
+                if holder is not None
+                else ""
             ),
             evidence={
                 "span_start_offset_ns": 0,
@@ -361,6 +375,31 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             time_ranges=[TimeRange(span.start_ns, span.end_ns, None, "warm-up")],
         )
     ]
+
+
+def _init_holder(db: TraceDB, span: WarmupSpan) -> tuple[str, int, bool] | None:
+    """The innermost operator holding at least half of the warm-up's initialization calls'
+    host time (AlexNet's first `aten::cudnn_convolution`: 10.8 s of `cudaFree`,
+    `cudaLaunchKernel` and stream creation), its share of it, and whether it is that
+    operator's first call; None where no operator holds half."""
+    rows = (span.kinds.get("lazy_init") or {}).get("rows") or []
+    if not rows:
+        return None
+    starts = [int(r["start_ns"]) for r in rows]
+    ends = [int(r["end_ns"]) for r in rows]
+    got = db.rows(
+        """WITH r AS (SELECT unnest(?::BIGINT[]) AS s, unnest(?::BIGINT[]) AS e),
+                total AS (SELECT sum(e - s) AS ns FROM r)
+           SELECT o.name, sum(r.e - r.s) AS ns,
+                  NOT EXISTS (SELECT 1 FROM cpu_ops p WHERE p.name = o.name
+                              AND p.start_ns < o.start_ns) AS first
+           FROM cpu_ops o JOIN r ON r.s >= o.start_ns AND r.e <= o.end_ns
+           GROUP BY o.op_id, o.name, o.start_ns, o.depth
+           HAVING 2 * sum(r.e - r.s) >= (SELECT ns FROM total)
+           ORDER BY o.depth DESC, ns DESC, o.start_ns LIMIT 1""",
+        [starts, ends],
+    )
+    return (str(got[0][0]), int(got[0][1]), bool(got[0][2])) if got else None
 
 
 def _share_in_span(db: TraceDB, f: Finding, span: WarmupSpan) -> float:
