@@ -28,6 +28,9 @@ def test_planted_training_data_wait(planted_trace) -> None:
     assert f.evidence["loaders"][0]["calls"] == 10
     assert f.evidence["loader_host_ns"] == 10 * 2_000_000
     assert f.evidence["pageable_h2d_copies"] == 10
+    # the first batch loads before the GPU's first work: said apart from the window's runs
+    assert f.summary.startswith("The loader ran 9 times in the analysed window for 18 ms")
+    assert "(1 more, 2 ms, outside it)" in f.summary
     assert f.supersedes == [finding_id("idle_gpu", 0, "data_loading")]
     assert "num_workers" in f.advice and "pin_memory=True" in f.advice
 
@@ -47,3 +50,9 @@ def test_corpus_resnet_num_workers_0(corpus: Path) -> None:
     assert f.impact_ns == 285_214_000
     assert 25.0 < f.impact_pct < 35.0
     assert f.severity.label == "critical"
+    # a sixth review: six runs for 416 ms in all, but the first (68.7 ms) ends before the
+    # GPU's first work; the window holds five, 347 ms
+    assert f.summary.startswith(
+        "The loader ran 5 times in the analysed window for 347 ms on the host (1 more, "
+        "68.7 ms, outside it)"
+    )

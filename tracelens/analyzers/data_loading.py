@@ -51,6 +51,23 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         db.scalar("SELECT count(*) FROM memcpys WHERE kind = 'HtoD' AND src_mem = 'pageable'") or 0
     )
     loader_ns = sum(int(r["ns"]) for r in loaders)
+    # the runs the analysed window holds (the GPU's first to last work); a run that ended
+    # before the GPU's first work (the first batch, loaded before anything launched) is
+    # said apart, as the idle time it explains is outside the window
+    w0, w1 = db.window
+    inside, inside_ns = db.rows(
+        f"""SELECT count(*), coalesce(sum(end_ns - start_ns), 0) FROM ({_LOADER_ROWS})
+            WHERE end_ns > ? AND start_ns < ?""",
+        [w0, w1],
+    )[0]
+    runs = sum(int(r["calls"]) for r in loaders)
+    ran = (
+        f"The loader ran {runs:,} times for {fmt_ns(loader_ns)} on the host"
+        if int(inside) == runs
+        else f"The loader ran {int(inside):,} times in the analysed window for "
+        f"{fmt_ns(int(inside_ns))} on the host ({runs - int(inside):,} more, "
+        f"{fmt_ns(loader_ns - int(inside_ns))}, outside it)"
+    )
     for dev in db.devices:
         n, idle_ns = db.rows(
             """SELECT count(*), coalesce(sum(end_ns - start_ns), 0) FROM gaps
@@ -79,8 +96,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 impact_basis=f"Sum of the {int(n):,} idle gaps on GPU {dev.device_id} that a "
                 "data-loader range covers (idle_gpu's 'data_loading' gaps); loading the next "
                 "batch while the GPU computes hides this time.",
-                summary=f"The loader ran {sum(int(r['calls']) for r in loaders):,} times for "
-                f"{fmt_ns(loader_ns)} on the host; the GPU sat idle {fmt_ns(idle_ns)} waiting "
+                summary=f"{ran}; the GPU sat idle {fmt_ns(idle_ns)} waiting "
                 f"for it. Workers: {workers}.",
                 evidence={
                     "device_id": dev.device_id,

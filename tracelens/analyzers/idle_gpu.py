@@ -333,9 +333,10 @@ def _title(
     if cause == "launch_overhead" and in_graph and _mostly_in_graph_launch(in_graph, ns):
         call = in_graph["graph_launch_call"]
         if _one_stall(in_graph) and _dispatch_lead_ns(in_graph) > 0:
+            # whether the device or the dispatch stalled, one replay cannot tell (advice)
             return (
                 f"one {fmt_ns(in_graph['in_graph_launch_longest_ns'])} stall inside a graph "
-                f"replay (`{call}`), its next kernel likely dispatched already"
+                f"replay (`{call}`)"
             )
         return f"the GPU waited on a graph launch still running (`{call}`)"
     if cause == "gpu_dependency" and kinds:
@@ -1003,9 +1004,10 @@ def _one_stall_advice(ev: dict[str, Any], w: Workload) -> str:
         + (
             f". At the call's mean rate ({fmt_ns(int(ev['graph_launch_call_ns']) / kernels)} "
             f"a kernel) kernel {node:,} would have been dispatched about {fmt_ns(lead)} before "
-            "the stall began: it was likely queued already, so the wait is more likely on the "
-            "device (the kernel waiting on a signal, a barrier or memory) than in "
-            f"{runtime}. "
+            "the stall began, which points at the device (the kernel waiting on a signal, a "
+            "barrier or memory); but that rate assumes the call dispatched its nodes at a "
+            f"steady pace, and a pause in {runtime} at that node would look the same: the "
+            "trace cannot tell the two apart. "
             if lead
             else f". So {runtime} kept up with the GPU except once. "
         )

@@ -377,7 +377,7 @@ EVIDENCE = AnalyzerEvidence(
                     NS,
                     "How far into its graph launch call the longest of them began; with "
                     "the call's mean time per kernel it tells whether the kernel after it "
-                    "was likely dispatched already",
+                    "would have been dispatched already at a steady pace",
                     when=_IN_GRAPH_LAUNCH,
                 ),
                 Key(
