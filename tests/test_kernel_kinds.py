@@ -146,3 +146,67 @@ def test_the_data_type_is_the_first_template_element_type() -> None:
 )
 def test_fbgemm_alone_is_no_gemm(name: str, kind: str) -> None:
     assert classify(name).key == kind
+
+
+@pytest.mark.parametrize(
+    ("kernel", "expected", "absent"),
+    [
+        # vLLM's gpt-oss down projection: block_m is 16 already, only block_n is left
+        (
+            "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1",
+            "try a smaller block_n (block_m is 16 already)",
+            "or block_m",
+        ),
+        ("_matmul_ogs_NNT_bf16xbf16xmxfp4_64x128x256x1", "a smaller block_n or block_m", None),
+    ],
+)
+def test_moe_tile_advice_follows_the_kernels_tile(
+    kernel: str, expected: str, absent: str | None
+) -> None:
+    from tracelens.core.kernel_kinds import advice_for
+    from tracelens.core.workload import GpuInfo, Workload
+
+    gpu = GpuInfo(vendor="amd", name=None, arch=None, compute_capability=None, tensor_dtypes=())
+    wl = Workload(
+        kind="inference",
+        kind_basis="",
+        framework="pytorch",
+        framework_basis="",
+        gpu=gpu,
+        torch_compile=False,
+        cuda_graphs=True,
+        attention=None,
+        optimizer_steps=0,
+        backward_ops=0,
+    )
+    text = advice_for(classify(kernel), wl, kernel, "vllm::moe_forward", memory_bound=True)
+    assert expected in text
+    assert absent is None or absent not in text
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_tunableop_advice_tunes_graph_captured_gemms_before_capture(graphs: bool) -> None:
+    """A replay runs the kernel chosen when its graph was captured, past TunableOp's
+    dispatch: where the GEMMs run in graphs, tuning has to come before capture."""
+    from dataclasses import replace
+
+    from tracelens.core.kernel_kinds import tunableop_advice
+    from tracelens.core.workload import GpuInfo, Workload
+
+    gpu = GpuInfo(vendor="amd", name=None, arch=None, compute_capability=None, tensor_dtypes=())
+    wl = Workload(
+        kind="inference",
+        kind_basis="",
+        framework="pytorch",
+        framework_basis="",
+        gpu=gpu,
+        torch_compile=False,
+        cuda_graphs=False,
+        attention=None,
+        optimizer_steps=0,
+        backward_ops=0,
+    )
+    text = tunableop_advice(replace(wl, cuda_graphs=graphs))
+    assert "PYTORCH_TUNABLEOP_ENABLED=1" in text
+    assert ("tune the shapes before capture" in text) is graphs
+    assert ("restart so the graphs are captured again" in text) is graphs

@@ -326,6 +326,13 @@ def _moe_expert_advice(kernel_name: str) -> str:
     kernel, not a BLAS library, streams them, and its own tiling is the lever."""
     packed = bool(_PACKED_WEIGHTS.search(kernel_name))
     tile = _OGS_TILE.search(kernel_name)
+    # a block_m of 16 is already the smallest row tile these kernels take: only a smaller
+    # block_n (more column tiles, so more workgroups) is left to try
+    smaller = (
+        "a smaller block_n (block_m is 16 already)"
+        if tile and int(tile.group(1)) <= 16
+        else "a smaller block_n or block_m"
+    )
     if "matmul_ogs" in kernel_name:
         # vLLM's gpt-oss path: tiles from triton_kernels' opt flags, not the engine's
         # tuned fused_moe configs (those feed fused_moe_kernel only)
@@ -342,8 +349,8 @@ def _moe_expert_advice(kernel_name: str) -> str:
                 # stock matmul_ogs refuses split_k > 1 for MX-scaled weights
                 # (`can_use_split_k = ... not w_has_mx`): asking for it raises
                 # InapplicableConstraint, so only the tile sizes are a lever there
-                ": for the slower projection (the basis names it) try a smaller block_n "
-                "or block_m, set with `triton_kernels.matmul_ogs_details.opt_flags."
+                f": for the slower projection (the basis names it) try {smaller}, set "
+                "with `triton_kernels.matmul_ogs_details.opt_flags."
                 "update_opt_flags_constraints` (global: time the other projection again); "
                 "not split_k, which stock triton_kernels refuses for MX-scaled weights "
                 "(a split_k constraint raises InapplicableConstraint); or a newer release "
