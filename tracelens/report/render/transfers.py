@@ -12,7 +12,8 @@ from tracelens.core.units import fmt_bytes, fmt_count
 
 def unified_memory_text(count: int, total: int, to_device: int, to_host: int) -> str | None:
     """``unified memory 512 MiB in 2,370 migrations (256 MiB to the device, 256 MiB to the
-    host)``; None without migrations."""
+    host): ...`` (what GPU busy time counts besides kernels and copies); None without
+    migrations."""
     if not count:
         return None
     ways = [
@@ -20,6 +21,10 @@ def unified_memory_text(count: int, total: int, to_device: int, to_host: int) ->
         for n, where in ((to_device, "device"), (to_host, "host"))
         if n
     ]
-    return f"unified memory {fmt_bytes(total)} in {fmt_count(count, 'migration')}" + (
-        f" ({', '.join(ways)})" if ways else ""
+    # "busy" counts migrations (ingest.derive_gaps): a header reading "1 kernel, 0 copies,
+    # busy 9.6%" must say what the rest of the busy time is
+    return (
+        f"unified memory {fmt_bytes(total)} in {fmt_count(count, 'migration')}"
+        + (f" ({', '.join(ways)})" if ways else "")
+        + ": the driver's page traffic, not copies, which GPU busy time counts"
     )
