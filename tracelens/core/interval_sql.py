@@ -2,7 +2,7 @@
 them lies before an instant (so any interval's overlap with them is two ASOF lookups).
 
 Each takes and gives ``(device_id, start_ns, end_ns)`` rows; shared by the communication
-analyzer's overlap and the enriched trace's busy counters.
+analyzer's overlap, the host copies' exposed time and the enriched trace's busy counters.
 """
 
 from __future__ import annotations
