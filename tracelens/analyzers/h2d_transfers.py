@@ -29,7 +29,7 @@ from typing import Any
 from tracelens.analyzers.contract import finding
 from tracelens.core.findings import Finding, TimeRange, finding_id
 from tracelens.core.host_platform import host_pcie_cap
-from tracelens.core.interval_sql import merged
+from tracelens.core.interval_sql import merged, on_device
 from tracelens.core.module_loads import MODULE_LOAD_API
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -528,14 +528,21 @@ def _overlap_advice(wl: Workload) -> str:
     )
 
 
-_UVM_FAULTS = """
-WITH k AS (SELECT device_id, name, start_ns, end_ns FROM kernels),
-m AS (SELECT device_id, start_ns, end_ns, bytes FROM memcpys WHERE kind = 'UVM_HtoD'),
+_UVM_FAULTS = f"""
+WITH k AS (
+    SELECT name, start_ns, end_ns, {on_device("device_id", "start_ns")} AS ds,
+           {on_device("device_id", "end_ns")} AS de
+    FROM kernels
+),
+m AS (
+    SELECT start_ns, end_ns, bytes, {on_device("device_id", "start_ns")} AS ds,
+           {on_device("device_id", "end_ns")} AS de
+    FROM memcpys WHERE kind = 'UVM_HtoD'
+),
 hit AS (
     SELECT k.name, k.start_ns AS k_start, k.end_ns AS k_end,
            greatest(m.start_ns, k.start_ns) AS s, least(m.end_ns, k.end_ns) AS e, m.bytes
-    FROM k JOIN m ON m.device_id = k.device_id
-     AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns
+    FROM k JOIN m ON m.ds < k.de AND m.de > k.ds
 ),
 per_launch AS (
     SELECT name, k_start, k_end - k_start AS kernel_ns, count(*) AS migrations,
@@ -574,12 +581,17 @@ GROUP BY first_p.call, first_p.calls
 # the first such kernel started moved memory the GPU already had (prefetched, or left by
 # earlier kernels) back to the host just before a kernel needed it, which it then faults
 # in again; those after the last one ended are the host reading results, as expected.
-_TO_HOST_SPLIT = """
+_TO_HOST_SPLIT = f"""
 WITH f AS (
-    SELECT min(k.start_ns) AS first_ns, max(k.end_ns) AS last_ns FROM kernels k
-    WHERE EXISTS (SELECT 1 FROM memcpys m WHERE m.kind = 'UVM_HtoD'
-                  AND m.device_id = k.device_id
-                  AND m.start_ns < k.end_ns AND m.end_ns > k.start_ns)
+    SELECT min(k.start_ns) AS first_ns, max(k.end_ns) AS last_ns FROM (
+        SELECT DISTINCT k.start_ns, k.end_ns
+        FROM (SELECT start_ns, end_ns, {on_device("device_id", "start_ns")} AS ds,
+                     {on_device("device_id", "end_ns")} AS de FROM kernels) k
+        JOIN (SELECT {on_device("device_id", "start_ns")} AS ds,
+                     {on_device("device_id", "end_ns")} AS de
+              FROM memcpys WHERE kind = 'UVM_HtoD') m
+          ON m.ds < k.de AND m.de > k.ds
+    ) k
 ),
 d AS (
     SELECT CASE WHEN m.start_ns < f.first_ns THEN 'before'

@@ -51,3 +51,13 @@ def covered_at(alias: str, t: str) -> str:
         f"coalesce({alias}.before + least({t} - {alias}.start_ns,"
         f" {alias}.end_ns - {alias}.start_ns), 0)"
     )
+
+
+def on_device(device: str, t: str) -> str:
+    """``t`` on one axis for every device, each device's times in a band of its own (2^64
+    apart: any BIGINT time fits): an overlap between intervals of the same device is then
+    two inequalities alone, which DuckDB runs as a sorted range join (IEJoin). With the
+    device as an equality beside them it hashes on the device and compares every pair of
+    its intervals instead (8.5 s against 0.08 s for 200 k kernels beside 100 k
+    migrations). NULL where the device is."""
+    return f"(CAST({device} AS HUGEINT) << 64) + ({t})"
