@@ -10,7 +10,7 @@ import pytest
 
 from tracelens.core.tracedb import TraceDB
 from tracelens.report.replay_gaps_unmeasured import replay_gaps_unmeasured_notes
-from tracelens.testing.scenario import Scenario
+from tracelens.testing.scenario import DeviceSpec, Scenario
 
 US = 1_000
 
@@ -49,8 +49,8 @@ def test_rocm_engine_replays_are_noted(corpus: Path) -> None:
         assert note.startswith(kernels) and "too regular to be measured" in note, name
 
 
-def _eager(gap_ns: list[int]) -> Scenario:
-    sc = Scenario(name="eager_gaps")
+def _eager(gap_ns: list[int], gpu: str = "AMD Instinct MI300X") -> Scenario:
+    sc = Scenario(name="eager_gaps", devices=[DeviceSpec(0, gpu, 304, 192 << 30, 9, 4)])
     t = 100 * US
     for i, gap in enumerate(gap_ns):
         sc.launch(None, f"k{i % 4}", t - 5 * US, t, 10 * US)
@@ -66,6 +66,9 @@ def test_eager_kernels_recorded_end_to_start_are_noted(scenario_db) -> None:
     assert note.startswith("29 of the 30 kernels that follow another on its stream")
     assert "busy % is an upper bound" in note
     assert replay_gaps_unmeasured_notes(scenario_db(_eager([1, 900, 1_500, 1] * 8))) == []
+    # an NVIDIA GPU's trace measures the switch: kernels that touch there are generated
+    touching = _eager([1] * 28 + [0, 300 * US, 1], gpu="NVIDIA A100-SXM4-80GB")
+    assert replay_gaps_unmeasured_notes(scenario_db(touching)) == []
 
 
 @pytest.mark.corpus

@@ -137,4 +137,4 @@ def test_initialization_inside_a_first_call_is_named(tmp_path: Path) -> None:
         "Most of the initialization calls' time (540 ms) is inside the first "
         "`aten::cudnn_convolution`." in top["summary"]
     )
-    assert "the 540 ms inside `aten::cudnn_convolution` is that cost" in top["advice"]
+    assert "the 540 ms inside the first `aten::cudnn_convolution` is part of it" in top["advice"]

@@ -504,7 +504,10 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 "that overlaps compute kernels on the same GPU: the time the GPU only "
                 "communicates, which overlap can hide."
                 + (
-                    f" {fmt_ns(waited)} of it is waiting for peer ranks, counted by the "
+                    f" {fmt_ns(waited)} of it is waiting for peer ranks: the peer-waiting "
+                    "finding's."
+                    if waited and sampled
+                    else f" {fmt_ns(waited)} of it is waiting for peer ranks, counted by the "
                     "peer-waiting finding, not again here."
                     if waited
                     else ""
@@ -608,15 +611,20 @@ def _waiting_finding(
         t,
         subject_ns=waited,
         costed=not sampled,
-        title=f"GPU {dev}: {fmt_ns(waited)} of exposed {lib} time is waiting for peer ranks{where}",
-        impact_basis=(_SAMPLED_NOT_COSTED if sampled else "")
+        title=f"GPU {dev}: {fmt_ns(waited)} of exposed {lib} time is waiting for peer ranks{where}"
+        + (" (sampled trace)" if sampled else ""),
+        impact_basis=(
+            "Not costed: this trace kept a sample of its launches (see the notes). The "
+            f"waiting inside the kept collectives is measured ({fmt_ns(total_wait)}, a floor: "
+            "collectives the trace dropped can only add to it); how much of it compute hid "
+            "is not, so the exposed part is no bound either way. "
+            if sampled
+            else ""
+        )
         + "Each collective kernel's duration beyond its bytes at the best "
         "bandwidth this rank reached for that collective (or beyond the fastest instance of "
         "the same kernel when sizes are unknown) is time spent waiting for the slowest rank; "
-        "counted only where no "
-        + ("kept " if sampled else "")
-        + "compute ran beside it."
-        + (" The kernels' waits are measured; what ran beside them is not." if sampled else ""),
+        "counted only where no " + ("kept " if sampled else "") + "compute ran beside it.",
         summary=f"{lib} kernels ran {fmt_ns(comm_ns)}; {fmt_ns(total_wait)} of that was "
         "spent waiting for other ranks to arrive, so the spread of their durations is load "
         "imbalance between ranks rather than erratic communication.",

@@ -36,7 +36,7 @@ from tracelens.analyzers.communication import comm_kernel_sql
 from tracelens.analyzers.contract import finding
 from tracelens.analyzers.hot_ops import operator_finding_id
 from tracelens.analyzers.launch_replay import host_waits_recorded, replay_saving
-from tracelens.analyzers.recording_caveats import profiler_pacing_caveat
+from tracelens.analyzers.recording_caveats import profiler_launch_caveat
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.kernel_kinds import classify
 from tracelens.core.thresholds import Thresholds
@@ -271,7 +271,7 @@ def _replayed(
         f"findings); with the {removed:,} launches fusing removes ({fmt_ns(launches)} of "
         f"host time at their median), {fmt_ns(capped)} comes back in this run, up to "
         f"{fmt_ns(saving)} once the host keeps the GPU fed."
-        + profiler_pacing_caveat(workload_of(db))
+        + profiler_launch_caveat(workload_of(db))
         + (
             f" {optimizer:,} of those launches ({fmt_ns(optimizer * launch_ns)}) are the "
             "optimizer's per-parameter updates inside `Optimizer.step`: a multi-tensor "

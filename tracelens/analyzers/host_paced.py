@@ -162,7 +162,7 @@ def _cap_by_replay(db: TraceDB, f: Finding, t: Thresholds) -> _Capped | None:
         f"end the run only {fmt_ns(saving)} sooner: elsewhere the GPU waits on the host "
         "(the idle-GPU findings), and a faster kernel only waits longer for the next "
         f"launch. That is what comes back in this run; up to {fmt_ns(f.impact_ns)} once "
-        "the host keeps the GPU fed." + profiler_pacing_caveat(workload_of(db))
+        "the host keeps the GPU fed." + profiler_pacing_caveat(workload_of(db), saving)
     )
     if f.impact_ns:
         f.impact_pct *= saving / f.impact_ns

@@ -759,7 +759,10 @@ def _advice(cause: str, details: list[dict], w: Workload, ev: dict) -> str:
                 else ""
             )
             look = (
-                "Read the capture's Python stacks over these gaps (its `python_function` "
+                "Read the capture's Python stacks over these gaps (its operators' `Call "
+                "stack` fields) or profile with py-spy"
+                if w.stacks_in_operators
+                else "Read the capture's Python stacks over these gaps (its `python_function` "
                 "events) or profile with py-spy"
                 if w.python_stacks
                 else "Profile the host side (py-spy, `with_stack=True`)"

@@ -329,9 +329,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
         how + f". Only {fmt_ns(max(steady, 0))} of this window is after the warm-up; the other "
         "findings describe that part, or say where they include warm-up."
         + (
-            f" Where start-up itself costs (a server's first request, a short job), the "
-            f"{fmt_ns(holder[1])} inside `{holder[0]}` is that cost: run one pass before "
-            "taking work, and see the notes for what makes a first call slow on this host."
+            f" Where start-up itself costs, the {fmt_ns(holder[1])} inside the "
+            f"{'first ' if holder[2] else ''}`{holder[0]}` is part of it: a server can pay "
+            "it before taking requests (one pass at start), a short job pays it on every "
+            "run, so shorten it at its source (the notes say what makes a first call slow "
+            "on this host)."
             if holder is not None
             else ""
         )

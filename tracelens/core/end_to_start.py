@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracelens.core.tracedb import TraceDB
+from tracelens.core.workload import workload_of
 
 # At least this many same-stream pairs, most 0-1 ns apart and almost none in the range a
 # measured kernel switch falls in, before the timestamps are called synthetic.
@@ -40,10 +41,14 @@ class EndToStart:
 
 
 def end_to_start(db: TraceDB) -> EndToStart | None:
-    """The counts where queued kernels are recorded end to start (most same-stream gaps
-    0-1 ns, under 5 % of those as many 2 ns-2 µs apart); None where gaps are measured."""
+    """The counts where an AMD GPU's queued kernels are recorded end to start (most
+    same-stream gaps 0-1 ns, under 5 % of those as many 2 ns-2 µs apart); None where gaps
+    are measured, or on another vendor's GPU: CUDA's traces measure the switch, and a
+    generated trace whose kernels touch is not that runtime's recording."""
 
     def compute() -> EndToStart | None:
+        if not workload_of(db).amd:
+            return None
         pairs, touching, switch = (int(x or 0) for x in db.rows(_GAPS)[0])
         if pairs < _MIN_PAIRS or 2 * touching < pairs or 20 * switch > touching:
             return None

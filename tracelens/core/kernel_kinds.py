@@ -266,7 +266,7 @@ def tunableop_advice(wl: Workload) -> str:
         "the shapes before capture, in the warm-up's eager passes or offline (the file "
         "`PYTORCH_TUNABLEOP_RECORD_UNTUNED=1` writes, tuned with "
         "`torch.cuda.tunable.tune_gemm_in_file`), then restart so the graphs are captured "
-        "again: turning it on in a server that has captured its graphs changes nothing"
+        "again (turning it on in a server that has captured its graphs changes nothing)"
         if wl.cuda_graphs
         else ""
     )

@@ -119,6 +119,9 @@ class Workload:
     # The PyTorch profiler's options the trace records as on (with_stack, profile_memory,
     # record_shapes, ...); empty where it does not say.
     profiler_options: tuple[str, ...] = ()
+    # The Python stacks are operators' "Call stack" fields (the 2021 profiler's), not
+    # python_function events: where the advice says to read them.
+    stacks_in_operators: bool = False
     # Installed versions of the packages the advice names, where a harness recorded its pip
     # list (``package.<name>`` facts): {"flash_attn": "2.7.4.post1", ...}.
     installed: dict[str, str] = field(default_factory=dict)
@@ -314,6 +317,7 @@ def _detect(db: TraceDB) -> Workload:
 
     compiled_kernels = sum(1 for k in kernel_names if k.startswith(("triton_", "triton__")))
     graphs = bool(api_names & set(GRAPH_LAUNCH_CALLS))
+    options = tuple(o for o in db.info.get("profiler_options", "").split(",") if o)
     filtered = _filtered(db, api_names, len(kernel_names))
     sampled = _sampled_calls(db) if filtered else None
     return Workload(
@@ -356,7 +360,12 @@ def _detect(db: TraceDB) -> Workload:
             for k, v in db.info.items()
             if k.startswith("package.") and v is not None
         },
-        profiler_options=tuple(o for o in db.info.get("profiler_options", "").split(",") if o),
+        profiler_options=options,
+        stacks_in_operators="with_stack" in options
+        and not db.scalar(
+            "SELECT count(*) > 0 FROM (SELECT 1 FROM cpu_ops "
+            "WHERE category = 'python_function' LIMIT 1)"
+        ),
     )
 
 

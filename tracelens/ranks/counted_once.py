@@ -170,6 +170,7 @@ def waiting_by_rank(
     findings: list[dict[str, Any]],
     reports: dict[int, dict[str, Any]],
     last_among_recorded: frozenset[int] = frozenset(),
+    straggler_wait_ns: dict[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     """``findings`` with each shared peer-waiting finding's summary naming every rank's own
     exposed waiting (``reports``: each rank's report), where the rank shown is not the one
@@ -178,7 +179,8 @@ def waiting_by_rank(
     waits longest: without the figures, a reader takes the shown rank's for the worst. A
     rank in ``last_among_recorded`` (the straggler among only some of the job's ranks) that
     still waits is named too where another rank's finding is shown: its waiting is for
-    ranks the traces do not include."""
+    ranks the traces do not include, and so is the shown rank's beyond what it waits for
+    that straggler (``straggler_wait_ns``, on the aligned clocks)."""
     out = []
     for f in findings:
         if not _is_waiting(f) or len(f.get("ranks") or []) < 2 or f.get("rank") is None:
@@ -208,24 +210,35 @@ def waiting_by_rank(
             if longer
             else f" Exposed waiting for peers by rank: {by}."
         )
-        said += "".join(
-            f" Rank {r} arrives last among the recorded ranks (its straggler finding), so its "
-            f"{fmt_ns(own[r])} is waiting for ranks these traces do not include, or, in "
-            "collectives only it records, for any rank."
-            for r in late
-        )
         shown_f = {**f, "summary": f["summary"] + said}
         if late and shown not in last_among_recorded:
             # the shown rank's own advice sends a reader to analyze the ranks together,
-            # which this job is: who is late among them is its straggler finding
+            # which this job is: who is late among them is its straggler finding, and the
+            # rest of the waiting is for ranks the job's traces do not include
             lib = "RCCL" if "RCCL" in f["title"] else "NCCL"
+            straggler = late[0]
+            for_it = min((straggler_wait_ns or {}).get(shown, 0), own.get(shown, 0))
+            mine = (
+                f"Of rank {shown}'s {fmt_ns(own[shown])}, up to {fmt_ns(for_it)} is waiting "
+                f"for rank {straggler}, the last of the recorded ranks to arrive (its "
+                "straggler finding counts that time and says why); the rest"
+                if for_it
+                else f"Rank {straggler} is the last of the recorded ranks to arrive (its "
+                f"straggler finding); rank {shown}'s waiting"
+            )
             shown_f["advice"] = (
-                f"Among the recorded ranks, rank {late[0]} arrives last (its straggler "
-                f"finding counts what the others wait for it), yet its {lib} kernels still "
-                "wait inside collectives too: the rest of this waiting is for ranks these "
-                "traces do not include. Record every rank of the job (or at least every "
-                "member of these collectives) for the same steps to find the slowest, and "
-                "compare per-rank step times there before rebalancing work."
+                f"{mine}, and rank {straggler}'s own {fmt_ns(own[straggler])} inside its "
+                f"{lib} kernels, is waiting for ranks these traces do not include (or, in "
+                "collectives only one rank records, for any rank). Record every rank of the "
+                "job (or at least every member of these collectives) for the same steps to "
+                f"find the slowest of those: rank {straggler} may be waiting on it."
+            )
+        else:
+            shown_f["summary"] += "".join(
+                f" Rank {r} arrives last among the recorded ranks (its straggler finding), "
+                f"so its {fmt_ns(own[r])} is waiting for ranks these traces do not include, "
+                "or, in collectives only it records, for any rank."
+                for r in late
             )
         out.append(shown_f)
     return out

@@ -76,8 +76,18 @@ def of_rank(f: dict[str, Any], rank: int) -> dict[str, Any]:
     }
 
 
-def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[str, Any]]:
-    """``findings`` (each with its ``rank``) with those of one id on several ranks merged."""
+def group_shared(
+    findings: list[dict[str, Any]], job_ranks: int, world: int | None = None
+) -> list[dict[str, Any]]:
+    """``findings`` (each with its ``rank``) with those of one id on several ranks merged.
+    ``job_ranks``: the ranks recorded; ``world``: the job's size where the traces record
+    it (2 of a 128-rank job's ranks are "2 of the 2 recorded of the job's 128 ranks", not
+    "2 of the job's 2 ranks")."""
+    of = (
+        f"of the {job_ranks} recorded of the job's {world} ranks"
+        if world and world > job_ranks
+        else f"of the job's {job_ranks} ranks"
+    )
     renamed: dict[str, str] = {}  # a rank's finding id -> its shared finding's
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in findings:
@@ -111,7 +121,7 @@ def group_shared(findings: list[dict[str, Any]], job_ranks: int) -> list[dict[st
                 "impact_pct": round(float(rep["impact_pct"]) * scale, 3),
                 "impact_ns_by_rank": by_rank,
                 "impact_basis": rep["impact_basis"]
-                + f" Found on {len(ranks)} of the job's {job_ranks} ranks{spread}"
+                + f" Found on {len(ranks)} {of}{spread}"
                 + (
                     "; they run at once, so removing it everywhere gives the job back about "
                     "the median rank's share, which is the impact here; the evidence is "

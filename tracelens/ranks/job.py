@@ -190,9 +190,10 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
     findings = [{**f, "ranks": f.get("ranks") or [f["rank"]]} for f in findings]
     # a shared finding's queuing advice rests on the rank that records the queuing
     findings += waiting_by_rank(
-        cite_queuing(group_shared(own, len(extracts)), extracts, alignments),
+        cite_queuing(group_shared(own, len(extracts), world), extracts, alignments),
         {e.rank: e.report for e in extracts},
         frozenset(named) if not whole else frozenset(),
+        waited,
     )
     findings.sort(
         key=lambda f: (

@@ -7,6 +7,12 @@ from typing import Any
 from tracelens.core.units import fmt_ns
 from tracelens.ranks.grouping import finding_scope
 from tracelens.ranks.stragglers import skew_text
+from tracelens.report.render.minor import (
+    MINOR_SEVERITY,
+    UNCOSTED_HEADING,
+    UNCOSTED_LEAD_HEADING,
+    uncosted_leads,
+)
 
 _COLUMNS = (
     "rank",
@@ -57,6 +63,31 @@ def _finding_line(f: dict[str, Any]) -> str:
     return f"[{f['severity']}] {finding_scope(f)}: {f['title']}"
 
 
+def reading_order(findings: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The job's findings in the sections the single-trace renderers use (:mod:`minor`),
+    each with its heading: the ones worth acting on, then the un-costed by their time, then
+    the minor ones; the un-costed first where one holds at least twice the largest time the
+    others give back. Ranked by impact alone, a 39 µs pinned-memory hint led sampled ranks
+    whose 391 ms of idle time and 337 ms of exposed communication cannot be costed."""
+    major = [f for f in findings if f["severity"] != MINOR_SEVERITY]
+    uncosted = [
+        f for f in findings if f["severity"] == MINOR_SEVERITY and not f.get("costed", True)
+    ]
+    uncosted.sort(key=lambda f: -int(f.get("subject_ns") or 0))
+    minor = [f for f in findings if f["severity"] == MINOR_SEVERITY and f.get("costed", True)]
+    lead = uncosted_leads(
+        [int(f.get("subject_ns") or 0) for f in uncosted], [int(f["impact_ns"]) for f in major]
+    )
+    ranked = ("Findings, ranked by the time they would give back", major)
+    sections = (
+        [(UNCOSTED_LEAD_HEADING, uncosted), ranked]
+        if lead
+        else [ranked, (UNCOSTED_HEADING, uncosted)]
+    )
+    sections.append(("Minor findings (little or no time to give back)", minor))
+    return [(h, fs) for h, fs in sections if fs]
+
+
 def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) -> str:
     out = [f"# tracelens job report ({len(job['ranks'])} ranks)", ""]
     out.append("| " + " | ".join(_COLUMNS) + " |")
@@ -80,9 +111,11 @@ def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) ->
         )
     out += ["", "## Findings", ""]
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
-    for f in shown:
-        out.append(f"### {_finding_line(f)}")
-        out += ["", f["summary"], "", f"**Advice:** {f['advice']}", ""]
+    for heading, fs in reading_order(shown):
+        out += [f"**{heading}**", ""]
+        for f in fs:
+            out.append(f"### {_finding_line(f)}")
+            out += ["", f["summary"], "", f"**Advice:** {f['advice']}", ""]
     if job["notes"]:
         out += ["## Notes", ""] + [f"- {n}" for n in job["notes"]]
     return "\n".join(out) + "\n"
@@ -112,9 +145,13 @@ def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None 
             highlight=False,
         )
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
-    for i, f in enumerate(shown, 1):
-        console.print(f"\n{i}. {_finding_line(f)}", highlight=False, markup=False)
-        console.print(f"   {f['summary']}", highlight=False, markup=False)
-        console.print(f"   Advice: {f['advice']}", highlight=False, markup=False)
+    i = 0
+    for heading, fs in reading_order(shown):
+        console.print(f"\n{heading}", style="bold", highlight=False, markup=False)
+        for f in fs:
+            i += 1
+            console.print(f"\n{i}. {_finding_line(f)}", highlight=False, markup=False)
+            console.print(f"   {f['summary']}", highlight=False, markup=False)
+            console.print(f"   Advice: {f['advice']}", highlight=False, markup=False)
     for n in job["notes"]:
         console.print(f"note: {n}", highlight=False, markup=False)

@@ -26,5 +26,5 @@ def unified_memory_text(count: int, total: int, to_device: int, to_host: int) ->
     return (
         f"unified memory {fmt_bytes(total)} in {fmt_count(count, 'migration')}"
         + (f" ({', '.join(ways)})" if ways else "")
-        + ": the driver's page traffic, not copies, which GPU busy time counts"
+        + ": driver page traffic, not copies; GPU busy time counts it"
     )
