@@ -232,9 +232,7 @@ def _engine_steps(db: TraceDB) -> EngineSteps | None:
     result: EngineSteps | None = None
     if labels.steps:
         overlap = bool(db.scalar(_STEPS_OVERLAP))
-        db.con.execute(
-            _WORK_SQL.format(calls=_STEP_CALLS_JOIN if overlap else _STEP_CALLS_ASOF)
-        )
+        db.con.execute(_WORK_SQL.format(calls=_STEP_CALLS_JOIN if overlap else _STEP_CALLS_ASOF))
         db.con.execute(_STEPS_SQL)
         db.con.execute(_IDLE_SQL)
         db.con.execute(_GPU_SQL)
