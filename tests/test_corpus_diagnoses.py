@@ -87,7 +87,9 @@ def test_v100_training_is_gpu_bound_and_its_lever_is_fp16_amp(corpus: Path) -> N
     GradScaler, never TF32 or BF16 (they do not exist before Ampere). Idle time is a few
     milliseconds of queued short gaps, not launch overhead. The operators listed for
     context (no savings estimate) come hottest first: `aten::convolution_backward` (45 % of
-    the kernel time) before `aten::cudnn_convolution` (19 %)."""
+    the kernel time) before `aten::cudnn_convolution` (19 %). A sixth review read them as
+    "not costed" beside 137 ms for the same kernels: each says the FP32 finding costs its
+    FP32 kernels (190 and 83.1 ms of them)."""
     r = report_of(corpus, "torch/v100_train_single_rank_ns.pt.trace.json.gz")
     context = [f["evidence"]["operator"] for f in r["findings"]
                if f["analyzer"] == "hot_ops" and not f["impact_ns"]]  # fmt: skip
@@ -102,6 +104,19 @@ def test_v100_training_is_gpu_bound_and_its_lever_is_fp16_amp(corpus: Path) -> N
     # are 0.3 ms: convolution advice only, no GEMM dimensions
     assert first["advice"].startswith("These convolutions run in plain FP32")
     assert "channels_last" in first["advice"] and "GEMM dimensions" not in first["advice"]
+    cited = {
+        f["evidence"]["operator"]: f["impact_basis"]
+        for f in r["findings"]
+        if f["analyzer"] == "hot_ops" and not f["costed"]
+    }
+    assert cited["aten::convolution_backward"].endswith(
+        f"190 ms of its kernel time is FP32 GEMM/convolution, which the FP32 finding "
+        f"({first['id']}) costs."
+    )
+    assert (
+        "83.1 ms of its kernel time is FP32 GEMM/convolution, which the FP32 finding "
+        in (cited["aten::cudnn_convolution"])
+    )
     assert not [f for f in r["findings"] if f["analyzer"] == "launch_overhead"]
     assert_fits_workload(r)
 

@@ -28,6 +28,7 @@ from tracelens.analyzers import (
 )
 from tracelens.analyzers.contract import Analyzer
 from tracelens.analyzers.described_window import share_of_described_window
+from tracelens.analyzers.fp32_cited import cite_fp32_finding
 from tracelens.analyzers.host_paced import leave_out_host_paced
 from tracelens.analyzers.pytorch_release import note_torch_compile_release
 from tracelens.analyzers.ranking import rank
@@ -77,6 +78,7 @@ def run_all(
     findings = warmup.leave_out_warmup(findings, db, thresholds)
     leave_out_host_paced(findings, db, thresholds)
     note_torch_compile_release(findings, db)
+    cite_fp32_finding(findings, db)
     share_of_described_window(findings, db, thresholds)
     findings = [*findings, *extra]
     return rank(findings, thresholds, timing_valid=not workload_of(db).graph_capture)
