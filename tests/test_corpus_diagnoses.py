@@ -110,11 +110,11 @@ def test_v100_training_is_gpu_bound_and_its_lever_is_fp16_amp(corpus: Path) -> N
         if f["analyzer"] == "hot_ops" and not f["costed"]
     }
     assert cited["aten::convolution_backward"].endswith(
-        f"190 ms of its kernel time is FP32 GEMM/convolution, which the FP32 finding "
-        f"({first['id']}) costs."
+        f"190 ms of its kernel time is FP32 GEMM/convolution kernels, which the FP32 math "
+        f"finding ({first['id']}) counts in its estimate."
     )
     assert (
-        "83.1 ms of its kernel time is FP32 GEMM/convolution, which the FP32 finding "
+        "83.1 ms of its kernel time is FP32 GEMM/convolution kernels, which the FP32 math "
         in (cited["aten::cudnn_convolution"])
     )
     assert not [f for f in r["findings"] if f["analyzer"] == "launch_overhead"]

@@ -45,8 +45,8 @@ def test_an_uncosted_operator_names_the_fp32_finding(tmp_path: Path) -> None:
     ]
     assert not op["costed"] and fp32["costed"] and fp32["impact_ns"] > 0
     assert op["impact_basis"].endswith(
-        f"36 ms of its kernel time is FP32 GEMM/convolution, which the FP32 finding "
-        f"({fp32['id']}) costs."
+        f"36 ms of its kernel time is FP32 GEMM/convolution kernels, which the FP32 math "
+        f"finding ({fp32['id']}) counts in its estimate."
     )
 
 
@@ -56,4 +56,4 @@ def test_a_costed_operator_is_not_cited(tmp_path: Path) -> None:
     r = _report(tmp_path, shapes=True)
     for f in r["findings"]:
         if f["analyzer"] == "hot_ops":
-            assert "which the FP32 finding" not in f["impact_basis"]
+            assert "which the FP32 math finding" not in f["impact_basis"]

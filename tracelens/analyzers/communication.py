@@ -615,9 +615,9 @@ def _waiting_finding(
         + (" (sampled trace)" if sampled else ""),
         impact_basis=(
             "Not costed: this trace kept a sample of its launches (see the notes). The "
-            f"waiting inside the kept collectives is measured ({fmt_ns(total_wait)}, a floor: "
-            "collectives the trace dropped can only add to it); how much of it compute hid "
-            "is not, so the exposed part is no bound either way. "
+            f"waiting the kept collectives show ({fmt_ns(total_wait)}, estimated as below) "
+            "leaves out the collectives the trace dropped, and how much of it compute hid "
+            "is not known, so the exposed part is no bound either way. "
             if sampled
             else ""
         )

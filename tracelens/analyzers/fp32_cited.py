@@ -50,6 +50,6 @@ def cite_fp32_finding(findings: list[Finding], db: TraceDB) -> None:
             continue
         dev = max(by_device, key=lambda d: (by_device[d], -d))
         f.impact_basis += (
-            f" {fmt_ns(counted)} of its kernel time is FP32 GEMM/convolution, which the FP32 "
-            f"finding ({fp32[dev].id}) costs."
+            f" {fmt_ns(counted)} of its kernel time is FP32 GEMM/convolution kernels, which "
+            f"the FP32 math finding ({fp32[dev].id}) counts in its estimate."
         )

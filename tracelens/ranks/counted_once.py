@@ -220,18 +220,20 @@ def waiting_by_rank(
             for_it = min((straggler_wait_ns or {}).get(shown, 0), own.get(shown, 0))
             mine = (
                 f"Of rank {shown}'s {fmt_ns(own[shown])}, up to {fmt_ns(for_it)} is waiting "
-                f"for rank {straggler}, the last of the recorded ranks to arrive (its "
-                "straggler finding counts that time and says why); the rest"
+                f"for rank {straggler} in the collectives both traces keep, where rank "
+                f"{straggler} arrives last (its straggler finding counts that time and says "
+                "why); the rest"
                 if for_it
-                else f"Rank {straggler} is the last of the recorded ranks to arrive (its "
-                f"straggler finding); rank {shown}'s waiting"
+                else f"Rank {straggler} arrives last at the collectives the recorded ranks "
+                f"share (its straggler finding); rank {shown}'s waiting"
             )
             shown_f["advice"] = (
                 f"{mine}, and rank {straggler}'s own {fmt_ns(own[straggler])} inside its "
-                f"{lib} kernels, is waiting for ranks these traces do not include (or, in "
-                "collectives only one rank records, for any rank). Record every rank of the "
-                "job (or at least every member of these collectives) for the same steps to "
-                f"find the slowest of those: rank {straggler} may be waiting on it."
+                f"{lib} kernels, is in collectives only one of these traces keeps (the "
+                "other's copy was not recorded) or waits for ranks the traces do not include: "
+                "which rank was late there is not known. Record every rank of the job (or at "
+                "least every member of these collectives) for the same steps to find the "
+                "slowest there."
             )
         else:
             shown_f["summary"] += "".join(

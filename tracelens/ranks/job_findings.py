@@ -317,7 +317,9 @@ def imbalance_finding(
         "impact_ns": 0,
         "impact_pct": 0.0,
         "subject_ns": int(extra),
-        "costed": True,
+        # what it costs is the straggler's time: listed by its size with the findings whose
+        # savings are not estimated here, not among those that give back little
+        "costed": False,
         # the job's findings are shares of the median rank's window (its analysed window)
         "impact_share_of": "the median rank's analysed window",
         "impact_basis": "Informational: uneven work costs time only where the others wait "
