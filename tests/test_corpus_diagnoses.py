@@ -574,6 +574,15 @@ def test_sampled_rank_1_waits_without_being_called_early(corpus: Path) -> None:
     assert "`num_trainers_per_group` is 64 here" in advice
     # no fusion runs: two kept kernels in a row were ~220 launches apart on the GPU
     assert not [f for f in r["findings"] if f["analyzer"] == "fusion"]
+    # an eighth review: the embedding backward (106 ms) was told to look at its occupancy,
+    # beside a job view that names the same kernels as the straggler's extra work
+    (tbe,) = [
+        f
+        for f in r["findings"]
+        if f["analyzer"] == "hot_ops" and "SplitLookupFunction" in f["evidence"]["operator"]
+    ]
+    assert tbe["advice"].startswith("FBGEMM's table-batched embedding kernels")
+    assert "occupancy" not in tbe["advice"]
     _assert_filtered_host_findings(r)
     assert_fits_workload(r)
 

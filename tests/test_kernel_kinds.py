@@ -210,3 +210,36 @@ def test_tunableop_advice_tunes_graph_captured_gemms_before_capture(graphs: bool
     assert "PYTORCH_TUNABLEOP_ENABLED=1" in text
     assert ("tune the shapes before capture" in text) is graphs
     assert ("restart so the graphs are captured again" in text) is graphs
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+        "<c10::Half, float, c10::Half, 2ul, 32>(int)",
+        "void split_embedding_codegen_forward_unweighted_kernel<c10::Half, float>(int)",
+    ],
+)
+def test_fbgemm_embedding_kernels_get_embedding_advice(kernel: str) -> None:
+    """FBGEMM's table-batched embedding kernels are gathers and scatters whose time follows
+    the rows a rank serves: the advice is the tables' balance and bytes, not "look at its
+    occupancy"."""
+    from tracelens.core.kernel_kinds import advice_for
+    from tracelens.core.workload import GpuInfo, Workload
+
+    gpu = GpuInfo(vendor="nvidia", name=None, arch=None, compute_capability=None, tensor_dtypes=())
+    wl = Workload(
+        kind="training",
+        kind_basis="",
+        framework="pytorch",
+        framework_basis="",
+        gpu=gpu,
+        torch_compile=False,
+        cuda_graphs=False,
+        attention=None,
+        optimizer_steps=1,
+        backward_ops=1,
+    )
+    text = advice_for(classify(kernel), wl, kernel, "fbgemm::split_embedding_codegen_lookup")
+    assert text.startswith("FBGEMM's table-batched embedding kernels")
+    assert "sharding plan" in text and "occupancy" not in text

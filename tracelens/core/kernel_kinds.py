@@ -96,6 +96,23 @@ _REDUCE = re.compile(
     r"(?i)reduce_kernel|reduction|norm_kernel|layer_norm|batch_norm|batchnorm|bn_fw|bn_bw"
 )
 
+# FBGEMM's table-batched embedding kernels (TorchRec's embedding tables): lookups, and in
+# backward the fused optimizer's row updates.
+_EMBEDDING_TBE = re.compile(r"split_embedding\w*_(codegen|kernel)|embedding_bag|batched_embedding")
+# Their time follows the rows a rank looks up and updates, not a launch configuration: a
+# sampled two-rank job's straggler runs 28.4 ms of backward row updates against its peer's
+# 11.7 ms, which "look at its occupancy" would not explain.
+_EMBEDDING_ADVICE = (
+    "FBGEMM's table-batched embedding kernels (lookups, and in backward the fused "
+    "optimizer's row updates): their time follows how many rows this rank's tables serve and "
+    "how many indices hit the same rows (the backward's `cta_per_row` kernels take the rows "
+    "many indices share), a gather and scatter bound by memory, not by a launch "
+    "configuration. Compare it across ranks first (a job's imbalance finding does): uneven "
+    "tables are the sharding plan's (TorchRec's planner: table-wise, row-wise or "
+    "column-wise, with each table's pooling factor as its cost). Then the bytes: FP16 or "
+    "INT8 rows where the tables are FP32."
+)
+
 KINDS = {
     "gemm_fp32": KernelKind(
         "gemm_fp32",
@@ -678,6 +695,8 @@ def advice_for(
         else:
             parts.append("use in-place ops and avoid needless `.contiguous()`/dtype casts")
         return "Many memory-bound elementwise kernels: " + ", ".join(parts) + "."
+    if kind.key == "other" and _EMBEDDING_TBE.search(kernel_name):
+        return _EMBEDDING_ADVICE
     if kind.key == "other":
         return (
             "Look at this kernel's launch configuration and occupancy in "
