@@ -29,10 +29,9 @@ from tracelens.ranks.grouping import finding_scope
 from tracelens.report.build import optional_sections
 from tracelens.report.model import Workload
 from tracelens.report.render.minor import (
-    MINOR_SEVERITY,
     UNCOSTED_HEADING,
     UNCOSTED_LEAD_HEADING,
-    uncosted_leads,
+    sections,
 )
 from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
@@ -86,15 +85,10 @@ def _unified_memory(metrics: Mapping[str, Any]) -> str | None:
 
 
 def _split_findings(findings: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """:func:`tracelens.report.render.minor.split_findings` of the findings' JSON form, and
-    whether the un-costed go first (:func:`~tracelens.report.render.minor.uncosted_leads`)."""
-    info = [f for f in findings if f["severity"] == MINOR_SEVERITY]
-    major = [f for f in findings if f["severity"] != MINOR_SEVERITY]
-    uncosted = [f for f in info if not f.get("costed", True)]
-    lead = uncosted_leads(
-        [int(f.get("subject_ns") or 0) for f in uncosted], [int(f["impact_ns"]) for f in major]
-    )
-    return major, uncosted, [f for f in info if f.get("costed", True)], lead
+    """:func:`tracelens.report.render.minor.sections` of the findings' JSON form, as the
+    template unpacks them: worth acting on, un-costed, minor, whether the un-costed lead."""
+    s = sections(findings)
+    return s.major, s.uncosted, s.minor, s.lead
 
 
 def generic_sections(report: Mapping[str, Any]) -> list[tuple[str, str, Any]]:

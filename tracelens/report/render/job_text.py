@@ -7,12 +7,7 @@ from typing import Any
 from tracelens.core.units import fmt_ns
 from tracelens.ranks.grouping import finding_scope
 from tracelens.ranks.stragglers import skew_text
-from tracelens.report.render.minor import (
-    MINOR_SEVERITY,
-    UNCOSTED_HEADING,
-    UNCOSTED_LEAD_HEADING,
-    uncosted_leads,
-)
+from tracelens.report.render.minor import UNCOSTED_HEADING, UNCOSTED_LEAD_HEADING, sections
 
 _COLUMNS = (
     "rank",
@@ -69,23 +64,16 @@ def reading_order(findings: list[dict[str, Any]]) -> list[tuple[str, list[dict[s
     the minor ones; the un-costed first where one holds at least twice the largest time the
     others give back. Ranked by impact alone, a 39 µs pinned-memory hint led sampled ranks
     whose 391 ms of idle time and 337 ms of exposed communication cannot be costed."""
-    major = [f for f in findings if f["severity"] != MINOR_SEVERITY]
-    uncosted = [
-        f for f in findings if f["severity"] == MINOR_SEVERITY and not f.get("costed", True)
-    ]
-    uncosted.sort(key=lambda f: -int(f.get("subject_ns") or 0))
-    minor = [f for f in findings if f["severity"] == MINOR_SEVERITY and f.get("costed", True)]
-    lead = uncosted_leads(
-        [int(f.get("subject_ns") or 0) for f in uncosted], [int(f["impact_ns"]) for f in major]
-    )
+    grouped = sections(findings)
+    major, uncosted, minor, lead = grouped.major, grouped.uncosted, grouped.minor, grouped.lead
     ranked = ("Findings, ranked by the time they would give back", major)
-    sections = (
+    ordered = (
         [(UNCOSTED_LEAD_HEADING, uncosted), ranked]
         if lead
         else [ranked, (UNCOSTED_HEADING, uncosted)]
     )
-    sections.append(("Minor findings (little or no time to give back)", minor))
-    return [(h, fs) for h, fs in sections if fs]
+    ordered.append(("Minor findings (little or no time to give back)", minor))
+    return [(h, fs) for h, fs in ordered if fs]
 
 
 def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) -> str:

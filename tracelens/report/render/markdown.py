@@ -15,8 +15,7 @@ from tracelens.report.render.minor import (
     UNCOSTED_HEADING,
     UNCOSTED_LEAD_HEADING,
     minor_line,
-    split_findings,
-    uncosted_leads,
+    sections,
 )
 from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
@@ -116,8 +115,8 @@ def render_markdown(report: Report, max_findings: int | None = None) -> str:
     out += render_llm_markdown(report.llm)
     out += ["## Findings", ""]
     shown = report.findings[:max_findings] if max_findings else report.findings
-    findings, uncosted, minor = split_findings(shown)
-    lead = uncosted_leads([f.subject_ns for f in uncosted], [f.impact_ns for f in findings])
+    grouped = sections(shown)
+    findings, uncosted, minor, lead = grouped.major, grouped.uncosted, grouped.minor, grouped.lead
     uncosted_block: list[str] = []
     if uncosted:
         uncosted_block += [f"**{UNCOSTED_LEAD_HEADING if lead else UNCOSTED_HEADING}:**", ""]

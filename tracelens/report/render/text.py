@@ -17,8 +17,7 @@ from tracelens.report.render.minor import (
     UNCOSTED_HEADING,
     UNCOSTED_LEAD_HEADING,
     minor_line,
-    split_findings,
-    uncosted_leads,
+    sections,
 )
 from tracelens.report.render.transfers import unified_memory_text
 from tracelens.report.render.workload import workload_line
@@ -69,8 +68,8 @@ def render_text(report: Report, console: Console, max_findings: int | None = Non
     render_llm_text(report.llm, console)
 
     shown = report.findings[:max_findings] if max_findings else report.findings
-    findings, uncosted, minor = split_findings(shown)
-    lead = uncosted_leads([f.subject_ns for f in uncosted], [f.impact_ns for f in findings])
+    grouped = sections(shown)
+    findings, uncosted, minor, lead = grouped.major, grouped.uncosted, grouped.minor, grouped.lead
     if lead:
         _uncosted_table(console, uncosted, UNCOSTED_LEAD_HEADING)
     if not findings:
