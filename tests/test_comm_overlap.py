@@ -16,18 +16,9 @@ from hypothesis import strategies as st
 from ingest.schema import create_schema
 from tracelens.analyzers.communication import _OVERLAP, collective_kernels
 from tracelens.core.tracedb import TraceDB
+from tracelens.testing.intervals import merge_intervals
 
 Kernel = tuple[int, bool, int, int]  # device, is NCCL, start, end
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
 
 
 def _overlap(a: tuple[int, int], spans: list[tuple[int, int]]) -> int:
@@ -69,8 +60,8 @@ def test_exposed_communication_per_device_matches_the_definition(kernels: list[K
     }
     want = {}
     for dev in sorted({k[0] for k in kernels if k[1]}):
-        comm = _merge([(s, e) for d, nccl, s, e in kernels if d == dev and nccl])
-        compute = _merge([(s, e) for d, nccl, s, e in kernels if d == dev and not nccl])
+        comm = merge_intervals([(s, e) for d, nccl, s, e in kernels if d == dev and nccl])
+        compute = merge_intervals([(s, e) for d, nccl, s, e in kernels if d == dev and not nccl])
         want[dev] = (sum(e - s for s, e in comm), sum(_overlap(c, compute) for c in comm))
     assert got == want
 
@@ -80,7 +71,7 @@ def test_exposed_communication_per_device_matches_the_definition(kernels: list[K
 def test_each_collective_kernels_exposed_time_matches_the_definition(kernels: list[Kernel]) -> None:
     db = _db(kernels)
     for dev in sorted({k[0] for k in kernels if k[1]}):
-        compute = _merge([(s, e) for d, nccl, s, e in kernels if d == dev and not nccl])
+        compute = merge_intervals([(s, e) for d, nccl, s, e in kernels if d == dev and not nccl])
         want = sorted(
             (s, e, (e - s) - _overlap((s, e), compute))
             for d, nccl, s, e in kernels

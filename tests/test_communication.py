@@ -10,9 +10,10 @@ from corpus_cache import corpus_db
 from tracelens.analyzers import communication
 from tracelens.core.findings import finding_id
 from tracelens.core.thresholds import Thresholds
-from tracelens.core.workload import GpuInfo, Workload
+from tracelens.core.workload import Workload
 from tracelens.testing.planted_device import exposed_allreduce, exposed_gather_scatter
 from tracelens.testing.planted_host import uneven_steps
+from tracelens.testing.workloads import pytorch_workload
 
 
 def test_planted_exposed_allreduce(scenario_db) -> None:
@@ -108,19 +109,7 @@ def test_planted_gather_scatter_bytes_as_nccl_tests_count_them(scenario_db) -> N
 
 def _training() -> Workload:
     """A PyTorch training run's workload, as the advice reads it."""
-    gpu = GpuInfo(vendor="nvidia", name=None, arch=None, compute_capability=None, tensor_dtypes=())
-    return Workload(
-        kind="training",
-        kind_basis="",
-        framework="pytorch",
-        framework_basis="",
-        gpu=gpu,
-        torch_compile=False,
-        cuda_graphs=False,
-        attention=None,
-        optimizer_steps=1,
-        backward_ops=1,
-    )
+    return pytorch_workload()
 
 
 def _kernel(coll: str, launch: int | None, start: int, end: int, stream: int = 84) -> dict:

@@ -19,18 +19,9 @@ from ingest.schema import create_schema
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.host_copies import HOST_COPIES
+from tracelens.testing.intervals import merge_intervals
 
 Interval = tuple[int, int, int]  # device, start, end
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
 
 
 def _intervals(max_size: int) -> st.SearchStrategy[list[Interval]]:
@@ -70,7 +61,7 @@ def test_a_copys_exposed_time_matches_the_definition(
     )
     want = []
     for d, s, e in copies:
-        union = _merge([(ks, ke) for kd, ks, ke in kernels if kd == d])
+        union = merge_intervals([(ks, ke) for kd, ks, ke in kernels if kd == d])
         covered = sum(max(0, min(e, ke) - max(s, ks)) for ks, ke in union)
         want.append((d, s, e, (e - s) - covered))
     assert got == sorted(want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracelens.core.kernel_kinds import classify, data_type, is_fp32_math
+from tracelens.testing.workloads import pytorch_workload
 
 # cuDNN's own FP32 engines: the data type is the first template argument.
 FP32_CUDNN = [
@@ -164,21 +165,8 @@ def test_moe_tile_advice_follows_the_kernels_tile(
     kernel: str, expected: str, absent: str | None
 ) -> None:
     from tracelens.core.kernel_kinds import advice_for
-    from tracelens.core.workload import GpuInfo, Workload
 
-    gpu = GpuInfo(vendor="amd", name=None, arch=None, compute_capability=None, tensor_dtypes=())
-    wl = Workload(
-        kind="inference",
-        kind_basis="",
-        framework="pytorch",
-        framework_basis="",
-        gpu=gpu,
-        torch_compile=False,
-        cuda_graphs=True,
-        attention=None,
-        optimizer_steps=0,
-        backward_ops=0,
-    )
+    wl = pytorch_workload("inference", "amd", cuda_graphs=True)
     text = advice_for(classify(kernel), wl, kernel, "vllm::moe_forward", memory_bound=True)
     assert expected in text
     assert absent is None or absent not in text
@@ -188,25 +176,9 @@ def test_moe_tile_advice_follows_the_kernels_tile(
 def test_tunableop_advice_tunes_graph_captured_gemms_before_capture(graphs: bool) -> None:
     """A replay runs the kernel chosen when its graph was captured, past TunableOp's
     dispatch: where the GEMMs run in graphs, tuning has to come before capture."""
-    from dataclasses import replace
-
     from tracelens.core.kernel_kinds import tunableop_advice
-    from tracelens.core.workload import GpuInfo, Workload
 
-    gpu = GpuInfo(vendor="amd", name=None, arch=None, compute_capability=None, tensor_dtypes=())
-    wl = Workload(
-        kind="inference",
-        kind_basis="",
-        framework="pytorch",
-        framework_basis="",
-        gpu=gpu,
-        torch_compile=False,
-        cuda_graphs=False,
-        attention=None,
-        optimizer_steps=0,
-        backward_ops=0,
-    )
-    text = tunableop_advice(replace(wl, cuda_graphs=graphs))
+    text = tunableop_advice(pytorch_workload("inference", "amd", cuda_graphs=graphs))
     assert "PYTORCH_TUNABLEOP_ENABLED=1" in text
     assert ("tune the shapes before capture" in text) is graphs
     assert ("restart so the graphs are captured again" in text) is graphs
@@ -225,21 +197,9 @@ def test_fbgemm_embedding_kernels_get_embedding_advice(kernel: str) -> None:
     the rows a rank serves: the advice is the tables' balance and bytes, not "look at its
     occupancy"."""
     from tracelens.core.kernel_kinds import advice_for
-    from tracelens.core.workload import GpuInfo, Workload
 
-    gpu = GpuInfo(vendor="nvidia", name=None, arch=None, compute_capability=None, tensor_dtypes=())
-    wl = Workload(
-        kind="training",
-        kind_basis="",
-        framework="pytorch",
-        framework_basis="",
-        gpu=gpu,
-        torch_compile=False,
-        cuda_graphs=False,
-        attention=None,
-        optimizer_steps=1,
-        backward_ops=1,
+    text = advice_for(
+        classify(kernel), pytorch_workload(), kernel, "fbgemm::split_embedding_codegen_lookup"
     )
-    text = advice_for(classify(kernel), wl, kernel, "fbgemm::split_embedding_codegen_lookup")
     assert text.startswith("FBGEMM's table-batched embedding kernels")
     assert "sharding plan" in text and "occupancy" not in text
