@@ -14,59 +14,17 @@ finding that a reader takes for the main issue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Sequence
 
+from tracelens.core.finding_sections import MINOR_SEVERITY, Sections, sections, uncosted_leads
 from tracelens.report.model import Finding
 
-MINOR_SEVERITY = "info"
+__all__ = ["MINOR_SEVERITY", "Sections", "minor_line", "sections", "uncosted_leads"]
 
 UNCOSTED_HEADING = "Not costed: where much of the GPU time goes, with no estimate of the savings"
 UNCOSTED_LEAD_HEADING = (
     "First, where most of the GPU time goes (not costed: no estimate of the savings)"
 )
-
-# A finding as the report's typed view holds it, or as its JSON dict (the HTML page, the
-# job report): the sections are the same for both.
-F = TypeVar("F")
-
-
-def _field(f: Any, name: str, default: Any = None) -> Any:
-    return f.get(name, default) if isinstance(f, Mapping) else getattr(f, name, default)
-
-
-@dataclass(frozen=True)
-class Sections(Generic[F]):
-    """Findings grouped for reading: ``major`` (worth acting on, in ranked order),
-    ``uncosted`` (no estimate of the savings, by their time), ``minor`` (little or nothing
-    to give back), and ``lead``: whether the un-costed go first."""
-
-    major: list[F]
-    uncosted: list[F]
-    minor: list[F]
-    lead: bool
-
-
-def sections(findings: Sequence[F]) -> Sections[F]:
-    """The sections of ranked ``findings`` (typed or JSON dicts): the un-costed lead where
-    one holds at least twice the largest time the costed ones would give back."""
-    major = [f for f in findings if _field(f, "severity") != MINOR_SEVERITY]
-    info = [f for f in findings if _field(f, "severity") == MINOR_SEVERITY]
-    uncosted = [f for f in info if not _field(f, "costed", True)]
-    # already so in a ranked list (no impact, the bigger subject first); a job's findings
-    # are ranked the same way, a hand-made list need not be
-    uncosted.sort(key=lambda f: -int(_field(f, "subject_ns") or 0))
-    subjects = [int(_field(f, "subject_ns") or 0) for f in uncosted]
-    impacts = [int(_field(f, "impact_ns") or 0) for f in major]
-    minor = [f for f in info if _field(f, "costed", True)]
-    return Sections(major, uncosted, minor, uncosted_leads(subjects, impacts))
-
-
-def uncosted_leads(subject_ns: Sequence[int], major_impact_ns: Sequence[int]) -> bool:
-    """Whether the un-costed findings (their GPU time) go before the costed ones (their
-    impacts): where one holds at least twice the largest time those would give back."""
-    return bool(subject_ns) and max(subject_ns) >= 2 * max(major_impact_ns, default=0)
 
 
 def minor_line(minor: Sequence[Finding]) -> str:
