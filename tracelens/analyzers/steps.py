@@ -86,8 +86,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     ]
     kernel_delta = db.dicts(
         """WITH per AS (
-               SELECT step, kernel, sum(dur_ns) AS ns FROM profiler_step_kernels
-               GROUP BY step, kernel
+               SELECT step, kernel, kernel_ns AS ns FROM profiler_step_kernels
            ),
            avg_other AS (
                SELECT kernel, sum(ns) / ? AS avg_ns FROM per WHERE step <> ? GROUP BY kernel

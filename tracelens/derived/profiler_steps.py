@@ -35,14 +35,16 @@ PROFILER_STEPS = DerivedTable(
 
 PROFILER_STEP_KERNELS = DerivedTable(
     "profiler_step_kernels",
-    "Kernels with the step they were launched in (kernels launched outside every step are "
-    "left out)",
+    "Per step and kernel name, the kernels launched in that step (kernels launched outside "
+    "every step are left out); one row per name, not per kernel: the steps' measures need "
+    "only these sums, and a row per kernel held every kernel's name a second time",
     (
         Column("step", "VARCHAR", "Step name (profiler_steps.name)"),
         Column("kernel", "VARCHAR", "Kernel name"),
-        Column("dur_ns", "BIGINT", "Kernel duration (ns)"),
-        Column("start_ns", "BIGINT", "Kernel start (ns on the trace clock)"),
-        Column("end_ns", "BIGINT", "Kernel end (ns on the trace clock)"),
+        Column("kernels", "BIGINT", "Kernels of that name launched in the step"),
+        Column("kernel_ns", "HUGEINT", "Their summed duration (ns)"),
+        Column("start_ns", "BIGINT", "The first one's start (ns on the trace clock)"),
+        Column("end_ns", "BIGINT", "The last end among them (ns on the trace clock)"),
     ),
     """
     WITH launches AS (
@@ -50,13 +52,15 @@ PROFILER_STEP_KERNELS = DerivedTable(
         WHERE correlation_id IS NOT NULL GROUP BY correlation_id
     ),
     k AS (
-        SELECT k.name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns,
-               coalesce(l.launch_ns, k.start_ns) AS t
+        SELECT k.name, k.start_ns, k.end_ns, coalesce(l.launch_ns, k.start_ns) AS t
         FROM kernels k LEFT JOIN launches l USING (correlation_id)
     )
-    SELECT s.name AS step, k.name AS kernel, k.dur_ns, k.start_ns, k.end_ns
+    SELECT s.name AS step, k.name AS kernel, count(*) AS kernels,
+           sum(k.end_ns - k.start_ns) AS kernel_ns,
+           min(k.start_ns) AS start_ns, max(k.end_ns) AS end_ns
     FROM k ASOF JOIN profiler_steps s ON k.t >= s.start_ns
     WHERE k.t < s.end_ns
+    GROUP BY s.name, k.name
     """,
     requires=(PROFILER_STEPS,),
 )
@@ -88,7 +92,7 @@ PROFILER_STEP_METRICS = DerivedTable(
     ),
     f"""
     WITH kern AS (
-        SELECT step, count(*) AS kernel_count, sum(dur_ns) AS kernel_ns,
+        SELECT step, CAST(sum(kernels) AS BIGINT) AS kernel_count, sum(kernel_ns) AS kernel_ns,
                max(end_ns) - min(start_ns) AS gpu_span_ns
         FROM profiler_step_kernels GROUP BY step
     ),
