@@ -31,6 +31,7 @@ from ingest.chrome.batched_read import BATCH_BYTES, BatchedRead
 from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter
 from ingest.chrome.event_sql import META_NAMES, SEQUENCES, STAGE_DB
 from ingest.chrome.hip_work_items import grids_in_workgroups
+from ingest.chrome.no_gpu_note import no_gpu_note
 from ingest.chrome.read_stats import ChromeReadStats
 from ingest.chrome.recorded_env import recorded_packages, recorded_settings
 from ingest.errors import TraceInputError
@@ -150,6 +151,10 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
         stats.warnings.append(
             f"{_n(stats.dropped_negative, 'event')} with a negative duration skipped"
         )
+    props = meta.get("deviceProperties")
+    no_gpu = no_gpu_note(con, len(props) if isinstance(props, list) else None)
+    if no_gpu is not None:
+        stats.warnings.append(no_gpu)
     set_info(
         con,
         {

@@ -123,8 +123,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             summary=f"{len(steps)} profiled steps: median {fmt_ns(median)}, mean "
             f"{fmt_ns(stats['mean_ns'])}, p95 {fmt_ns(stats['p95_ns'])}, min "
             f"{fmt_ns(stats['min_ns'])}, max {fmt_ns(stats['max_ns'])} (coefficient of "
-            f"variation {cv:.2f}). The kernels launched in a step span a median "
-            f"{fmt_ns(medians['gpu_span_ns'])} on the GPU.",
+            f"variation {cv:.2f})."
+            + (
+                f" The kernels launched in a step span a median "
+                f"{fmt_ns(medians['gpu_span_ns'])} on the GPU."
+                if db.devices
+                else " The trace records no GPU work: the steps ran on the CPU."
+            ),
             evidence={
                 "step_count": len(steps),
                 "median_step_ns": median,
@@ -148,7 +153,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ],
                 "steps_listed_all": len(steps) <= _MAX_LISTED,
             },
-            advice=_advice(slowest["step"], differed, kernel_delta, is_slow),
+            advice=_advice(slowest["step"], differed, kernel_delta, is_slow, bool(db.devices)),
             time_ranges=[
                 TimeRange(int(slowest["start_ns"]), int(slowest["end_ns"]), None, "slowest step")
             ],
@@ -178,24 +183,50 @@ def _what_differed(differed: list[dict], kernel_delta: list[dict]) -> str:
     return f"{_LABELS[d['measure']]} +{fmt_ns(d['delta'])} over the median step"
 
 
-def _advice(step: str, differed: list[dict], kernel_delta: list[dict], is_slow: bool) -> str:
+def _advice(
+    step: str, differed: list[dict], kernel_delta: list[dict], is_slow: bool, gpu: bool = True
+) -> str:
     if not is_slow:
         return "Steps are even; look at the other findings for where each step's time goes."
     top = [d for d in differed if d["measure"] in _LABELS and d["delta"] > 0][:3]
-    lines = [f"`{step}` is the slowest step. Compared with the median step it has:"]
-    lines += [f"- {_LABELS[d['measure']]}: +{fmt_ns(d['delta'])}" for d in top]
     slow_kernels = [k for k in kernel_delta if k["delta_ns"] > 0][:3]
+    if top or slow_kernels:
+        lines = [f"`{step}` is the slowest step. Compared with the median step it has:"]
+        lines += [f"- {_LABELS[d['measure']]}: +{fmt_ns(d['delta'])}" for d in top]
+    else:
+        # Nothing measured per step grew: the extra time is the host's own work, which no
+        # per-step measure holds (an empty "it has:" list said nothing).
+        measured = (
+            "GPU kernel time, GPU idle by cause, host syncs, data loading"
+            if gpu
+            else "host syncs, data loading"
+        )
+        lines = [
+            f"`{step}` is the slowest step, yet none of what is measured per step ({measured}) "
+            "is larger in it than in the median step: its extra time is in the host's own "
+            "work. Compare its operators with a typical step's on the timeline."
+        ]
     if slow_kernels:
         lines.append(
             "- kernels taking longer than in a typical step: "
             + ", ".join(f"`{k['kernel'][:80]}` (+{fmt_ns(k['delta_ns'])})" for k in slow_kernels)
         )
+    one_off = (
+        "cuDNN autotuning, allocator growth, lazy initialization, compilation"
+        if gpu
+        # no GPU work recorded: no cuDNN to tune, no device allocator
+        else "first-call dispatch, memory allocation, lazy initialization, compilation"
+    )
     lines.append(
-        "If it is the first profiled step, it likely carries one-off work (cuDNN autotuning, "
-        "allocator growth, lazy initialization, compilation): record with `schedule(wait=1, "
-        "warmup=1, ...)` so warm-up is excluded. Otherwise fix the cause above: a data wait "
-        "points at the loader, syncs at `.item()`/`.cpu()` in the loop, longer kernels at "
-        "varying shapes (pad or bucket sequence lengths) or contention from other processes."
+        f"If it is the first profiled step, it likely carries one-off work ({one_off}): record "
+        "with `schedule(wait=1, warmup=1, ...)` so warm-up is excluded."
+        + (
+            " Otherwise fix the cause above: a data wait points at the loader, syncs at "
+            "`.item()`/`.cpu()` in the loop, longer kernels at varying shapes (pad or bucket "
+            "sequence lengths) or contention from other processes."
+            if top or slow_kernels
+            else ""
+        )
     )
     return "\n".join(lines)
 

@@ -217,7 +217,13 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
             basis = "Time its instances spent above the group's median duration"
-            if kind == "operator":
+            if kind == "operator" and not db.devices:
+                # nothing ran on a GPU: the host's time is the run's time
+                basis += (
+                    " (self time, excluding nested operators); the trace records no GPU work, "
+                    "so host time is the run's time."
+                )
+            elif kind == "operator":
                 basis += (
                     f" (self time, excluding nested operators), times the {100 * host_share:.1f}%"
                     " of the window the GPU sat idle: host time only costs while the GPU waits."
@@ -255,8 +261,12 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "duration_vs_launch_order_r": round(r["trend_r"], 3),
                         "input_shapes": r.get("input_shapes"),
                     },
-                    advice=(_WARMUP_ADVICE if warmup else "")
-                    + _advice(kind, terms_for(workload_of(db).gpu.vendor), _allocates(db))
+                    advice=(_warmup_advice(bool(db.devices)) if warmup else "")
+                    + (
+                        _advice(kind, terms_for(workload_of(db).gpu.vendor), _allocates(db))
+                        if db.devices
+                        else _CPU_ONLY_ADVICE
+                    )
                     + (profiler_overhead_caveat(workload_of(db)) if kind != "kernel" else ""),
                     # host time above the median while the GPU waited is part of the idle
                     # time idle_gpu files under 'host_compute'
@@ -272,11 +282,29 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
     return findings
 
 
-_WARMUP_ADVICE = (
-    "The slow instances are among the first calls: warm-up (lazy CUDA/cuDNN initialization, "
-    "`cudnn.benchmark` autotuning, caching-allocator growth, compilation). Profile the steady "
-    "state with `torch.profiler.schedule(wait=1, warmup=2, active=3)` and run a few warm-up "
-    "iterations before timing. Otherwise: "
+def _warmup_advice(gpu: bool) -> str:
+    causes = (
+        "lazy CUDA/cuDNN initialization, `cudnn.benchmark` autotuning, caching-allocator "
+        "growth, compilation"
+        if gpu
+        # a trace without GPU work: no CUDA library to initialize, no device allocator
+        else "first-call dispatch and kernel selection, memory allocation, compilation"
+    )
+    return (
+        f"The slow instances are among the first calls: warm-up ({causes}). Profile the steady "
+        "state with `torch.profiler.schedule(wait=1, warmup=2, active=3)` and run a few "
+        "warm-up iterations before timing. Otherwise: "
+    )
+
+
+# Operators of a trace that records no GPU work ran on the CPU alone: no syncs, device
+# allocator or launches to blame.
+_CPU_ONLY_ADVICE = (
+    "Same operator and input shapes, very different host durations: look for garbage "
+    "collection, memory allocation, contention for the host's cores (intra-op threads "
+    "oversubscribed by other threads or processes: `torch.get_num_threads()` against the "
+    "cores the process may use) or preemption. Check the slow instances' children on the "
+    "timeline."
 )
 
 

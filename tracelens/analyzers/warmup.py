@@ -347,8 +347,8 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             t,
             title=f"This capture is mostly warm-up: the first {fmt_ns(span.duration_ns)} "
             f"({share:.1f}% of the window) run once per process, not in the steady state",
-            impact_basis="The warm-up span: time a steady-state capture would not contain. "
-            "Idle GPU time inside it is counted here, not by idle_gpu.",
+            impact_basis="The warm-up span: time a steady-state capture would not contain."
+            + (" Idle GPU time inside it is counted here, not by idle_gpu." if db.devices else ""),
             summary="From the start of the window to "
             f"{fmt_ns(span.duration_ns)} the host was warming up: "
             + "; ".join(parts)

@@ -184,7 +184,8 @@ def build_report_from_db(
         "notes": list(notes or []),
     }
     if not db.devices:
-        report["notes"].append("no GPU work recorded in this trace")
+        # first: the notes that say why (the readers') follow it
+        report["notes"].insert(0, "no GPU work recorded in this trace")
     report["notes"].extend(workload_of(db).recording_notes)
     report["notes"].extend(training_mode_notes(findings))
     report["notes"].extend(replay_attribution_notes(db))
