@@ -184,7 +184,8 @@ class BatchedRead:
         if loaded.warning is not None and loaded.warning not in stats.warnings:
             stats.warnings.append(loaded.warning)
         stats.call_stacks = stats.call_stacks or any(f.call_stacks for f in files)
-        for _, total, missing, negative, _, _ in loaded.census:
+        for cat, total, missing, negative, _, _ in loaded.census:
+            stats.categories[cat] = stats.categories.get(cat, 0) + total
             stats.events += total
             stats.dropped_missing += missing
             stats.dropped_negative += negative

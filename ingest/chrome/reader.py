@@ -30,6 +30,7 @@ import duckdb
 from ingest.chrome.batched_read import BATCH_BYTES, BatchedRead
 from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter
 from ingest.chrome.event_sql import META_NAMES, SEQUENCES, STAGE_DB
+from ingest.chrome.foreign_trace import foreign_trace_error
 from ingest.chrome.hip_work_items import grids_in_workgroups
 from ingest.chrome.no_gpu_note import no_gpu_note
 from ingest.chrome.read_stats import ChromeReadStats
@@ -85,6 +86,9 @@ def read_chrome_trace(
             _drop_read_state(con)
         raise
     _drop_read_state(con)
+    foreign = foreign_trace_error(con, path, stats.categories)
+    if foreign is not None:
+        raise foreign
     _finish(con, path, splitter.result.metadata, stats)
     return stats
 
