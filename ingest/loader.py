@@ -31,6 +31,8 @@ from ingest.schema import SCHEMA_VERSION, create_schema, set_info, sql_literal
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+# Nsight Compute's reports: per-kernel metrics, often taken for a timeline by their name
+NCU_REPORT_SUFFIXES = (".ncu-rep", ".nsight-cuprof-report")
 TRACE_FILE_PATTERN = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
 
 ProgressFn = Callable[[int, int], None]
@@ -59,6 +61,14 @@ def detect_format(path: Path) -> str:
             "this is an Nsight Systems report, not its SQLite export; run "
             f"`nsys export --type sqlite --output {path.with_suffix('.sqlite').name} {path.name}` "
             "and analyze the .sqlite file",
+        )
+    if path.suffix.lower() in NCU_REPORT_SUFFIXES:
+        raise TraceInputError(
+            path,
+            "this is an Nsight Compute report (metrics of single kernels, no timeline), not "
+            "an Nsight Systems one; record the run's timeline with `nsys profile "
+            "--trace=cuda,nvtx -o run python train.py`, then `nsys export --type sqlite "
+            "run.nsys-rep`, and analyze the .sqlite export",
         )
     try:
         size = path.stat().st_size

@@ -30,6 +30,16 @@ def _not_nsys(p: Path, good: bytes) -> Path:
     return p
 
 
+def _rocpd(p: Path, good: bytes) -> Path:
+    """rocTracer's RPD database: SQLite with rocpd_* tables."""
+    db = sqlite3.connect(p)
+    db.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)")
+    db.execute("CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER)")
+    db.commit()
+    db.close()
+    return p
+
+
 def _truncated(p: Path, good: bytes) -> Path:
     p.write_bytes(good[: len(good) // 2])
     return p
@@ -69,6 +79,8 @@ def _empty(p: Path, good: bytes) -> Path:
 
 CASES = {
     "not_nsys.sqlite": (_not_nsys, "not an Nsight Systems export"),
+    "trace.rpd": (_rocpd, "a rocprofiler database (rocpd tables), not an Nsight Systems export"),
+    "kernels.ncu-rep": (_report, "this is an Nsight Compute report (metrics of single kernels"),
     "truncated.sqlite": (_truncated, "damaged SQLite file: truncated"),
     "corrupt.sqlite": (_corrupt_pages, "damaged or unreadable SQLite file"),
     "bad_header.sqlite": (_bad_header, "damaged or unreadable SQLite file"),
@@ -91,7 +103,9 @@ def test_load_trace_refuses_with_one_line(tmp_path: Path, good: bytes, name: str
     assert expected in message
 
 
-@pytest.mark.parametrize("name", ["not_nsys.sqlite", "corrupt.sqlite", "profile.nsys-rep"])
+@pytest.mark.parametrize(
+    "name", ["not_nsys.sqlite", "corrupt.sqlite", "profile.nsys-rep", "kernels.ncu-rep"]
+)
 def test_cli_exits_2_with_one_line_on_stderr(tmp_path: Path, good: bytes, name: str) -> None:
     make, expected = CASES[name]
     path = make(tmp_path / name, good)

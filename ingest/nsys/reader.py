@@ -195,6 +195,15 @@ def _read(
     src = connect()
     try:
         tables = _table_columns(src)
+        if not _is_nsys_export(tables) and any(t.lower().startswith("rocpd_") for t in tables):
+            # rocprofiler's databases (rocTracer's RPD and rocprofv3's rocpd) are SQLite too
+            raise TraceInputError(
+                path,
+                "a rocprofiler database (rocpd tables), not an Nsight Systems export; for "
+                "AMD GPUs tracelens reads the PyTorch profiler's traces: a ROCm build of "
+                "PyTorch records HIP kernels and runtime calls under "
+                "`ProfilerActivity.CUDA`",
+            )
         if not _is_nsys_export(tables):
             raise TraceInputError(
                 path,
