@@ -189,6 +189,10 @@ def test_corpus_two_sampled_ranks(corpus: Path) -> None:
     that what was dropped is not known (a sixth review); who arrives last is measured.
     """
     job = _job(corpus / "torch/sampled_2rank")
+    # the job's JSON reads its findings in the text's order: the un-costed idle time first
+    lead = job["findings"][job["reading_order"][0]]
+    assert lead["analyzer"] == "idle_gpu" and lead["subject_ns"] > 390_000_000
+    assert sorted(job["reading_order"]) == list(range(len(job["findings"])))
     (o,) = [o for o in job["clock"]["offsets"] if o["rank"] == 1]
     assert abs(o["offset_ns"]) < 100_000 and o["matched_collectives"] == 5
     assert o["residual_ns"] is not None and o["residual_ns"] < 100_000

@@ -210,3 +210,33 @@ def test_uncosted_findings_lead_only_where_their_time_dwarfs_the_costed_impacts(
     assert uncosted_leads([1_000], [])  # nothing costed to give back
     assert not uncosted_leads([600_000], [400_000])  # comparable: ranked findings first
     assert not uncosted_leads([], [400_000])
+
+
+def test_reading_order_is_the_renderers_order_as_positions() -> None:
+    """``reading_order`` lists every finding once, as positions in ``findings`` (a job
+    repeats ids across ranks), in the order the reports read them."""
+    from tracelens.core.finding_sections import reading_order
+
+    def f(i: str, sev: str, impact: int, subject: int, costed: bool = True) -> dict:
+        return {"id": i, "severity": sev, "impact_ns": impact, "subject_ns": subject,
+                "costed": costed}  # fmt: skip
+
+    hint = f("a", "low", 39_000, 39_000)
+    idle = f("b", "info", 0, 391_000_000, costed=False)
+    minor = f("c", "info", 5_000, 5_000)
+    comm = f("d", "info", 0, 337_000_000, costed=False)
+    ranked = [hint, idle, minor, comm]  # by impact, as the report ranks them
+    # un-costed time dwarfs the one costed impact: they lead, biggest first
+    assert reading_order(ranked) == [1, 3, 0, 2]
+    # comparable: the costed first, then the un-costed, the minor last
+    gemm = f("e", "high", 300_000_000, 300_000_000)
+    assert reading_order([gemm, hint, idle, minor]) == [0, 1, 2, 3]
+    # the same id on two ranks stays two positions
+    assert reading_order([hint, dict(hint)]) == [0, 1]
+    assert reading_order([]) == []
+
+
+def test_reports_say_their_reading_order(planted: dict[str, dict[str, Any]]) -> None:
+    for name, report in planted.items():
+        order = report["reading_order"]
+        assert sorted(order) == list(range(len(report["findings"]))), name

@@ -43,6 +43,19 @@ class Sections(Generic[F]):
     minor: list[F]
     lead: bool
 
+    def in_order(self) -> list[F]:
+        """Every finding, in the order the reports present them."""
+        first, then = (self.uncosted, self.major) if self.lead else (self.major, self.uncosted)
+        return [*first, *then, *self.minor]
+
+
+def reading_order(findings: Sequence[Any]) -> list[int]:
+    """The JSON reports' ``reading_order``: positions in ``findings`` (ranked by impact), in
+    the order the text, Markdown and HTML reports present them. Positions, not ids: a job's
+    findings repeat an id on each rank that has it."""
+    position = {id(f): i for i, f in enumerate(findings)}
+    return [position[id(f)] for f in sections(findings).in_order()]
+
 
 def sections(findings: Sequence[F]) -> Sections[F]:
     """The sections of ranked ``findings`` (typed or JSON dicts): the un-costed lead where

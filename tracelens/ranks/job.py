@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ingest import LoadedTrace, load_trace
 from ingest.limits import IngestLimits
 from tracelens import __version__
+from tracelens.core.finding_sections import reading_order
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
 from tracelens.core.workload import RECORDING_CAVEATS
@@ -270,6 +271,10 @@ def job_report(extracts: list[RankExtract], t: Thresholds) -> dict[str, Any]:
             for s in late
         ],
         "findings": findings,
+        # as in a trace's report: positions in findings, in the order the job's text and
+        # Markdown read them (sampled ranks: their un-costed idle time first, not the
+        # pinned-memory hint that ranks first by impact)
+        "reading_order": reading_order(findings),
         "notes": notes,
         "rank_reports": {str(e.rank): e.report for e in extracts},
     }

@@ -20,6 +20,7 @@ from tracelens import __version__
 from tracelens.analyzers import run_all
 from tracelens.analyzers.llm_slo import analyze_slo
 from tracelens.analyzers.training_mode import training_mode_notes
+from tracelens.core.finding_sections import reading_order
 from tracelens.core.recorded_at import recorded_at_ns
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -62,6 +63,7 @@ CORE_KEYS = (
     "metrics",
     "workload",
     "findings",
+    "reading_order",
     "top_kernels",
     "top_ops",
     "notes",
@@ -170,6 +172,7 @@ def build_report_from_db(
             if key in ("rank", "world_size", "event_count"):
                 v = int(v)
             trace[key] = v
+    ranked = [f.to_dict() for f in findings]
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "tracelens_version": __version__,
@@ -178,7 +181,10 @@ def build_report_from_db(
         "devices": device_summaries(db),
         "metrics": trace_metrics(db),
         "workload": workload_of(db).to_dict(),
-        "findings": [f.to_dict() for f in findings],
+        "findings": ranked,
+        # the order the text, Markdown and HTML reports read them in: a CI job that acts on
+        # the first finding gets the one they lead with, whatever the impact ranking
+        "reading_order": reading_order(ranked),
         "top_kernels": top_kernels(db, top),
         "top_ops": top_ops(db, top, t),
         "notes": list(notes or []),

@@ -215,6 +215,9 @@ class Report(Struct, kw_only=True):
     workload: Workload
     # ranked by impact_ns, descending
     findings: list[Finding]
+    # positions in findings, in the order the text, Markdown and HTML reports present them
+    # (absent from reports made before it was added)
+    reading_order: list[int] | UnsetType = UNSET
     top_kernels: list[KernelStats]
     top_ops: list[OpStats]
     notes: list[str]
