@@ -87,3 +87,50 @@ def test_pytorch_traces_without_work_are_still_read(tmp_path: Path, events: list
     result = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     assert "no GPU work recorded in this trace" in json.loads(result.output)["notes"]
+
+
+def test_xprof_device_names_after_their_host_are_xla_too(tmp_path: Path) -> None:
+    path = _xla_trace(tmp_path / "jax.trace.json")
+    path.write_text(path.read_text().replace('"/device:GPU:0"', '"myhost /device:GPU:0"'))
+    with pytest.raises(TraceInputError) as err:
+        load_trace(path)
+    assert "(XLA) profiler trace (processes `/host:CPU`, `myhost /device:GPU:0`)" in str(err.value)
+
+
+def test_a_tpu_trace_is_not_sent_to_nsight(tmp_path: Path) -> None:
+    path = _xla_trace(tmp_path / "tpu.trace.json")
+    path.write_text(path.read_text().replace('"/device:GPU:0"', '"/device:TPU:0"'))
+    with pytest.raises(TraceInputError) as err:
+        load_trace(path)
+    text = str(err.value)
+    assert "profiler trace of a TPU" in text and "NVIDIA and AMD GPUs" in text
+    assert "nsys" not in text
+
+
+def test_the_legacy_autograd_profilers_export_is_named(tmp_path: Path) -> None:
+    """``torch.autograd.profiler.profile(...).export_chrome_trace``: no categories, string
+    pids; refused as what it is, not as a program the PyTorch profiler cannot record."""
+    path = tmp_path / "legacy.json"
+    events = [
+        {"name": "aten::mm", "ph": "X", "ts": 191.5, "dur": 604.7, "tid": 1,
+         "pid": "CPU functions", "args": {}},
+        {"name": "volta_sgemm_128x64_nn", "ph": "X", "ts": 200.1, "dur": 500.2, "tid": 0,
+         "pid": "CUDA functions", "args": {}},
+    ]  # fmt: skip
+    path.write_text(json.dumps(events))
+    with pytest.raises(TraceInputError) as err:
+        load_trace(path)
+    text = str(err.value)
+    assert "PyTorch's legacy autograd profiler" in text
+    assert "torch.profiler.profile(activities=" in text
+    assert "does not record" not in text
+
+
+@pytest.mark.parametrize("cat", ["xpu_runtime", "privateuse1_runtime", "mtia_runtime"])
+def test_other_backends_runtime_records_are_pytorch(tmp_path: Path, cat: str) -> None:
+    path = tmp_path / "t.json"
+    event = {"ph": "X", "cat": cat, "name": "urEnqueueKernelLaunch", "pid": 1, "tid": 1,
+             "ts": 1, "dur": 5}  # fmt: skip
+    path.write_text(json.dumps({"traceEvents": [event]}))
+    result = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output

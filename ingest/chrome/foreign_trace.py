@@ -30,7 +30,26 @@ PYTORCH_CATEGORIES = frozenset().union(*(cats for cats, _ in ROUTES)) - {"ph:M"}
     "cuda_profiler_range",
     "python",
     "memory",
+    "user",
+    "async",
+    # other backends' runtimes and Kineto's own records
+    "xpu_runtime",
+    "xpu_driver",
+    "mtia_runtime",
+    "mtia_ccp_events",
+    "mtia_counters",
+    "mtia_insight",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+    "collective_comm",
+    "hpu_op",
+    "glow_runtime",
+    "external_correlation",
 }
+# The legacy autograd profiler's export (``torch.autograd.profiler.profile`` and
+# ``prof.function_events.export_chrome_trace``, PyTorch before Kineto) writes no
+# categories and names its processes so, as strings
+_LEGACY_PIDS = (b'"CPU functions"', b'"CUDA functions"')
 
 _NSYS = (
     "run it under Nsight Systems (`nsys profile --trace=cuda,nvtx -o run python train.py`, "
@@ -39,17 +58,35 @@ _NSYS = (
 
 
 def foreign_trace_error(
-    con: duckdb.DuckDBPyConnection, path: Path, categories: dict[str, int]
+    con: duckdb.DuckDBPyConnection, path: Path, categories: dict[str, int], head: bytes = b""
 ) -> TraceInputError | None:
     """The error for a trace none of whose events the PyTorch profiler could have written
-    (None for a PyTorch trace, and for one with no events but metadata: nothing to judge)."""
+    (None for a PyTorch trace, and for one with no events but metadata: nothing to judge);
+    ``head``: the trace's first bytes."""
     events = {c: n for c, n in categories.items() if c != "ph:M"}
     if not events or PYTORCH_CATEGORIES & events.keys():
         return None
+    if any(p in head for p in _LEGACY_PIDS):
+        return TraceInputError(
+            path,
+            "a trace from PyTorch's legacy autograd profiler (`torch.autograd.profiler`, "
+            'processes "CPU functions" / "CUDA functions", no event categories), which '
+            "records no runtime calls or launch links to read: record with "
+            "`torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+            "ProfilerActivity.CUDA])` and its `export_chrome_trace`",
+        )
+    # XProf names a device by itself (/device:GPU:0) or after its host (myhost /device:GPU:0)
     xla = con.execute(
         """SELECT list(DISTINCT process_name ORDER BY process_name) FROM threads
-           WHERE process_name LIKE '/device:%' OR process_name LIKE '/host:%'"""
+           WHERE process_name LIKE '%/device:%' OR process_name LIKE '%/host:%'"""
     ).fetchone()[0]  # type: ignore[index]
+    if xla and any("/device:TPU" in n for n in xla):
+        names = ", ".join(f"`{n}`" for n in xla[:3])
+        return TraceInputError(
+            path,
+            f"a TensorFlow or JAX (XLA) profiler trace of a TPU (processes {names}), not a "
+            "PyTorch profiler trace; tracelens analyzes NVIDIA and AMD GPUs",
+        )
     if xla:
         names = ", ".join(f"`{n}`" for n in xla[:3])
         return TraceInputError(

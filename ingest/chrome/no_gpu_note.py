@@ -2,66 +2,80 @@
 
 A trace with no kernel, copy or memset is most often recorded wrongly rather than of a
 program that never used its GPU, and "no GPU work" alone leaves the user to guess which.
-Three recordings look different in the file:
+The recordings look different in the file, and each is kept as the ``no_gpu_recording``
+trace fact (the analyzers word CPU-only findings from it):
 
-- launch calls recorded (``cudaLaunchKernel``, ``hipLaunchKernel``, ...) but no GPU
-  activity: the program used the GPU and the profiler's device side (CUPTI, roctracer)
-  delivered nothing;
-- no runtime call at all while the profiler listed GPUs (``deviceProperties``): the GPU
-  was there, and either the profiled code ran on the CPU or the profiler traced the CPU
-  only (``activities=[ProfilerActivity.CPU]``);
-- no runtime call and no GPU listed: the profiler saw no GPU, so the run was on the CPU
-  (a machine or container without a visible GPU, or ``CUDA_VISIBLE_DEVICES`` empty).
+- ``gpu_untraced``: calls that give the GPU work (launches, copies, memsets) recorded but
+  no GPU activity: the program used the GPU and the profiler's device side (CUPTI,
+  roctracer) delivered nothing;
+- ``no_gpu_work``: runtime calls, none giving the GPU work;
+- ``cpu_traced``: no runtime call while the profiler listed GPUs (``deviceProperties``):
+  the GPU was there, and either the profiled code ran on the CPU or the profiler traced
+  the CPU only (``activities=[ProfilerActivity.CPU]``);
+- ``cpu_run``: no runtime call and an empty ``deviceProperties``: Kineto lists nothing in
+  a CPU-only build of PyTorch, or where no GPU is visible; the run was on the CPU;
+- ``unknown``: no runtime call and no ``deviceProperties`` at all (PyTorch before 1.9,
+  builds that wrote it only with CUDA tracing), or nothing recorded: nothing to conclude.
 """
 
 from __future__ import annotations
 
 import duckdb
 
-from ingest.derive_gaps import LAUNCH_CALLS
-from ingest.schema import sql_list
-
 # ProfilerActivity.CUDA also selects ROCm's tracer in a ROCm build of PyTorch.
 _RECORD_GPU = "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+# Calls that give the GPU work: launches, copies, memsets, prefetches (CUDA, HIP and the
+# driver API, with their _ptsz/_v2/Async variants).
+_GPU_WORK_CALL = "regexp_matches(name, '(?i)(launch|memcpy|memset|prefetch|graphlaunch)')"
 
 
-def no_gpu_note(con: duckdb.DuckDBPyConnection, listed_gpus: int | None) -> str | None:
-    """The note for a trace that recorded no GPU work (None where it recorded some);
-    ``listed_gpus`` is the length of the trace's ``deviceProperties`` (None without one:
-    traces before PyTorch 1.9 have none)."""
-    work, launches, calls, ops = con.execute(
+def no_gpu_recording(
+    con: duckdb.DuckDBPyConnection, listed_gpus: int | None
+) -> tuple[str, str] | None:
+    """``(kind, note)`` for a trace that recorded no GPU work (None where it recorded some);
+    ``listed_gpus`` is the length of the trace's ``deviceProperties`` (None without one)."""
+    work, gpu_calls, calls, ops = con.execute(
         f"""SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memcpys)
                      + (SELECT count(*) FROM memsets),
-                   (SELECT count(*) FROM api_calls WHERE name IN ({sql_list(LAUNCH_CALLS)})),
+                   (SELECT count(*) FROM api_calls WHERE {_GPU_WORK_CALL}),
                    (SELECT count(*) FROM api_calls), (SELECT count(*) FROM cpu_ops)"""
     ).fetchone()  # type: ignore[misc]
     if work:
         return None
-    if launches:
-        return (
-            f"the host recorded {_n(launches, 'kernel launch call')} and the GPU nothing: the "
-            "profiler's GPU tracing (CUPTI on NVIDIA, roctracer on AMD) delivered no activity, "
-            "as when another profiler holds it or the run ends before its buffers are "
-            "flushed; the GPU's time is not known from this trace"
+    if gpu_calls:
+        return "gpu_untraced", (
+            f"the host recorded {_n(gpu_calls, 'call')} that give the GPU work (launches, "
+            "copies, memsets) and the GPU nothing: the profiler's GPU tracing (CUPTI on "
+            "NVIDIA, roctracer on AMD) delivered no activity, as when another profiler holds "
+            "it or the run ends before its buffers are flushed; the GPU's time is not known "
+            "from this trace"
         )
     if calls:
-        return (
-            f"the host recorded {_n(calls, 'CUDA or HIP runtime call')} and no kernel launch: "
-            "the recorded span gave the GPU no work"
+        return "no_gpu_work", (
+            f"the host recorded {_n(calls, 'CUDA or HIP runtime call')}, none of them a "
+            "launch, copy or memset: the recorded span gave the GPU no work"
         )
+    if not ops:
+        return "unknown", "the trace holds no operator call and no runtime call"
     host = f"{_n(ops, 'operator call')} and no CUDA or HIP runtime call"
     if listed_gpus:
-        return (
-            f"the trace holds {host}, though the profiler listed "
-            f"{_n(listed_gpus, 'GPU')}: the profiled code ran on the CPU, or the profiler "
-            f"traced the CPU only; to see the GPU, record with `{_RECORD_GPU}`"
+        return "cpu_traced", (
+            f"the trace holds {host}, though the profiler listed {_n(listed_gpus, 'GPU')}: "
+            "the profiled code ran on the CPU, or the profiler traced the CPU only; to see "
+            f"the GPU, record with `{_RECORD_GPU}`"
         )
-    listed = "(its `deviceProperties` is empty)" if listed_gpus == 0 else ""
-    return (
-        f"the trace holds {host}, and the profiler listed no GPU{' ' + listed if listed else ''}"
-        ": the run was on the CPU, where no GPU was visible (a machine or container "
-        "without one, or `CUDA_VISIBLE_DEVICES` empty); to see the GPU, record where it is "
-        f"visible, with `{_RECORD_GPU}`"
+    if listed_gpus == 0:
+        return "cpu_run", (
+            f"the trace holds {host}, and the profiler listed no GPU (its `deviceProperties` "
+            "is empty, as in a CPU-only build of PyTorch or where no GPU is visible): the run "
+            "was on the CPU; to see a GPU, run a CUDA or ROCm build of PyTorch where the GPU "
+            f"is visible and record with `{_RECORD_GPU}`"
+        )
+    return "unknown", (
+        f"the trace holds {host} and does not list the profiler's devices (no "
+        "`deviceProperties`: PyTorch before 1.9, or a build that wrote it only with CUDA "
+        "tracing), so whether the run used a GPU is not known; to see the GPU, record with "
+        f"`{_RECORD_GPU}`"
     )
 
 

@@ -32,7 +32,7 @@ from ingest.chrome.event_splitter import BlobParseError, EventArraySplitter
 from ingest.chrome.event_sql import META_NAMES, SEQUENCES, STAGE_DB
 from ingest.chrome.foreign_trace import foreign_trace_error
 from ingest.chrome.hip_work_items import grids_in_workgroups
-from ingest.chrome.no_gpu_note import no_gpu_note
+from ingest.chrome.no_gpu_note import no_gpu_recording
 from ingest.chrome.read_stats import ChromeReadStats
 from ingest.chrome.recorded_env import recorded_packages, recorded_settings
 from ingest.errors import TraceInputError
@@ -86,7 +86,7 @@ def read_chrome_trace(
             _drop_read_state(con)
         raise
     _drop_read_state(con)
-    foreign = foreign_trace_error(con, path, stats.categories)
+    foreign = foreign_trace_error(con, path, stats.categories, _head(path))
     if foreign is not None:
         raise foreign
     _finish(con, path, splitter.result.metadata, stats)
@@ -156,9 +156,10 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
             f"{_n(stats.dropped_negative, 'event')} with a negative duration skipped"
         )
     props = meta.get("deviceProperties")
-    no_gpu = no_gpu_note(con, len(props) if isinstance(props, list) else None)
+    no_gpu = no_gpu_recording(con, len(props) if isinstance(props, list) else None)
     if no_gpu is not None:
-        stats.warnings.append(no_gpu)
+        set_info(con, {"no_gpu_recording": no_gpu[0]})
+        stats.warnings.append(no_gpu[1])
     set_info(
         con,
         {
@@ -176,6 +177,13 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
             "warnings": "\n".join(stats.warnings) if stats.warnings else None,
         },
     )
+
+
+def _head(path: Path) -> bytes:
+    """The trace's first bytes (decompressed), read only for a trace that routed nothing."""
+    from ingest.byte_source import head_bytes
+
+    return head_bytes(path, 4096)
 
 
 def _n(count: int, noun: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from ingest.derive_gaps import GAP_CAUSES
 from ingest.profiler_steps import STEP_INTERVALS
 from tracelens.analyzers.contract import finding
+from tracelens.core.cpu_run import ran_on_cpu
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.thresholds import Thresholds
 from tracelens.core.tracedb import TraceDB
@@ -128,7 +129,9 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 f" The kernels launched in a step span a median "
                 f"{fmt_ns(medians['gpu_span_ns'])} on the GPU."
                 if db.devices
-                else " The trace records no GPU work: the steps ran on the CPU."
+                else " The run was on the CPU."
+                if ran_on_cpu(db)
+                else " The trace records no GPU activity."
             ),
             evidence={
                 "step_count": len(steps),
@@ -153,7 +156,7 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                 ],
                 "steps_listed_all": len(steps) <= _MAX_LISTED,
             },
-            advice=_advice(slowest["step"], differed, kernel_delta, is_slow, bool(db.devices)),
+            advice=_advice(slowest["step"], differed, kernel_delta, is_slow, not ran_on_cpu(db)),
             time_ranges=[
                 TimeRange(int(slowest["start_ns"]), int(slowest["end_ns"]), None, "slowest step")
             ],
@@ -224,6 +227,10 @@ def _advice(
             " Otherwise fix the cause above: a data wait points at the loader, syncs at "
             "`.item()`/`.cpu()` in the loop, longer kernels at varying shapes (pad or bucket "
             "sequence lengths) or contention from other processes."
+            if (top or slow_kernels) and gpu
+            else " Otherwise fix the cause above: a data wait points at the loader, longer "
+            "operators at varying shapes (pad or bucket sequence lengths), or contention "
+            "from other processes."
             if top or slow_kernels
             else ""
         )

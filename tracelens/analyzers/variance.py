@@ -27,6 +27,7 @@ from tracelens.analyzers.contract import finding
 from tracelens.analyzers.idle_gpu import idle_finding_id
 from tracelens.analyzers.recording_caveats import profiler_overhead_caveat
 from tracelens.core.clipped import clipped
+from tracelens.core.cpu_run import ran_on_cpu
 from tracelens.core.findings import Finding, TimeRange
 from tracelens.core.gpu_terms import AMD, GpuTerms, terms_for
 from tracelens.core.thresholds import Thresholds
@@ -217,11 +218,17 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
             )
             where = "on the GPU" if kind == "kernel" else "on the host"
             basis = "Time its instances spent above the group's median duration"
-            if kind == "operator" and not db.devices:
+            if kind == "operator" and ran_on_cpu(db):
                 # nothing ran on a GPU: the host's time is the run's time
                 basis += (
-                    " (self time, excluding nested operators); the trace records no GPU work, "
-                    "so host time is the run's time."
+                    " (self time, excluding nested operators); the run was on the CPU, so "
+                    "host time is the run's time."
+                )
+            elif kind == "operator" and not db.devices:
+                # GPU work may have run unrecorded: no idle share to weigh host time by
+                basis += (
+                    " (self time, excluding nested operators), counted whole: the trace "
+                    "records no GPU activity, so when the GPU waited is not known."
                 )
             elif kind == "operator":
                 basis += (
@@ -261,11 +268,11 @@ def analyze(db: TraceDB, t: Thresholds) -> list[Finding]:
                         "duration_vs_launch_order_r": round(r["trend_r"], 3),
                         "input_shapes": r.get("input_shapes"),
                     },
-                    advice=(_warmup_advice(bool(db.devices)) if warmup else "")
+                    advice=(_warmup_advice(not ran_on_cpu(db)) if warmup else "")
                     + (
-                        _advice(kind, terms_for(workload_of(db).gpu.vendor), _allocates(db))
-                        if db.devices
-                        else _CPU_ONLY_ADVICE
+                        _CPU_ONLY_ADVICE
+                        if ran_on_cpu(db)
+                        else _advice(kind, terms_for(workload_of(db).gpu.vendor), _allocates(db))
                     )
                     + (profiler_overhead_caveat(workload_of(db)) if kind != "kernel" else ""),
                     # host time above the median while the GPU waited is part of the idle
