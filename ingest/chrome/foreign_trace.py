@@ -11,6 +11,7 @@ Systems traces any CUDA program, whatever its framework.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -58,15 +59,19 @@ _NSYS = (
 
 
 def foreign_trace_error(
-    con: duckdb.DuckDBPyConnection, path: Path, categories: dict[str, int], head: bytes = b""
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    categories: dict[str, int],
+    head: Callable[[], bytes] = lambda: b"",
 ) -> TraceInputError | None:
     """The error for a trace none of whose events the PyTorch profiler could have written
     (None for a PyTorch trace, and for one with no events but metadata: nothing to judge);
-    ``head``: the trace's first bytes."""
+    ``head`` gives the trace's first bytes, read only for such a trace."""
     events = {c: n for c, n in categories.items() if c != "ph:M"}
     if not events or PYTORCH_CATEGORIES & events.keys():
         return None
-    if any(p in head for p in _LEGACY_PIDS):
+    first = head()
+    if any(p in first for p in _LEGACY_PIDS):
         return TraceInputError(
             path,
             "a trace from PyTorch's legacy autograd profiler (`torch.autograd.profiler`, "

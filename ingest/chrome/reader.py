@@ -86,7 +86,7 @@ def read_chrome_trace(
             _drop_read_state(con)
         raise
     _drop_read_state(con)
-    foreign = foreign_trace_error(con, path, stats.categories, _head(path))
+    foreign = foreign_trace_error(con, path, stats.categories, lambda: _head(chunks))
     if foreign is not None:
         raise foreign
     _finish(con, path, splitter.result.metadata, stats)
@@ -179,11 +179,11 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
     )
 
 
-def _head(path: Path) -> bytes:
-    """The trace's first bytes (decompressed), read only for a trace that routed nothing."""
-    from ingest.byte_source import head_bytes
-
-    return head_bytes(path, 4096)
+def _head(chunks: Callable[[], Iterable[bytes]]) -> bytes:
+    """The text's first bytes, read again only for a trace that routed nothing."""
+    for block in chunks():
+        return block[:4096]
+    return b""
 
 
 def _n(count: int, noun: str) -> str:
