@@ -15,6 +15,7 @@ import pytest
 from ingest import TraceInputError, load_trace
 from tracelens.report import build_report
 from tracelens.testing import training_steps, write_chrome_trace
+from tracelens.testing.reports import report_of_file
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -135,11 +136,7 @@ def test_existing_database_survives_a_failed_ingest(tmp_path: Path) -> None:
 def _load_events(tmp_path: Path, events: list, name: str = "t.json") -> dict:
     p = tmp_path / name
     p.write_text(json.dumps({"traceEvents": events}))
-    loaded = load_trace(p)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(p)
 
 
 def test_missing_fields_and_negative_durations_are_skipped_with_a_warning(tmp_path: Path) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest import load_trace
-from tracelens.report import build_report
 from tracelens.testing import write_chrome_trace
+from tracelens.testing.reports import report_of_file
 from tracelens.testing.scenario import DeviceSpec, Scenario
 
 US = 1_000
@@ -28,11 +27,7 @@ def _report(tmp_path: Path, shapes: bool) -> dict:
         sc.launch(conv, "volta_scudnn_128x64_relu_small_nn_v1", t + 5 * US, t + 10 * US, 900 * US)
         t += 1_000 * US
     path = write_chrome_trace(sc, tmp_path / f"fp32_{shapes}.pt.trace.json.gz")
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def test_an_uncosted_operator_names_the_fp32_finding(tmp_path: Path) -> None:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest import load_trace
 from tracelens.core.findings import finding_id
-from tracelens.report import build_report
+from tracelens.testing.reports import report_of_file
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -40,11 +39,7 @@ def report_of(name: str) -> dict:
 @functools.cache
 def _report(path: Path) -> dict:
     # Each sample is ingested once per test run; several tests read its report.
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def findings_of(report: dict) -> dict[str, dict]:

@@ -13,13 +13,12 @@ from typing import Any
 
 from rich.console import Console
 
-from ingest import load_trace
-from tracelens.report import build_report
 from tracelens.report.model import Report
 from tracelens.report.render.html import render_html
 from tracelens.report.render.markdown import render_markdown
 from tracelens.report.render.text import render_text
 from tracelens.testing.nsys_writer import write_nsys_sqlite
+from tracelens.testing.reports import report_of_file
 from tracelens.testing.scenario import DeviceSpec, Memcpy, Scenario
 
 US = 1_000
@@ -38,11 +37,7 @@ def _report(tmp_path: Path, sc: Scenario, host_kernel: str | None = None) -> dic
                 "VALUES ('Local (CLI)', 'SoftwareReleaseVersion', 620, ?)",
                 [host_kernel],
             )
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def _faulting_softmax() -> Scenario:

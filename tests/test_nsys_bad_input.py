@@ -21,23 +21,28 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return write_nsys_sqlite(training_steps(steps=3), d / "good.sqlite").read_bytes()
 
 
-def _not_nsys(p: Path, good: bytes) -> Path:
+def _sqlite(p: Path, *statements: str) -> Path:
     db = sqlite3.connect(p)
-    db.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
-    db.execute("INSERT INTO customers VALUES (1, 'a')")
+    for sql in statements:
+        db.execute(sql)
     db.commit()
     db.close()
     return p
+
+
+def _not_nsys(p: Path, good: bytes) -> Path:
+    return _sqlite(
+        p, "CREATE TABLE customers (id INTEGER, name TEXT)", "INSERT INTO customers VALUES (1, 'a')"
+    )
 
 
 def _rocpd(p: Path, good: bytes) -> Path:
     """rocTracer's RPD database: SQLite with rocpd_* tables."""
-    db = sqlite3.connect(p)
-    db.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)")
-    db.execute("CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER)")
-    db.commit()
-    db.close()
-    return p
+    return _sqlite(
+        p,
+        "CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)",
+        "CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER)",
+    )
 
 
 def _truncated(p: Path, good: bytes) -> Path:

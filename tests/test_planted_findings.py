@@ -9,16 +9,13 @@ import pytest
 from ingest import load_trace
 from tracelens.core.findings import finding_id
 from tracelens.report import build_report
+from tracelens.testing.reports import report_of_file
 
 
 @pytest.fixture(scope="module")
 def report(planted_trace: tuple[Path, dict]) -> dict:
     path, _ = planted_trace
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def _by(report: dict, analyzer: str) -> list[dict]:

@@ -10,10 +10,10 @@ import pytest
 from markupsafe import escape
 from web_helpers import client_for, make_settings, upload, wait_done, write_planted
 
-from ingest import load_trace
 from tracelens.report import build as report_module
-from tracelens.report.build import CORE_KEYS, build_report, optional_sections
+from tracelens.report.build import CORE_KEYS, optional_sections
 from tracelens.report.render.html import STATIC_DIR, render_html
+from tracelens.testing.reports import report_of_file
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +22,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _report(path: Path) -> dict[str, Any]:
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def _panel(page: str, heading: str) -> str:

@@ -16,15 +16,12 @@ from ingest import load_trace
 from tracelens.report import build_report
 from tracelens.testing import write_chrome_trace
 from tracelens.testing.planted_dropout import DROPOUT_KERNEL_NS, dropout_in_inference
+from tracelens.testing.reports import report_of_file
 from tracelens.testing.scenario import Scenario
 
 
 def _report(tmp_path: Path, sc: Scenario) -> dict:
-    loaded = load_trace(write_chrome_trace(sc, tmp_path / "t.json"))
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(write_chrome_trace(sc, tmp_path / "t.json"))
 
 
 def _training_mode(tmp_path: Path, sc: Scenario) -> list[dict]:

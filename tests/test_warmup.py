@@ -16,15 +16,12 @@ from ingest import load_trace
 from tracelens.report import build_report
 from tracelens.testing import training_steps, write_chrome_trace
 from tracelens.testing.planted_warmup import autotuning_capture, jit_capture
+from tracelens.testing.reports import report_of_file
 
 
 def _report(sc, tmp_path: Path) -> dict:
     path = write_chrome_trace(sc, tmp_path / f"{sc.name}.pt.trace.json.gz")
-    loaded = load_trace(path)
-    try:
-        return build_report(loaded)
-    finally:
-        loaded.close()
+    return report_of_file(path)
 
 
 def test_autotuning_capture_is_reported_as_warmup_first(tmp_path: Path) -> None:
