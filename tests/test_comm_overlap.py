@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from ingest.schema import create_schema
 from tracelens.analyzers.communication import _OVERLAP, collective_kernels
+from tracelens.core.restriction import merge_intervals
 from tracelens.core.tracedb import TraceDB
-from tracelens.testing.intervals import merge_intervals
 
 Kernel = tuple[int, bool, int, int]  # device, is NCCL, start, end
 

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.schema import create_schema
+from tracelens.core.restriction import merge_intervals
 from tracelens.core.tracedb import TraceDB
 from tracelens.derived import require
 from tracelens.derived.host_copies import HOST_COPIES
-from tracelens.testing.intervals import merge_intervals
 
 Interval = tuple[int, int, int]  # device, start, end
 
