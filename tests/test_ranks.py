@@ -572,7 +572,7 @@ def test_job_findings_read_in_sections_like_a_reports() -> None:
     """The job view's sections follow the single-trace renderers': the findings worth
     acting on, the un-costed by their time (first where one holds at least twice the
     largest impact), then the minor ones."""
-    from tracelens.report.render.job_text import reading_order
+    from tracelens.report.render.job_text import headed_sections
 
     def f(title: str, severity: str, impact: int, subject: int, costed: bool = True) -> dict:
         return {"title": title, "severity": severity, "impact_ns": impact,
@@ -582,14 +582,14 @@ def test_job_findings_read_in_sections_like_a_reports() -> None:
     late = f("straggler", "low", 32_000_000, 32_000_000)
     idle = f("idle", "info", 0, 391_000_000, costed=False)
     comm = f("comm", "info", 0, 337_000_000, costed=False)
-    order = reading_order([hint, late, comm, idle])
+    order = headed_sections([hint, late, comm, idle])
     assert [(h.split(",")[0], [x["title"] for x in fs]) for h, fs in order] == [
         ("First", ["idle", "comm"]),
         ("Findings", ["straggler"]),
         ("Minor findings (little or no time to give back)", ["pinned"]),
     ]
     big = f("straggler", "high", 400_000_000, 400_000_000)
-    assert [h.split(",")[0].split(":")[0] for h, _ in reading_order([big, idle])] == [
+    assert [h.split(",")[0].split(":")[0] for h, _ in headed_sections([big, idle])] == [
         "Findings",
         "Not costed",
     ]

@@ -131,7 +131,7 @@ def _seen_options(con: duckdb.DuckDBPyConnection, stats: ChromeReadStats) -> lis
 
 
 def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: ChromeReadStats) -> None:
-    _insert_devices(con, meta)
+    active = _insert_devices(con, meta)
     set_info(con, dict(recorded_settings(meta)))
     set_info(con, dict(recorded_packages(meta)))
     # What the profiler recorded besides the events (PyTorch 2 writes its options at the
@@ -156,7 +156,10 @@ def _finish(con: duckdb.DuckDBPyConnection, path: Path, meta: dict, stats: Chrom
             f"{_n(stats.dropped_negative, 'event')} with a negative duration skipped"
         )
     props = meta.get("deviceProperties")
-    no_gpu = no_gpu_recording(con, len(props) if isinstance(props, list) else None)
+    # only for a trace without GPU work: no query on the usual path
+    no_gpu = (
+        None if active else no_gpu_recording(con, len(props) if isinstance(props, list) else None)
+    )
     if no_gpu is not None:
         set_info(con, {"no_gpu_recording": no_gpu[0]})
         stats.warnings.append(no_gpu[1])
@@ -190,7 +193,8 @@ def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
+def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> list[int]:
+    """Insert the devices that ran work; returns their ids."""
     props = meta.get("deviceProperties")
     by_id: dict[int, dict] = {}
     if isinstance(props, list):
@@ -257,3 +261,4 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, meta: dict) -> None:
     if idle:
         names = ", ".join(f"{i}: {by_id[i].get('name')}" for i in idle)
         set_info(con, {"host_gpus_without_work": names})
+    return active

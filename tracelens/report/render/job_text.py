@@ -58,7 +58,7 @@ def _finding_line(f: dict[str, Any]) -> str:
     return f"[{f['severity']}] {finding_scope(f)}: {f['title']}"
 
 
-def reading_order(findings: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+def headed_sections(findings: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     """The job's findings in the sections the single-trace renderers use (:mod:`minor`),
     each with its heading: the ones worth acting on, then the un-costed by their time, then
     the minor ones; the un-costed first where one holds at least twice the largest time the
@@ -99,7 +99,7 @@ def render_job_markdown(job: dict[str, Any], max_findings: int | None = None) ->
         )
     out += ["", "## Findings", ""]
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
-    for heading, fs in reading_order(shown):
+    for heading, fs in headed_sections(shown):
         out += [f"**{heading}**", ""]
         for f in fs:
             out.append(f"### {_finding_line(f)}")
@@ -134,7 +134,7 @@ def render_job_text(job: dict[str, Any], console: Any, max_findings: int | None 
         )
     shown = job["findings"][:max_findings] if max_findings else job["findings"]
     i = 0
-    for heading, fs in reading_order(shown):
+    for heading, fs in headed_sections(shown):
         console.print(f"\n{heading}", style="bold", highlight=False, markup=False)
         for f in fs:
             i += 1
